@@ -1,0 +1,21 @@
+# Decides whether kernels/ is built: MOK_CUDA=AUTO builds it when nvcc is found
+# (it is preinstalled under /usr/local/cuda on the project's machines), ON requires it.
+set(MOK_HAVE_CUDA OFF)
+if(NOT MOK_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(MOK_HAVE_CUDA ON)
+  elseif(MOK_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "MOK_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "MoK: CUDA kernels ${MOK_HAVE_CUDA}")

@@ -1,0 +1,80 @@
+#pragma once
+// MemoryTracker: live and peak bytes by category, and saved-activation bytes per
+// (layer, tensor kind). Every Tensor and ByteBuffer registers its bytes here, so the figures
+// are what is really held, not an estimate. One tracker per rank (thread or process).
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "core/real.h"
+
+MOK_NN_BEGIN
+
+enum class MemCategory : int {
+  parameters = 0,
+  gradients,
+  optimizer_state,
+  saved_activations,  // tensors kept from forward for backward
+  workspace,          // temporaries of one op
+  communication,      // send/receive buffers between ranks
+  count
+};
+const char* mem_category_name(MemCategory c);
+
+// Where an allocation belongs. For saved activations, `layer` and `kind` say which layer and
+// which tensor kind (e.g. layer 3, "attn.qkv.input"); they key the per-layer figures.
+struct MemTag {
+  MemCategory category = MemCategory::workspace;
+  int layer = -1;
+  std::string kind;
+};
+
+class MemoryTracker {
+ public:
+  struct KindBytes {
+    int64_t live = 0;
+    int64_t peak = 0;
+  };
+
+  void add(const MemTag& tag, int64_t bytes);
+  void remove(const MemTag& tag, int64_t bytes);
+
+  int64_t live_bytes(MemCategory c) const;
+  int64_t peak_bytes(MemCategory c) const;
+  int64_t live_total() const;
+  int64_t peak_total() const;  // peak of the sum, not the sum of peaks
+  // Saved-activation bytes by (layer, kind); layer -1 is model-level (embeddings, head).
+  std::map<std::pair<int, std::string>, KindBytes> saved_by_layer_kind() const;
+
+  // Restart the peaks at the current live values (e.g. after warm-up or per step).
+  void reset_peaks();
+
+  // The tracker that new allocations on this thread register with (one per rank thread).
+  static MemoryTracker& current();
+  static void set_current(MemoryTracker* tracker);  // nullptr restores the process default
+
+ private:
+  mutable std::mutex mutex_;
+  std::array<int64_t, static_cast<int>(MemCategory::count)> live_{};
+  std::array<int64_t, static_cast<int>(MemCategory::count)> peak_{};
+  int64_t live_total_ = 0;
+  int64_t peak_total_ = 0;
+  std::map<std::pair<int, std::string>, KindBytes> saved_;
+};
+
+// Makes `tracker` current on this thread for the scope.
+class ScopedMemoryTracker {
+ public:
+  explicit ScopedMemoryTracker(MemoryTracker& tracker);
+  ~ScopedMemoryTracker();
+  ScopedMemoryTracker(const ScopedMemoryTracker&) = delete;
+  ScopedMemoryTracker& operator=(const ScopedMemoryTracker&) = delete;
+
+ private:
+  MemoryTracker* previous_;
+};
+
+MOK_NN_END

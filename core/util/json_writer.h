@@ -1,0 +1,36 @@
+#pragma once
+// JsonWriter: builds one JSON object as text, for `--json` output and exports.
+//   JsonWriter j; j.begin_object(); j.key("steps").value(200); j.end_object(); j.str();
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mok {
+
+class JsonWriter {
+ public:
+  JsonWriter& begin_object();
+  JsonWriter& end_object();
+  JsonWriter& begin_array();
+  JsonWriter& end_array();
+  JsonWriter& key(std::string_view k);
+  JsonWriter& value(std::string_view v);
+  JsonWriter& value(const char* v) { return value(std::string_view(v)); }
+  JsonWriter& value(const std::string& v) { return value(std::string_view(v)); }
+  JsonWriter& value(double v);  // NaN/inf become null
+  JsonWriter& value(int64_t v);
+  JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
+  JsonWriter& value(bool v);
+  JsonWriter& null();
+  const std::string& str() const { return out_; }
+
+  static std::string escape(std::string_view s);  // with the quotes
+
+ private:
+  void separate();
+  std::string out_;
+  bool need_comma_ = false;
+};
+
+}  // namespace mok
