@@ -1,0 +1,41 @@
+#pragma once
+// SavedLinearInput: what a linear layer Y = X·W keeps of its input X for backward.
+//
+// Backward needs X only for the weight gradient dW = Xᵀ·dY; the input gradient dX = dY·Wᵀ
+// does not. So a linear layer hands X to one of these at forward and asks it for dW at
+// backward. The exact policy keeps X; compact policies (core/kittens/) keep X ≈ P·Q or a
+// low-bit copy and compute dW from that, never building X̂. dX stays exact either way.
+//
+// Shapes: X (n, d_in) with n = tokens; dY (n, d_out); dW (d_in, d_out), row-major.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor/tensor.h"
+
+MOK_NN_BEGIN
+
+class SavedLinearInput {
+ public:
+  virtual ~SavedLinearInput() = default;
+  // Keep (a compact copy of) X for backward. `tag` says which layer and tensor kind the
+  // held bytes are counted under (MemCategory::saved_activations).
+  virtual void save(const Tensor& x, const MemTag& tag) = 0;
+  // dW += scale · X̃ᵀ·dY, where X̃ is what was kept. Frees what save() kept.
+  virtual void accumulate_weight_grad(const Tensor& dy, Tensor& dw, real scale) = 0;
+  // Bytes held now (0 after accumulate_weight_grad).
+  virtual int64_t held_bytes() const = 0;
+  // For policies that keep the whole X (exact, low-bit): X̃ as a dense tensor, for layers
+  // whose backward needs X itself. Compact low-rank policies return an empty tensor.
+  virtual Tensor restore() const { return {}; }
+  // Measured relative reconstruction error ‖X − X̃‖/‖X‖ of the last save (0 when exact);
+  // negative when the policy does not measure it.
+  virtual double last_relative_error() const { return 0.0; }
+  virtual std::string describe() const = 0;  // e.g. "exact", "sketch r=16"
+};
+
+// Keeps X as it is. The reference every compact policy is checked against.
+std::unique_ptr<SavedLinearInput> make_exact_saved_linear_input();
+
+MOK_NN_END
