@@ -112,6 +112,12 @@ class Reader {
       const std::string name = k.Scalar();
       const std::string full = join(path, name);
       if (!seen.insert(name).second) fail(at(k), full, "duplicate key");
+      if (name.find('.') != std::string::npos) {
+        fail(at(k), full,
+             find_config_key(full) || find_config_layer_map(full) || is_section(full)
+                 ? "dotted keys are for --set only; in a file, nest the key under its section"
+                 : unknown_key_message(""));
+      }
       locs_[full] = at(k);
       const ConfigKeySpec* spec = find_config_key(full);
       if (spec && !spec->per_layer()) {

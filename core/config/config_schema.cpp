@@ -120,6 +120,15 @@ const std::vector<std::string> kKittenMethods = {"sketch", "rsvd", "subspace", "
 
 // ============================================================================================
 // THE SCHEMA. One row per key, in the order `mok config print` writes them.
+//
+// To add a key: add the field (with its default) to the struct in experiment_config.h, then
+// one row here:
+//   add(key("routing.jitter", &E::routing, &RoutingConfig::jitter, "one-line meaning").range(0, 1));
+// Constraints: .at_least(x) .at_most(x) .range(lo, hi) .above(x) .below(x) (exclusive)
+// .one_of({...}) .not_empty(). Cross-key rules go in check_experiment_config
+// (config_check.cpp). A per-layer field: a layer_key(...) row with its "inherit" value.
+// Then regenerate docs/config.md (see there); test_config fails until every field has a
+// row and the docs match.
 // ============================================================================================
 std::vector<ConfigKeySpec> build_schema() {
   using E = ExperimentConfig;
