@@ -106,6 +106,12 @@ void check_sketch(Inputs& in, std::vector<OpCheck>& out) {
   const auto p = d_p.download();
   out.push_back({"sketch.project", relative_error(p, p_ref), kFp32Tolerance});
 
+  DeviceBuffer<float> d_q(size_t(r) * d);
+  d_q.poison();
+  sketch_generate(d_q.data(), r, d, seed, stream);
+  MOK_CUDA_CHECK(cudaDeviceSynchronize());
+  out.push_back({"sketch.generate", relative_error(d_q.download(), q), kFp32Tolerance});
+
   // G = Pᵀ·dY (from the GPU's P), then dW += Qᵀ·G on the GPU over a random dW.
   std::vector<float> g(size_t(r) * m);
   std::vector<double> g_ref(size_t(r) * m);

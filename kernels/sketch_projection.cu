@@ -1,6 +1,8 @@
 #include "kernels/cuda_check.h"
 #include "kernels/sketch_projection.h"
 
+#include <algorithm>
+
 namespace mok::cuda {
 namespace {
 
@@ -65,7 +67,24 @@ __global__ void sketch_expand_kernel(const float* g, float* dw, int d, int m, in
   if (row < d && col < m) dw[static_cast<long long>(row) * m + col] += acc;
 }
 
+__global__ void sketch_generate_kernel(float* q, long long count, uint64_t seed, uint64_t stream,
+                                       float scale) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    q[i] = sketch_entry(seed, stream, static_cast<uint64_t>(i), scale);
+  }
+}
+
 }  // namespace
+
+void sketch_generate(float* q, int r, int d, uint64_t seed, uint64_t stream_id, cudaStream_t stream) {
+  const long long count = static_cast<long long>(r) * d;
+  if (count <= 0) return;
+  const long long blocks = std::min<long long>((count + 255) / 256, 65535);
+  sketch_generate_kernel<<<static_cast<int>(blocks), 256, 0, stream>>>(q, count, seed, stream_id,
+                                                                     rsqrtf(float(r)));
+  MOK_CUDA_CHECK_LAUNCH();
+}
 
 void sketch_project(const float* x, float* p, int n, int d, int r, uint64_t seed, uint64_t stream_id,
                     cudaStream_t stream) {

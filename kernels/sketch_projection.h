@@ -14,6 +14,13 @@
 
 namespace mok::cuda {
 
+// Q (r, d) into a workspace, regenerated per use (≈ r·d·4 bytes; transient, not kept
+// between forward and backward). Then any GEMM (cuBLAS) forms P = X·Qᵀ and dW += Qᵀ·G.
+void sketch_generate(float* q, int r, int d, uint64_t seed, uint64_t stream_id, cudaStream_t stream = nullptr);
+
+// Fused variants: Q tiles generated inside the GEMM tiles, never in memory. Every row block
+// regenerates its Q tiles, so these are slower than generate + cuBLAS on large n
+// (docs/benchmarks.md); kept as the reference point for that measurement.
 void sketch_project(const float* x, float* p, int n, int d, int r, uint64_t seed, uint64_t stream_id,
                     cudaStream_t stream = nullptr);
 void sketch_expand_weight_grad(const float* g, float* dw, int d, int m, int r, uint64_t seed,
