@@ -124,6 +124,7 @@ class TestCliConfig : public QObject {
     const Result text = run_mok({"config", "schema"});
     QCOMPARE(text.code, 0);
     QCOMPARE(text.out, QString::fromStdString(mok::config_schema_text()));
+    QCOMPARE(run_mok({"config", "--schema"}).out, text.out);
     QVERIFY(text.out.contains("kittens.layers.<L>.rank"));
   }
 
