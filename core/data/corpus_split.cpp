@@ -32,7 +32,7 @@ CorpusSplit split_corpus(const Corpus& corpus, double val_fraction) {
     const size_t held = std::max<size_t>(1, static_cast<size_t>(std::floor(static_cast<double>(n) * val_fraction)));
     size_t cut = n - held;
     // Prefer a line start shortly after the nominal cut, so the held-out text starts cleanly.
-    const size_t nl = text.find('\n', cut);
+    const size_t nl = text[cut - 1] == '\n' ? std::string::npos : text.find('\n', cut);
     if (nl != std::string::npos && nl + 1 < n && nl + 1 - cut <= held / 10) cut = nl + 1;
     while (cut < n && is_continuation(static_cast<unsigned char>(text[cut]))) ++cut;
     if (cut == 0 || cut >= n) throw CorpusError("corpus '" + corpus.source + "' is too small to split");
