@@ -17,8 +17,13 @@ mok::CorpusSplit small_split() {
   mok::CorpusSplit s;
   for (int i = 0; i < 6; ++i) {
     std::string text;
-    for (int k = 0; k < 200; ++k) text += "doc" + std::to_string(i) + " word" + std::to_string(k % 37) + " ";
-    s.train.push_back({"t" + std::to_string(i), text});
+    for (int k = 0; k < 200; ++k) {
+      text.append("doc").append(std::to_string(i));
+      text.append(" word").append(std::to_string(k % 37)).append(" ");
+    }
+    std::string name = "t";
+    name += std::to_string(i);  // (not "t" + ...: GCC 12 warns falsely on that form)
+    s.train.push_back({name, text});
   }
   s.val.push_back({"v0", std::string(1500, 'v')});
   s.val.push_back({"v1", "the last validation document \xC3\xA9"});
