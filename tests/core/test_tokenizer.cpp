@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/data/bpe_tokenizer.h"
 #include "core/data/byte_tokenizer.h"
@@ -35,6 +36,41 @@ std::string brown_slice(size_t max_bytes) {
     s += d.text + "\n\n";
   }
   return s;
+}
+
+// Reference trainer: recounts every pair from scratch before each merge (slow, obvious).
+std::vector<std::pair<int, int>> reference_merges(const std::string& text, int merges) {
+  std::map<std::string, int64_t> counts;
+  mok::bpe_pieces(text, [&](std::string_view p) { ++counts[std::string(p)]; });
+  std::vector<std::pair<std::vector<int32_t>, int64_t>> words;
+  for (const auto& [w, c] : counts) words.push_back({std::vector<int32_t>(w.begin(), w.end()), c});
+  for (auto& w : words)
+    for (auto& s : w.first) s = static_cast<unsigned char>(s);
+  std::vector<std::pair<int, int>> out;
+  for (int k = 0; k < merges; ++k) {
+    std::map<std::pair<int, int>, int64_t> pairs;
+    for (const auto& [syms, c] : words)
+      for (size_t i = 0; i + 1 < syms.size(); ++i) pairs[{syms[i], syms[i + 1]}] += c;
+    if (pairs.empty()) break;
+    auto best = pairs.begin();  // map order = (left, right) order, so ties keep the smallest
+    for (auto it = pairs.begin(); it != pairs.end(); ++it)
+      if (it->second > best->second) best = it;
+    const auto [a, b] = best->first;
+    out.emplace_back(a, b);
+    for (auto& [syms, c] : words) {
+      std::vector<int32_t> merged;
+      for (size_t i = 0; i < syms.size(); ++i) {
+        if (i + 1 < syms.size() && syms[i] == a && syms[i + 1] == b) {
+          merged.push_back(256 + k);
+          ++i;
+        } else {
+          merged.push_back(syms[i]);
+        }
+      }
+      syms = merged;
+    }
+  }
+  return out;
 }
 
 std::vector<std::pair<int, int>> merge_pairs(const mok::BpeTokenizer& t) {
@@ -98,6 +134,15 @@ class TestTokenizer : public QObject {
     QCOMPARE(t.encode("aaaa"), std::vector<int32_t>({257}));
     QCOMPARE(t.encode("aaa"), std::vector<int32_t>({256, 'a'}));
     QCOMPARE(t.encode("aaaaa"), std::vector<int32_t>({257, 'a'}));
+  }
+
+  void bpeMatchesTheReferenceTrainer() {
+    // Incremental pair-count updates give the same merges as recounting everything.
+    for (uint64_t seed : {31ull, 32ull}) {
+      const std::string text = random_text(seed, 6000) + " aaaaaaa aaaa abab ababab";
+      const auto t = mok::BpeTokenizer::train({text}, 256 + 150);
+      QCOMPARE(merge_pairs(t), reference_merges(text, 150));
+    }
   }
 
   void bpeStopsWhenNoPairIsLeft() {
