@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
       std::printf("bpe vocab %5d: train %.3f s, encode %.3f s (%.1f MB/s), %.3f bytes/token train, %.3f val\n",
                   bpe.vocab_size(), train_s, encode_s, (ds.train_bytes + ds.val_bytes) / 1e6 / encode_s,
                   ds.train_bytes_per_token(), ds.val_bytes_per_token());
+      size_t mismatched = 0;
+      for (const auto& d : corpus.documents) mismatched += bpe.decode(bpe.encode(d.text)) != d.text;
+      std::printf("  round trip over all %zu documents: %s\n", corpus.documents.size(),
+                  mismatched ? "MISMATCH" : "exact");
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
