@@ -305,16 +305,20 @@ RunShape run_shape_from_yaml(const std::string& config_yaml) {
     const ModelConfig m;
     const RoutingConfig r;
     const KittensConfig k;
-    const YAML::Node model = root["model"];
-    const YAML::Node routing = root["routing"];
-    const YAML::Node kittens = root["kittens"];
-    shape.layers = model["layers"].as<int>(m.layers);
-    shape.d_model = model["d_model"].as<int>(m.d_model);
-    shape.experts = model["experts"].as<int>(m.experts);
-    shape.top_k = model["top_k"].as<int>(m.top_k);
-    shape.dispatcher = routing["dispatcher"].as<std::string>(r.dispatcher);
-    shape.policy = routing["policy"].as<std::string>(r.policy);
-    shape.kittens = kittens["mode"].as<std::string>(k.mode);
+    // section.key when both exist, else the default (indexing a missing node throws).
+    auto get = [&root](const char* section, const char* key, auto fallback) {
+      const YAML::Node sec = root[section];
+      if (!sec.IsDefined() || !sec.IsMap()) return fallback;
+      const YAML::Node v = sec[key];
+      return v.IsDefined() && v.IsScalar() ? v.as<decltype(fallback)>() : fallback;
+    };
+    shape.layers = get("model", "layers", m.layers);
+    shape.d_model = get("model", "d_model", m.d_model);
+    shape.experts = get("model", "experts", m.experts);
+    shape.top_k = get("model", "top_k", m.top_k);
+    shape.dispatcher = get("routing", "dispatcher", r.dispatcher);
+    shape.policy = get("routing", "policy", r.policy);
+    shape.kittens = get("kittens", "mode", k.mode);
   } catch (const std::exception&) {
     return RunShape{};
   }
