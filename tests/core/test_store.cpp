@@ -326,6 +326,15 @@ class TestStore : public QObject {
     mok::MetricWriter bg(store, id, {.max_rows = 1000, .max_delay_ms = 20, .background = true});
     bg.append(row(5, {{"train/loss", 1}}));
     QTRY_COMPARE_WITH_TIMEOUT(store.metric_row_count(id), int64_t(5), 10000);
+
+    // flush() returns only when every row appended before it is written, even while the
+    // flusher thread is busy with earlier batches.
+    mok::MetricWriter busy(store, id, {.max_rows = 2, .max_delay_ms = 1, .background = true});
+    for (int s = 6; s < 206; ++s) busy.append(row(s, {{"train/loss", 1.0 * s}}));
+    busy.flush();
+    QCOMPARE(busy.pending(), size_t(0));
+    QCOMPARE(store.metric_row_count(id), int64_t(205));
+    QCOMPARE(store.metric_series(id, "train/loss").back().value, 205.0);
   }
 
   void sinkRecordsARun() {
