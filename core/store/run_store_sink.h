@@ -10,7 +10,8 @@
 // Metrics go through a MetricWriter (batched, flushed at least every max_delay_ms, and
 // before every event, checkpoint and the end of the run). A store failure never stops
 // training: the rows stay buffered for the next try, the message is kept in last_error()
-// and printed once to stderr.
+// and printed once to stderr. The RunStore must outlive the sink and stay where it is
+// (the sink and its writer keep a reference to it).
 
 #include <cstdint>
 #include <memory>
