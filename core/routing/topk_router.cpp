@@ -80,14 +80,14 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
     }
   }
   // Losses
-  f_.assign(E, 0.0);
-  for (int e = 0; e < E; ++e) f_[e] = n ? static_cast<double>(r.load[e]) / (static_cast<double>(n) * k) : 0.0;
+  std::vector<double> f(E, 0.0);
+  for (int e = 0; e < E; ++e) f[e] = n ? static_cast<double>(r.load[e]) / (static_cast<double>(n) * k) : 0.0;
   if (losses && n > 0) {
     std::vector<double> pmean(E, 0.0);
     for (int64_t t = 0; t < n; ++t)
       for (int e = 0; e < E; ++e) pmean[e] += probs[t * E + e];
     double aux = 0.0;
-    for (int e = 0; e < E; ++e) aux += f_[e] * pmean[e] / static_cast<double>(n);
+    for (int e = 0; e < E; ++e) aux += f[e] * pmean[e] / static_cast<double>(n);
     losses->aux = aux_coef_ * E * aux;
     double z = 0.0;
     for (int64_t t = 0; t < n; ++t) z += static_cast<double>(lse[t]) * lse[t];
@@ -96,6 +96,7 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
   if (keep) {
     probs_ = std::move(probs);
     lse_ = std::move(lse);
+    f_ = std::move(f);
     n_ = n;
   }
   return r;
