@@ -129,6 +129,7 @@ LanguageModel::LanguageModel(const ModelOptions& o) : impl_(std::make_unique<Imp
   bc.moe_config.aux_loss_coef = c.aux_loss_coef;
   bc.moe_config.z_loss_coef = c.z_loss_coef;
   bc.moe_config.capacity_factor = o.routing.capacity_factor;
+  bc.moe_config.recompute = o.recompute;
   m.embedding = std::make_unique<Embedding>("embed", o.vocab_size, c.d_model, c.init_std, o.seed);
   for (int l = 0; l < c.layers; ++l) {
     bc.moe = moe[l];

@@ -37,7 +37,7 @@ struct ModelOptions {
   int max_seq_len = 128;
   uint64_t seed = 1234;
   // Keep norm inputs and MLP pre-activations only; rebuild the normalised inputs of the
-  // attention / dense-MLP linear layers and the MLP hidden in backward.
+  // attention / dense-MLP linear layers and every MLP / expert hidden in backward.
   bool recompute = false;
 };
 

@@ -17,6 +17,8 @@ MoeLayer::MoeLayer(const std::string& prefix, const MoeConfig& c, double init_st
   if (c.shared_expert)
     shared_ = std::make_unique<SwiGluMlp>(prefix + ".shared", c.d, c.hidden, init_std, out_std, seed,
                                           layer, "moe.shared");
+  for (auto& e : bank_.experts) e->set_recompute_hidden(c.recompute);
+  if (shared_) shared_->set_recompute_hidden(c.recompute);
 }
 
 Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats) {

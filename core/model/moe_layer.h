@@ -22,6 +22,7 @@ struct MoeConfig {
   double aux_loss_coef = 0.01;
   double z_loss_coef = 0.001;
   double capacity_factor = 0.0;  // 0 → dropless
+  bool recompute = false;        // experts keep no hidden h (rebuilt from the pre-activation)
 };
 
 struct MoeStats {

@@ -13,6 +13,7 @@ SwiGluMlp::SwiGluMlp(const std::string& prefix, int64_t d, int64_t f, double ini
 
 Tensor SwiGluMlp::forward(const Tensor& x, bool keep, bool keep_input, bool keep_hidden) {
   const int64_t n = x.dim(0);
+  keep_hidden = keep_hidden && !recompute_hidden_;
   Tensor a = up_.forward(x, keep && keep_input,
                          keep ? MemTag{MemCategory::saved_activations, layer_, kind_ + ".act.input"} : MemTag{});
   Tensor h({n, f_});

@@ -30,6 +30,9 @@ class SwiGluMlp {
   Tensor backward_gated(const Tensor& dy, const real* gate, real* dgate,
                         const Tensor* recomputed_x = nullptr);
 
+  // Never keep h, whatever forward is asked (recompute it from a in backward).
+  void set_recompute_hidden(bool on) { recompute_hidden_ = on; }
+
   Linear& up() { return up_; }
   Linear& down() { return down_; }
   int64_t hidden() const { return f_; }
@@ -41,6 +44,7 @@ class SwiGluMlp {
   Linear up_, down_;
   Tensor a_;  // (n, 2f) pre-activation
   bool hidden_kept_ = true;
+  bool recompute_hidden_ = false;
 };
 
 MOK_NN_END

@@ -153,8 +153,7 @@ class TestModelDeterminism : public QObject {
   }
 
   void recomputeKeepsLessAndGivesTheSameGradients() {
-    ModelOptions o = small_options();
-    o.model.moe_layers = "none";
+    const ModelOptions o = small_options();  // a dense layer and an MoE layer with a shared expert
     const Batch b = make_batch(2, 24, 9);
     auto run = [&](bool recompute, int64_t* saved) {
       ModelOptions oo = o;
