@@ -53,5 +53,8 @@ int main(int argc, char** argv) {
   std::printf("mean step %.1f ms wall, %.1f ms cpu (%.0f tokens/s); peak saved activations %.1f MiB\n", total_ms / steps, total_cpu_ms / steps,
               batch * seq / (total_ms / steps / 1000.0),
               tracker.peak_bytes(MemCategory::saved_activations) / 1048576.0);
+  std::printf("saved activations at their peak, layer 0 and model level (KiB):\n");
+  for (const auto& [key, k] : tracker.saved_by_layer_kind())
+    if (key.first <= 0) std::printf("  layer %2d %-24s %10.1f\n", key.first, key.second.c_str(), k.peak / 1024.0);
   return 0;
 }
