@@ -68,7 +68,8 @@ struct LanguageModel::Impl {
   bool forward_pending = false;
 
   Tensor run_blocks(Tensor x, int batch, int seq, bool keep, ForwardStats* stats) {
-    for (auto& b : blocks) {
+    for (size_t l = 0; l < blocks.size(); ++l) {
+      auto& b = blocks[l];
       MoeStats ms;
       x = b->forward(x, batch, seq, keep, &ms);
       if (b->is_moe() && stats) {
@@ -76,6 +77,7 @@ struct LanguageModel::Impl {
         stats->z_loss += ms.losses.z;
         stats->dropped_tokens += ms.dropped;
         stats->expert_load.push_back(ms.load);
+        stats->moe_layer_ids.push_back(static_cast<int>(l));
       }
     }
     return x;

@@ -27,6 +27,8 @@ struct ForwardStats {
   int64_t dropped_tokens = 0;  // (token, expert) pairs dropped by the capacity factor
   // expert_load[moe_layer][expert]: (token, expert) pairs routed to each expert.
   std::vector<std::vector<int64_t>> expert_load;
+  // moe_layer_ids[i]: the block index of expert_load[i] (for moe/load/layer<L>/expert<E>).
+  std::vector<int> moe_layer_ids;
 };
 
 struct ModelOptions {
