@@ -24,9 +24,10 @@ const char* saved_tensor_method_name(SavedTensorMethod m) {
 }
 
 bool is_elementwise_kind(std::string_view kind) {
-  // Linear inputs end in ".input"; everything else a layer saves is elementwise.
-  constexpr std::string_view suffix = ".input";
-  return !(kind.size() >= suffix.size() && kind.substr(kind.size() - suffix.size()) == suffix);
+  // Linear inputs end in ".input"; norm inputs ("attn_norm.input") and activation inputs
+  // ("moe.expert.act.input") do too but are elementwise.
+  auto ends_with = [&](std::string_view s) { return kind.size() >= s.size() && kind.substr(kind.size() - s.size()) == s; };
+  return !ends_with(".input") || ends_with("norm.input") || ends_with(".act.input");
 }
 
 std::map<std::string, KittenKindOverride> kitten_preset() {
@@ -250,7 +251,8 @@ SavedTensorChoice KittenPolicy::choose_elementwise(int layer, std::string_view k
   return c;
 }
 
-std::unique_ptr<SavedLinearInput> KittenPolicy::make_linear_input(int layer, std::string_view kind) {
+std::unique_ptr<SavedLinearInput> KittenPolicy::make_linear_input(int layer, std::string_view kind,
+                                                                 std::shared_ptr<SubspaceBasis> basis) {
   const SavedTensorChoice c = choose_linear(layer, kind);
   if (c.method == SavedTensorMethod::exact) return nullptr;
   CompactOptions o;
@@ -266,8 +268,7 @@ std::unique_ptr<SavedLinearInput> KittenPolicy::make_linear_input(int layer, std
     case SavedTensorMethod::sketch: inner = make_sketch_saved_linear_input(o); break;
     case SavedTensorMethod::rsvd: inner = make_rsvd_saved_linear_input(o); break;
     case SavedTensorMethod::subspace: {
-      std::shared_ptr<SubspaceBasis> basis;
-      {
+      if (!basis) {
         std::lock_guard lock(bases_mutex_);
         auto& slot = bases_[{layer, std::string(kind)}];
         if (!slot) slot = std::make_shared<SubspaceBasis>();

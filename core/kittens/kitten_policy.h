@@ -53,8 +53,9 @@ struct SavedTensorChoice {
   }
 };
 
-// Whether a tensor kind is an elementwise saved tensor (norm outputs, activation inputs or
-// outputs), as opposed to the input of a linear layer.
+// Whether a tensor kind is an elementwise saved tensor (norm inputs "<norm>.input", the
+// attention's "attn.qkv", SwiGLU pre-activations "<mlp>.act.input", "ce.grad"), as opposed
+// to the input of a linear layer ("attn.qkv.input", "moe.expert.up.input", "head.input", …).
 bool is_elementwise_kind(std::string_view kind);
 
 // The kinds table `mode: kitten` starts from (before the user's `kinds` entries).
@@ -85,7 +86,9 @@ class KittenPolicy {
 
   // A SavedLinearInput for the input of linear layer (layer, kind) at the current step;
   // nullptr when the choice is exact (the layer keeps X itself, as the reference core does).
-  std::unique_ptr<SavedLinearInput> make_linear_input(int layer, std::string_view kind);
+  // `basis`: the subspace basis to use (one per layer object); null → one per (layer, kind).
+  std::unique_ptr<SavedLinearInput> make_linear_input(int layer, std::string_view kind,
+                                                      std::shared_ptr<SubspaceBasis> basis = nullptr);
   // For an elementwise tensor whose choice is lowbit: a low-bit keeper (save, then restore()).
   // nullptr for exact and recompute.
   std::unique_ptr<SavedLinearInput> make_elementwise_copy(int layer, std::string_view kind);
