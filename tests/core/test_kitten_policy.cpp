@@ -70,16 +70,24 @@ class TestKittenPolicy : public QObject {
     QCOMPARE(p.rank_in_force(0), 12);
   }
 
-  void kittenModeUsesThePresetAndRecomputes() {
+  void kittenModeUsesThePreset() {
     KittensConfig c;
     c.mode = "kitten";
     KittenPolicy p(c, 2, 1, 100);
-    QCOMPARE(p.choose_elementwise(0, "norm1.output").method, SavedTensorMethod::recompute);
+    QCOMPARE(p.choose_elementwise(0, "attn_norm.input").method, SavedTensorMethod::lowbit);
+    QCOMPARE(p.choose_linear(0, "moe.expert.up.input").method, SavedTensorMethod::lowbit);
+    QCOMPARE(p.choose_linear(0, "moe.expert.up.input").bits, 4);
+    QVERIFY(is_elementwise_kind("attn_norm.input"));
+    QVERIFY(is_elementwise_kind("moe.expert.act.input"));
+    QVERIFY(is_elementwise_kind("attn.qkv"));
+    QVERIFY(!is_elementwise_kind("attn.qkv.input"));
+    QVERIFY(!is_elementwise_kind("head.input"));
     QVERIFY(p.choose_linear(0, "attn.qkv.input").method != SavedTensorMethod::exact);
-    c.elementwise = "lowbit";
+    c.elementwise = "exact";
     KittenPolicy q(c, 2, 1, 100);
-    QCOMPARE(q.choose_elementwise(0, "norm1.output").method, SavedTensorMethod::lowbit);
-    QVERIFY(q.make_elementwise_copy(0, "norm1.output"));
+    QCOMPARE(q.choose_elementwise(0, "attn_norm.input").method, SavedTensorMethod::exact);
+    QVERIFY(!q.make_elementwise_copy(0, "attn_norm.input"));
+    QVERIFY(p.make_elementwise_copy(0, "attn_norm.input"));
   }
 
   void warmupIsExact() {
