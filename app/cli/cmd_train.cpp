@@ -7,14 +7,17 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "app/cli/commands.h"
 #include "app/cli/progress_bar.h"
 #include "core/config/config_io.h"
+#include "core/dist/mpi_communicator.h"
 #include "core/train/checkpoint.h"
 #include "core/train/trainer.h"
 #include "core/util/json_writer.h"
@@ -34,7 +37,11 @@ const char* kUsage =
     "  --json          print one JSON object with the results as the last stdout line\n"
     "  --quiet         no progress output (errors are still printed)\n"
     "\n"
-    "Ctrl-C (SIGINT) or SIGTERM stops after the current step and saves a checkpoint.\n";
+    "Ctrl-C (SIGINT) or SIGTERM stops after the current step and saves a checkpoint.\n"
+    "\n"
+    "Several ranks: --set parallel.ranks=R (threads of this process, parallel.comm=local), or\n"
+    "one process per rank:  mpirun -np R mok train CONFIG --set parallel.comm=mpi\n"
+    "(srun -n R ... on Slurm). Rank 0 writes the store, checkpoints, progress and --json.\n";
 
 struct Args {
   std::string config;
@@ -85,6 +92,7 @@ void print_json(const TrainResult& r, const std::string& error) {
   j.key("tokens").value(r.tokens);
   j.key("parameters").value(r.parameter_count);
   j.key("checkpoint").value(r.checkpoint_dir);
+  j.key("ranks").value(static_cast<int64_t>(r.ranks));
   if (!error.empty()) j.key("error").value(error);
   j.end_object();
   std::printf("%s\n", j.str().c_str());
@@ -156,6 +164,31 @@ int cmd_train(int argc, char** argv) {
     return 2;
   }
 
+  // MPI launch: one process per rank. MPI is initialised only for parallel.comm: mpi (the
+  // Trainer checked above that a launcher started us); a multi-process launch of a
+  // single-process config would train R independent copies into one store, so refuse it.
+  std::unique_ptr<MpiSession> mpi;
+  if (config.parallel.comm == "mpi") {
+    try {
+      mpi = std::make_unique<MpiSession>(&argc, &argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mok train: %s\n", e.what());
+      return 1;
+    }
+  } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
+    const std::string msg = std::string("launched as ") + n +
+                            " MPI processes but parallel.comm is '" + config.parallel.comm +
+                            "'; add --set parallel.comm=mpi (or run one process)";
+    std::fprintf(stderr, "mok train: %s\n", msg.c_str());
+    if (a.json && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK") : "0") == 0) {
+      TrainResult none;
+      print_json(none, msg);
+    }
+    return 2;
+  }
+  const bool leader = !mpi || mpi->world_rank() == 0;
+  const bool multi_process = mpi && mpi->world_size() > 1;
+
   TrainerOptions options;
   options.db_path = a.db.empty() ? config.logging.db : a.db;
   options.resume_path = resume_dir;
@@ -164,7 +197,7 @@ int cmd_train(int argc, char** argv) {
   ProgressBar progress(stderr, ProgressBar::stderr_is_terminal() && config.logging.progress);
   ErrorPrinter errors;
   std::vector<MetricSink*> sinks;
-  if (a.quiet) sinks.push_back(&errors);
+  if (a.quiet || !leader) sinks.push_back(&errors);  // progress from rank 0 only
   else sinks.push_back(&progress);
 
   g_trainer = &trainer;
@@ -178,6 +211,14 @@ int cmd_train(int argc, char** argv) {
   std::signal(SIGTERM, SIG_DFL);
   g_trainer = nullptr;
 
+  if (r.status == RunStatus::failed && multi_process) {
+    // The other ranks may be waiting in a collective for this one: end the whole job.
+    std::fprintf(stderr, "mok train: rank %d: %s\n", mpi->world_rank(), r.message.c_str());
+    if (a.json && leader) print_json(r, r.message);
+    std::fflush(stderr);
+    mpi_abort(1);
+  }
+  if (!leader) return r.status == RunStatus::stopped ? 130 : 0;
   if (a.json) {
     print_json(r, r.status == RunStatus::failed ? r.message : std::string());
   } else {

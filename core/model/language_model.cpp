@@ -133,6 +133,10 @@ LanguageModel::LanguageModel(const ModelOptions& o) : impl_(std::make_unique<Imp
   bc.moe_config.z_loss_coef = c.z_loss_coef;
   bc.moe_config.capacity_factor = o.routing.capacity_factor;
   bc.moe_config.recompute = o.recompute;
+  if (!o.local_experts.empty() && static_cast<int>(o.local_experts.size()) != c.experts)
+    throw std::invalid_argument("model: local_experts names " + std::to_string(o.local_experts.size()) +
+                                " experts, the model has " + std::to_string(c.experts));
+  bc.moe_config.local_experts = o.local_experts;
   m.embedding = std::make_unique<Embedding>("embed", o.vocab_size, c.d_model, c.init_std, o.seed);
   for (int l = 0; l < c.layers; ++l) {
     bc.moe = moe[l];

@@ -45,6 +45,10 @@ struct ModelOptions {
   bool recompute = false;
   // Length of the run in steps: the horizon of the kitten rank schedules (linear, cosine).
   int64_t train_steps = 0;
+  // (experts) which routed experts this replica builds; empty → all. For expert
+  // parallelism: the other slots stay null, and parameters() skips them. Every expert's
+  // initial values depend on its name and the seed only, so replicas agree.
+  std::vector<bool> local_experts;
 };
 
 // Which layers are MoE for ModelConfig.moe_layers ("all", "none", "every_N" = layers

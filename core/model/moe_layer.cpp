@@ -10,14 +10,20 @@ MoeLayer::MoeLayer(const std::string& prefix, const MoeConfig& c, double init_st
       router_(prefix, c.d, c.experts, c.top_k, init_std, seed, layer, c.aux_loss_coef, c.z_loss_coef,
               c.capacity_factor),
       dispatcher_(std::make_unique<LocalDispatcher>()) {
-  for (int e = 0; e < c.experts; ++e)
+  for (int e = 0; e < c.experts; ++e) {
+    if (!c.local_experts.empty() && !c.local_experts.at(e)) {
+      bank_.experts.push_back(nullptr);  // held by another rank
+      continue;
+    }
     bank_.experts.push_back(std::make_unique<SwiGluMlp>(prefix + ".experts." + std::to_string(e), c.d,
                                                         c.hidden, init_std, out_std, seed, layer,
                                                         "moe.expert", true));
+  }
   if (c.shared_expert)
     shared_ = std::make_unique<SwiGluMlp>(prefix + ".shared", c.d, c.hidden, init_std, out_std, seed,
                                           layer, "moe.shared");
-  for (auto& e : bank_.experts) e->set_recompute_hidden(c.recompute);
+  for (auto& e : bank_.experts)
+    if (e) e->set_recompute_hidden(c.recompute);
   if (shared_) shared_->set_recompute_hidden(c.recompute);
 }
 

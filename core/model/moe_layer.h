@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/model/expert_dispatcher.h"
 #include "core/routing/topk_router.h"
@@ -23,6 +24,9 @@ struct MoeConfig {
   double z_loss_coef = 0.001;
   double capacity_factor = 0.0;  // 0 → dropless
   bool recompute = false;        // experts keep no hidden h (rebuilt from the pre-activation)
+  // (experts) which routed experts this replica holds; empty → all. Expert parallelism
+  // leaves the others' slots null in the ExpertBank (their memory lives on other ranks).
+  std::vector<bool> local_experts;
 };
 
 struct MoeStats {

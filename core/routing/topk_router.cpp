@@ -81,7 +81,16 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
   }
   // Losses
   std::vector<double> f(E, 0.0);
-  for (int e = 0; e < E; ++e) f[e] = n ? static_cast<double>(r.load[e]) / (static_cast<double>(n) * k) : 0.0;
+  if (count_reducer_) {
+    // Global fractions: Σ_ranks load_e / (Σ_ranks n · k). r.load stays this rank's (metrics).
+    std::vector<int64_t> counts(r.load);
+    counts.push_back(n);
+    count_reducer_(counts.data(), static_cast<int64_t>(counts.size()));
+    const double pairs = static_cast<double>(counts[E]) * k;
+    for (int e = 0; e < E; ++e) f[e] = pairs > 0 ? static_cast<double>(counts[e]) / pairs : 0.0;
+  } else {
+    for (int e = 0; e < E; ++e) f[e] = n ? static_cast<double>(r.load[e]) / (static_cast<double>(n) * k) : 0.0;
+  }
   if (losses && n > 0) {
     std::vector<double> pmean(E, 0.0);
     for (int64_t t = 0; t < n; ++t)

@@ -13,6 +13,7 @@
 // ("moe.router.choice", n·k int32).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/model/linear.h"
@@ -35,6 +36,15 @@ class TopKRouter {
   // scaled. loss_scale multiplies the aux and z gradients. Returns dx (n, d).
   Tensor backward(const std::vector<real>& dgate, real loss_scale);
 
+  // Expert parallelism: each rank routes only its shard of the batch, but the load-balancing
+  // loss must use the global fractions f_e for the objective (and its gradient) to be the
+  // same for any rank count. The reducer sums E + 1 counts over ranks in place — the pairs
+  // routed to each expert, then the token count — in a fixed order (a Communicator's
+  // all_reduce_sum). Every rank's forward then calls it, together. Null (the default): this
+  // rank's counts, and R = 1 stays bitwise as before.
+  using CountReducer = std::function<void(int64_t* counts, int64_t n)>;
+  void set_count_reducer(CountReducer reducer) { count_reducer_ = std::move(reducer); }
+
   Linear& proj() { return proj_; }
   int experts() const { return experts_; }
   int k() const { return k_; }
@@ -46,7 +56,8 @@ class TopKRouter {
   Linear proj_;          // Wr (d, E)
   Tensor probs_, lse_;   // (n, E), (n)
   ByteBuffer choice_;    // (n·k) int32 chosen experts, before capacity
-  std::vector<double> f_;  // (E) routed fraction per expert, for the aux gradient
+  std::vector<double> f_;  // (E) routed fraction per expert (global with a reducer), for the aux gradient
+  CountReducer count_reducer_;
   int64_t n_ = 0;
 };
 

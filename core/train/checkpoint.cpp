@@ -192,11 +192,15 @@ std::string read_checkpoint_config(const std::string& dir) {
 }
 
 void load_model_weights(const std::string& dir, const std::vector<Parameter*>& params) {
+  load_model_weights(dir, params, params.size());
+}
+
+void load_model_weights(const std::string& dir, const std::vector<Parameter*>& params, size_t model_tensors) {
   const SafeTensorsFile file = SafeTensorsFile::read((fs::path(dir) / CheckpointFiles::model).string());
   for (Parameter* p : params) file.read_into(p->name, p->value);
-  if (file.tensors().size() != params.size()) {
+  if (file.tensors().size() != model_tensors) {
     fail(file.path() + ": holds " + std::to_string(file.tensors().size()) +
-         " tensors, the model has " + std::to_string(params.size()) +
+         " tensors, the model has " + std::to_string(model_tensors) +
          " parameters (different model config?)");
   }
 }

@@ -69,6 +69,10 @@ TrainerState read_trainer_state(const std::string& dir);
 std::string read_checkpoint_config(const std::string& dir);
 // Loads every parameter by name (all must be present with their shapes).
 void load_model_weights(const std::string& dir, const std::vector<Parameter*>& params);
+// One rank of an expert-parallel run: `params` is this rank's share (dense parameters and
+// its own experts) of a model with `model_tensors` parameter tensors in all; the file must
+// hold exactly those.
+void load_model_weights(const std::string& dir, const std::vector<Parameter*>& params, size_t model_tensors);
 // Loads AdamW moments and step (parameters must match those the optimizer was built with).
 void load_optimizer_state(const std::string& dir, AdamW& optimizer);
 

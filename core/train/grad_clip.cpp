@@ -24,7 +24,10 @@ double global_grad_norm(const std::vector<Parameter*>& params) {
 }
 
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm) {
-  const double norm = global_grad_norm(params);
+  return clip_grad_norm_to(params, global_grad_norm(params), max_norm);
+}
+
+double clip_grad_norm_to(const std::vector<Parameter*>& params, double norm, double max_norm) {
   if (max_norm > 0.0 && norm > max_norm && std::isfinite(norm)) {
     const real scale = static_cast<real>(max_norm / norm);
     for (Parameter* p : params) {

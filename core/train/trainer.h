@@ -6,6 +6,13 @@
 //   TrainResult r = trainer.run({&progress_bar});      // blocks; call on a worker thread
 //   trainer.request_stop();                             // from any thread: stop after the step
 //
+// With parallel.ranks R > 1 the same steps run over R ranks — R threads of this process
+// (parallel.comm: local) or R processes under mpirun/srun (parallel.comm: mpi, one Trainer
+// per process; MPI must be initialised, see MpiSession). Each rank holds E/R experts and
+// reads its shard of every batch; the loss curve equals R = 1's within float reduction noise
+// (details: core/train/rank_context.h, docs/parallel.md). Rank 0 alone writes the store,
+// checkpoints and sink events; the other MPI processes return the same TrainResult figures.
+//
 // One step = grad_accum micro-batches (forward, backward scaled by 1/grad_accum), global
 // gradient clipping, the scheduled learning rate, one AdamW update, one metric row.
 // Validation (val/loss, val/bpb, val/ppl over eval_batches fixed batches) runs every
@@ -23,8 +30,15 @@
 
 #include "core/config/experiment_config.h"
 #include "core/events/metric_event.h"
+#include "core/real.h"
+
+MOK_NN_BEGIN
+class MemoryTracker;
+MOK_NN_END
 
 namespace mok {
+
+struct RankContext;
 
 struct TrainerOptions {
   std::string db_path;           // run store to record the run in; "" → none
@@ -49,7 +63,9 @@ struct TrainResult {
   int64_t comm_bytes_remote = 0;            // bytes sent to other ranks, in total
   double wall_s = 0.0;           // run wall time (resumed runs include earlier sessions)
   std::string checkpoint_dir;    // the last checkpoint written ("" when none)
-  int64_t parameter_count = 0;
+  int64_t parameter_count = 0;   // of the whole model (all ranks' experts)
+  int ranks = 1;                 // ranks the run used
+  int rank = 0;                  // this process's rank (MPI); 0 otherwise
 };
 
 class Trainer {
@@ -80,6 +96,8 @@ class Trainer {
  private:
   struct Session;
   TrainResult run_session(Session& s);
+  // One rank's model, optimizer and step loop (the whole run when R = 1).
+  TrainResult run_rank(Session& s, RankContext& rc, MemoryTracker& tracker);
   void wait_while_paused(Session& s);
 
   ExperimentConfig config_;

