@@ -39,7 +39,7 @@ MokCostEstimate MokCostModel::estimate(double rows, bool training) const {
   c.ship_bytes = static_cast<int64_t>(std::llround(passes * 2.0 * rows * d_ * B));
   c.shadow_bytes = static_cast<int64_t>(passes * P * B);
   c.ship_seconds = passes * 2.0 * rows * d_ * B / bw;
-  c.shadow_seconds = passes * (P * B / bw + params_.latency_us * 1e-6) +
+  c.shadow_seconds = passes * P * B / bw +
                      (training ? P / (params_.compute_gflops * 1e9) : 0.0);
   c.shadow = c.shadow_seconds < c.ship_seconds;  // ties → ship
   return c;

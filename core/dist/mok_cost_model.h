@@ -10,13 +10,15 @@
 // the two sides cost, in seconds,
 //   ship   = passes · 2·u·d·B / bandwidth                 (token out and result back, and
 //                                                          their gradients in backward)
-//   shadow = passes · (P·B / bandwidth + latency)          (weights in; weight gradient back)
+//   shadow = passes · P·B / bandwidth                      (weights in; weight gradient back)
 //          + [training] P / compute_rate                   (the owner adds the gradient)
 // with B = sizeof(real). Shadowing wins once u > P/(2d) = 1.5·f: fine-grained experts (small
 // f) and large batches. Expert compute is the same on either side (the same rows pass the
 // same expert), so it cancels; the compute rate prices only the extra work a shadow brings.
-// Ties go to ship. The decision is a pure function of its inputs, so every run with the same
-// routing makes the same choices.
+// Latency does not enter a per-expert decision: the weights of all experts one owner sends
+// to one rank travel in one message of one all-to-all, as the token rows do; it is kept in
+// the parameters for reports. Ties go to ship. The decision is a pure function of its
+// inputs, so every run with the same routing makes the same choices.
 
 #include <cstdint>
 #include <string>
@@ -34,7 +36,7 @@ const char* shadow_mode_name(ShadowMode mode);
 
 struct MokCostParams {
   double link_gbps = 25.0;        // link bandwidth, GB/s (1e9 bytes/s)
-  double latency_us = 2.0;        // per-message latency
+  double latency_us = 2.0;        // per-message latency (reported; batched messages: not per expert)
   double compute_gflops = 50.0;   // sustained rate of simple vector work on a rank, GFLOP/s
   ShadowMode mode = ShadowMode::automatic;
 };
