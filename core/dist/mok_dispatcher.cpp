@@ -100,74 +100,15 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     }
   const MokCostModel model(options_.cost, d, f);
   std::vector<uint8_t> my_decision = model.decide(rows, owner, me, keep);
-  // One int64 per expert: 2 · (pairs routed to it from here) + shadow flag. Owners learn
-  // who shadows their experts; the pair counts price the classic baseline in the log.
-  std::vector<int64_t> mine_packed(static_cast<size_t>(E), 0), all_packed(static_cast<size_t>(R) * E);
-  for (int64_t p = 0; p < n * k; ++p)
-    if (r.expert[p] >= 0) mine_packed[r.expert[p]] += 2;
-  for (int e = 0; e < E; ++e) mine_packed[e] += my_decision[e];
-  comm_.all_gather(mine_packed.data(), E * static_cast<int64_t>(sizeof(int64_t)), all_packed.data(),
-                   CommPurpose::control);
-  shadow_all_.assign(static_cast<size_t>(R) * E, 0);
-  classic_in_pairs_ = 0;
-  for (int s = 0; s < R; ++s)
-    for (int e = 0; e < E; ++e) {
-      const int64_t v = all_packed[static_cast<size_t>(s) * E + e];
-      shadow_all_[static_cast<size_t>(s) * E + e] = static_cast<uint8_t>(v & 1);
-      if (s != me && owner[e] == me) classic_in_pairs_ += v >> 1;
-    }
-  auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
-  bool any_shadow = false;
-  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
+  // 1. plan: one row per (destination, token) with its entries in slot order (the
+  // experts this rank shadows are computed here instead).
   my_shadowed_.clear();
   for (int e = 0; e < E; ++e)
-    if (shadows(me, e)) {
+    if (my_decision[e]) {
       my_shadowed_.push_back(e);
       log_.shadowed.push_back(e);
       log_.shadowed_rows.push_back(rows[e]);
     }
-
-  // 1. owners send the weights of shadowed experts: per destination, experts ascending,
-  // W_up then W_down.
-  if (any_shadow) {
-    std::vector<int64_t> send_cnt(R, 0), recv_cnt(R, 0);
-    for (int q = 0; q < R; ++q) {
-      for (int e : mine)
-        if (shadows(q, e)) send_cnt[q] += P;
-      for (int e : placement_.experts_on(q))
-        if (shadows(me, e)) recv_cnt[q] += P;
-    }
-    int64_t send_total = 0, recv_total = 0;
-    for (int q = 0; q < R; ++q) {
-      send_total += send_cnt[q];
-      recv_total += recv_cnt[q];
-    }
-    std::vector<real> send_w(static_cast<size_t>(send_total)), recv_w(static_cast<size_t>(recv_total));
-    int64_t off = 0;
-    for (int q = 0; q < R; ++q)
-      for (int e : mine)
-        if (shadows(q, e)) {
-          SwiGluMlp& ex = *bank.experts[e];
-          if (ex.up().weight().value.numel() + ex.down().weight().value.numel() != P)
-            throw std::logic_error("MokDispatcher: expert " + std::to_string(e) + " is not (d, f)");
-          copy_param(send_w.data() + off, ex.up().weight());
-          copy_param(send_w.data() + off + 2 * d * f, ex.down().weight());
-          off += P;
-        }
-    comm_.all_to_all_v(send_w.data(), send_cnt, recv_w.data(), recv_cnt, CommPurpose::weights);
-    off = 0;
-    for (int q = 0; q < R; ++q)
-      for (int e : placement_.experts_on(q))
-        if (shadows(me, e)) {
-          SwiGluMlp& sc = shadow_copy(e, d, f);
-          std::memcpy(sc.up().weight().value.data(), recv_w.data() + off, 2 * d * f * sizeof(real));
-          std::memcpy(sc.down().weight().value.data(), recv_w.data() + off + 2 * d * f,
-                      f * d * sizeof(real));
-          off += P;
-        }
-  }
-
-  // 2. plan: one row per (destination, token) with its entries in slot order.
   std::vector<int> shadow_index(static_cast<size_t>(E), -1);
   for (size_t i = 0; i < my_shadowed_.size(); ++i) shadow_index[my_shadowed_[i]] = static_cast<int>(i);
   shadow_pairs_.assign(my_shadowed_.size(), {});
@@ -219,28 +160,120 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   for (int q = 0; q < R; ++q)
     if (q != me) log_.shipped_rows += send_rows_[q];
 
-  recv_rows_ = comm_.exchange_counts(send_rows_, CommPurpose::control);
+  // 2. one small all-to-all tells every peer (a) per expert, 2 · (pairs routed to it from
+  // here) + shadow flag — owners learn who shadows their experts, the pair counts price
+  // the classic baseline in the log — and (b) how many rows come its way.
+  std::vector<int64_t> head_send(static_cast<size_t>(R) * (E + 1)), head_recv(static_cast<size_t>(R) * (E + 1));
+  {
+    std::vector<int64_t> packed(static_cast<size_t>(E), 0);
+    for (int64_t p = 0; p < n * k; ++p)
+      if (r.expert[p] >= 0) packed[r.expert[p]] += 2;
+    for (int e = 0; e < E; ++e) packed[e] += my_decision[e];
+    for (int q = 0; q < R; ++q) {
+      std::copy(packed.begin(), packed.end(), head_send.begin() + static_cast<ptrdiff_t>(q) * (E + 1));
+      head_send[static_cast<size_t>(q) * (E + 1) + E] = send_rows_[q];
+    }
+  }
+  const std::vector<int64_t> head_len(R, E + 1);
+  comm_.all_to_all_v(head_send.data(), head_len, head_recv.data(), head_len, CommPurpose::control);
+  shadow_all_.assign(static_cast<size_t>(R) * E, 0);
+  recv_rows_.assign(R, 0);
+  classic_in_pairs_ = 0;
+  for (int s = 0; s < R; ++s) {
+    for (int e = 0; e < E; ++e) {
+      const int64_t v = head_recv[static_cast<size_t>(s) * (E + 1) + e];
+      shadow_all_[static_cast<size_t>(s) * E + e] = static_cast<uint8_t>(v & 1);
+      if (s != me && owner[e] == me) classic_in_pairs_ += v >> 1;
+    }
+    recv_rows_[s] = head_recv[static_cast<size_t>(s) * (E + 1) + E];
+  }
+  auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
+  bool any_shadow = false;
+  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
+
+  // 3. owners send the weights of shadowed experts: per destination, experts ascending,
+  // W_up then W_down.
+  if (any_shadow) {
+    std::vector<int64_t> send_cnt(R, 0), recv_cnt(R, 0);
+    for (int q = 0; q < R; ++q) {
+      for (int e : mine)
+        if (shadows(q, e)) send_cnt[q] += P;
+      for (int e : placement_.experts_on(q))
+        if (shadows(me, e)) recv_cnt[q] += P;
+    }
+    int64_t send_total = 0, recv_total = 0;
+    for (int q = 0; q < R; ++q) {
+      send_total += send_cnt[q];
+      recv_total += recv_cnt[q];
+    }
+    std::vector<real> send_w(static_cast<size_t>(send_total)), recv_w(static_cast<size_t>(recv_total));
+    int64_t off = 0;
+    for (int q = 0; q < R; ++q)
+      for (int e : mine)
+        if (shadows(q, e)) {
+          SwiGluMlp& ex = *bank.experts[e];
+          if (ex.up().weight().value.numel() + ex.down().weight().value.numel() != P)
+            throw std::logic_error("MokDispatcher: expert " + std::to_string(e) + " is not (d, f)");
+          copy_param(send_w.data() + off, ex.up().weight());
+          copy_param(send_w.data() + off + 2 * d * f, ex.down().weight());
+          off += P;
+        }
+    comm_.all_to_all_v(send_w.data(), send_cnt, recv_w.data(), recv_cnt, CommPurpose::weights);
+    off = 0;
+    for (int q = 0; q < R; ++q)
+      for (int e : placement_.experts_on(q))
+        if (shadows(me, e)) {
+          SwiGluMlp& sc = shadow_copy(e, d, f);
+          std::memcpy(sc.up().weight().value.data(), recv_w.data() + off, 2 * d * f * sizeof(real));
+          std::memcpy(sc.down().weight().value.data(), recv_w.data() + off + 2 * d * f,
+                      f * d * sizeof(real));
+          off += P;
+        }
+  }
+
   int64_t sent_total = 0, recv_total = 0;
-  std::vector<int64_t> send_k(R), recv_k(R), send_vals(R), recv_vals(R);
+  std::vector<int64_t> send_vals(R), recv_vals(R), send_meta(R), recv_meta(R);
+  const int64_t meta_row = k * static_cast<int64_t>(sizeof(int32_t) + sizeof(real));
   for (int q = 0; q < R; ++q) {
     sent_total += send_rows_[q];
     recv_total += recv_rows_[q];
-    send_k[q] = send_rows_[q] * k;
-    recv_k[q] = recv_rows_[q] * k;
     send_vals[q] = send_rows_[q] * d;
     recv_vals[q] = recv_rows_[q] * d;
+    send_meta[q] = send_rows_[q] * meta_row;
+    recv_meta[q] = recv_rows_[q] * meta_row;
   }
-  recv_entry_.assign(static_cast<size_t>(recv_total * k), -1);
-  recv_gate_.assign(static_cast<size_t>(recv_total * k), real(0));
-  comm_.all_to_all_v(send_entry.data(), send_k, recv_entry_.data(), recv_k, CommPurpose::control);
-  comm_.all_to_all_v(send_gate.data(), send_k, recv_gate_.data(), recv_k, CommPurpose::control);
+  // 4. the rows' entries and gates, one message per peer: (rows·k) int32 then (rows·k) real.
+  {
+    std::vector<uint8_t> out(static_cast<size_t>(sent_total * meta_row)), in(static_cast<size_t>(recv_total * meta_row));
+    int64_t row = 0, off = 0;
+    for (int q = 0; q < R; ++q) {
+      const int64_t m = send_rows_[q] * k;
+      std::memcpy(out.data() + off, send_entry.data() + row * k, m * sizeof(int32_t));
+      std::memcpy(out.data() + off + m * sizeof(int32_t), send_gate.data() + row * k, m * sizeof(real));
+      off += m * static_cast<int64_t>(sizeof(int32_t) + sizeof(real));
+      row += send_rows_[q];
+    }
+    comm_.all_to_all_bytes(out.data(), send_meta, in.data(), recv_meta, CommPurpose::control);
+    recv_entry_.assign(static_cast<size_t>(recv_total * k), -1);
+    recv_gate_.assign(static_cast<size_t>(recv_total * k), real(0));
+    row = 0;
+    off = 0;
+    for (int s = 0; s < R; ++s) {
+      const int64_t m = recv_rows_[s] * k;
+      std::memcpy(recv_entry_.data() + row * k, in.data() + off, m * sizeof(int32_t));
+      std::memcpy(recv_gate_.data() + row * k, in.data() + off + m * sizeof(int32_t), m * sizeof(real));
+      off += m * static_cast<int64_t>(sizeof(int32_t) + sizeof(real));
+      row += recv_rows_[s];
+    }
+  }
 
+  // 5. the token rows.
   Tensor send_x = gather(x, send_token_, 1, d);
   Tensor recv_x({recv_total, d});
   comm_.all_to_all_v(send_x.data(), send_vals, recv_x.data(), recv_vals, CommPurpose::dispatch);
   send_x.reset();
 
-  // 3. expand: each local expert on the rows naming it (receive order), then one reduced
+  // 6. expand: each local expert on the rows naming it (receive order), then one reduced
   // row per received row.
   expert_entries_.assign(static_cast<size_t>(L), {});
   recv_pos_.assign(static_cast<size_t>(recv_total * k), -1);
@@ -278,7 +311,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   });
   ye.clear();
 
-  // 4. shadow copies run here; each shadowed pair is its own group.
+  // 7. shadow copies run here; each shadowed pair is its own group.
   Tensor parts({n * k, d});  // group sums at their first slot
   for (size_t i = 0; i < my_shadowed_.size(); ++i) {
     const auto& pairs = shadow_pairs_[i];
@@ -294,7 +327,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     });
   }
 
-  // 5. reduced rows back to the sources; 6. sum the groups in slot order.
+  // 8. reduced rows back to the sources; 9. sum the groups in slot order.
   Tensor got_y({sent_total, d});
   comm_.all_to_all_v(back_y.data(), recv_vals, got_y.data(), send_vals, CommPurpose::combine);
   back_y.reset();

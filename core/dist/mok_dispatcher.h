@@ -6,21 +6,23 @@
 // (core/dist/classic_dispatcher.h); the math is the same up to float reduction order.
 //
 //   forward   0. decide: for each remote expert e, this rank counts the rows it would ship
-//                because of e and asks the MokCostModel: ship or shadow. The decisions
-//                (E bytes per rank) are all-gathered (control), so owners know who
-//                shadows what.
-//             1. weights: each owner sends the weights of its shadowed experts to the
-//                ranks that shadow them (purpose weights); they land in shadow copies.
-//             2. plan: one row per (token, destination rank) holding ≥ 1 shipped expert of
+//                because of e and asks the MokCostModel: ship or shadow.
+//             1. plan: one row per (token, destination rank) holding ≥ 1 shipped expert of
 //                that token, with k entries (expert on that rank, gate) in slot order,
-//                padded with −1. Row counts, entries and gates go as control; rows as
-//                dispatch. The own rank is a destination too (a self-copy, never remote).
-//             3. the destination expands: each of its experts runs on the rows naming it,
+//                padded with −1. The own rank is a destination too (a self-copy, never
+//                remote).
+//             2. one small all-to-all (control): every rank's decisions and pair counts
+//                (E int64) and the rows it sends to each peer, so owners know who shadows
+//                what.
+//             3. weights: each owner sends the weights of its shadowed experts to the
+//                ranks that shadow them (purpose weights); they land in shadow copies.
+//             4. entries and gates in one message per peer (control); 5. rows (dispatch).
+//             6. the destination expands: each of its experts runs on the rows naming it,
 //                in source-rank order and token order (the global token order when ranks
 //                hold consecutive shards, as with one rank), then reduces each row's
 //                partial output Σ_j gate_j · E_j(x) over its entries in slot order and
 //                sends one row back (combine).
-//             4. the source runs its shadow copies on their tokens (token order) and
+//             7. the source runs its shadow copies on their tokens (token order) and
 //                combines: y[t] = Σ over the token's groups (one per destination rank and
 //                one per shadowed pair), in the order of each group's first slot.
 //   backward  dy rows go out once per group row (combine), the destination runs each
