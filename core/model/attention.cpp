@@ -13,7 +13,8 @@ Attention::Attention(const std::string& prefix, int64_t d, int heads, double ini
                      double out_std, uint64_t seed, int layer, const RopeTable* rope)
     : d_(d), heads_(heads), hd_(static_cast<int>(d / heads)), layer_(layer), rope_(rope),
       qkv_(prefix + ".wqkv", d, 3 * d, init_std, seed, layer, "attn.qkv.input"),
-      out_(prefix + ".wo", d, d, out_std, seed, layer, "attn.out.input") {
+      out_(prefix + ".wo", d, d, out_std, seed, layer, "attn.out.input"),
+      qkv_saved_(layer, "attn.qkv") {
   if (heads <= 0 || d % heads)
     throw std::invalid_argument("Attention: d_model " + std::to_string(d) +
                                 " is not a multiple of heads " + std::to_string(heads));
@@ -23,7 +24,7 @@ Attention::Attention(const std::string& prefix, int64_t d, int heads, double ini
 Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool keep_input) {
   const int64_t n = static_cast<int64_t>(batch) * seq;
   Tensor qkv = qkv_.forward(x, keep && keep_input,
-                            keep ? MemTag{MemCategory::saved_activations, layer_, "attn.qkv"} : MemTag{});
+                            qkv_saved_.output_tag(keep));
   rope_apply(qkv.data(), n, 3 * d_, 2 * heads_, seq, 0, *rope_, false);  // q and k heads
   Tensor o({n, d_});
   Tensor lse;
@@ -31,7 +32,7 @@ Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool k
   causal_attention_forward(qkv.data(), batch, seq, heads_, hd_, o.data(), keep ? lse.data() : nullptr);
   Tensor y = out_.forward(o, keep);
   if (keep) {
-    qkv_saved_ = std::move(qkv);
+    qkv_saved_.keep(std::move(qkv));
     lse_ = std::move(lse);
     batch_ = batch;
     seq_ = seq;
@@ -43,7 +44,7 @@ Tensor Attention::backward(const Tensor& dy, const Tensor* recomputed_x) {
   const int64_t n = static_cast<int64_t>(batch_) * seq_;
   Tensor d_o = out_.backward(dy);
   Tensor dqkv({n, 3 * d_});
-  causal_attention_backward(qkv_saved_.data(), d_o.data(), lse_.data(), batch_, seq_, heads_, hd_,
+  causal_attention_backward(qkv_saved_.get().data(), d_o.data(), lse_.data(), batch_, seq_, heads_, hd_,
                             dqkv.data());
   qkv_saved_.reset();
   lse_.reset();

@@ -6,6 +6,7 @@
 // ("attn.qkv.input", "attn.out.input"), q/k/v after RoPE ("attn.qkv", batch·seq·3d) and the
 // log-sum-exp per (batch, head, position) ("attn.lse"). No (seq × seq) tensor is kept.
 
+#include "core/kittens/saved_tensor_slot.h"
 #include <string>
 
 #include "core/backend/rope.h"
@@ -32,6 +33,8 @@ class Attention {
 
   Linear& qkv() { return qkv_; }
   Linear& out() { return out_; }
+  // How q/k/v ("attn.qkv") is kept for backward (null = exactly).
+  void set_saved_policy(SavedInputPolicy* policy) { qkv_saved_.set_policy(policy); }
 
  private:
   int64_t d_;
@@ -39,7 +42,7 @@ class Attention {
   int layer_;
   const RopeTable* rope_;
   Linear qkv_, out_;
-  Tensor qkv_saved_;  // (batch·seq, 3d) q, k after RoPE, v
+  SavedTensorSlot qkv_saved_;  // (batch·seq, 3d) q, k after RoPE, v
   Tensor lse_;        // (batch, heads, seq)
   int batch_ = 0, seq_ = 0;
 };

@@ -9,6 +9,7 @@
 #include "core/model/embedding.h"
 #include "core/model/lm_head.h"
 #include "core/model/rms_norm.h"
+#include "core/kittens/kitten_saved_input_policy.h"
 #include "core/model/saved_input_policy.h"
 #include "core/model/transformer_block.h"
 
@@ -68,7 +69,8 @@ struct LanguageModel::Impl {
   bool forward_pending = false;
 
   Tensor run_blocks(Tensor x, int batch, int seq, bool keep, ForwardStats* stats) {
-    for (auto& b : blocks) {
+    for (size_t l = 0; l < blocks.size(); ++l) {
+      auto& b = blocks[l];
       MoeStats ms;
       x = b->forward(x, batch, seq, keep, &ms);
       if (b->is_moe() && stats) {
@@ -76,6 +78,7 @@ struct LanguageModel::Impl {
         stats->z_loss += ms.losses.z;
         stats->dropped_tokens += ms.dropped;
         stats->expert_load.push_back(ms.load);
+        stats->moe_layer_ids.push_back(static_cast<int>(l));
       }
     }
     return x;
@@ -121,7 +124,7 @@ LanguageModel::LanguageModel(const ModelOptions& o) : impl_(std::make_unique<Imp
   bc.norm_eps = c.norm_eps;
   bc.init_std = c.init_std;
   bc.out_std = c.init_std / std::sqrt(2.0 * c.layers);
-  bc.recompute = o.recompute;
+  bc.recompute = o.recompute || kitten_wants_recompute(o.kittens);
   bc.moe_config.experts = c.experts;
   bc.moe_config.top_k = c.top_k;
   bc.moe_config.hidden = c.expert_hidden;
@@ -138,6 +141,11 @@ LanguageModel::LanguageModel(const ModelOptions& o) : impl_(std::make_unique<Imp
   m.final_norm = std::make_unique<RmsNorm>("final_norm", c.d_model, c.norm_eps, -1, "final_norm");
   m.head = std::make_unique<LmHead>("head", c.d_model, o.vocab_size,
                                     c.tie_embeddings ? &m.embedding->weight() : nullptr, c.init_std, o.seed);
+  if (o.kittens.mode != "exact") {
+    if (const std::string problem = kitten_config_problem(o.kittens); !problem.empty())
+      throw std::invalid_argument(problem);
+    set_saved_input_policy(std::make_shared<KittenSavedInputPolicy>(o.kittens, c.layers, o.seed, o.train_steps));
+  }
 }
 
 LanguageModel::~LanguageModel() = default;
@@ -213,7 +221,10 @@ int64_t LanguageModel::parameter_count() const {
 }
 
 const ModelOptions& LanguageModel::options() const { return impl_->options; }
-void LanguageModel::set_step(int64_t step) { impl_->step = step; }
+void LanguageModel::set_step(int64_t step) {
+  impl_->step = step;
+  if (impl_->policy) impl_->policy->set_step(step);
+}
 int64_t LanguageModel::step() const { return impl_->step; }
 
 void LanguageModel::set_saved_input_policy(std::shared_ptr<SavedInputPolicy> policy) {
@@ -221,6 +232,12 @@ void LanguageModel::set_saved_input_policy(std::shared_ptr<SavedInputPolicy> pol
   m.policy = std::move(policy);
   for (auto& b : m.blocks) b->set_policy(m.policy.get());
   m.head->set_policy(m.policy.get());
+  m.final_norm->set_saved_policy(m.policy.get());
+}
+
+std::vector<std::pair<std::string, double>> LanguageModel::kitten_metrics() const {
+  const auto* k = dynamic_cast<const KittenSavedInputPolicy*>(impl_->policy.get());
+  return k ? k->policy().metrics() : std::vector<std::pair<std::string, double>>{};
 }
 
 std::vector<MoeLayer*> LanguageModel::moe_layers() {

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config/experiment_config.h"
@@ -27,6 +29,8 @@ struct ForwardStats {
   int64_t dropped_tokens = 0;  // (token, expert) pairs dropped by the capacity factor
   // expert_load[moe_layer][expert]: (token, expert) pairs routed to each expert.
   std::vector<std::vector<int64_t>> expert_load;
+  // moe_layer_ids[i]: the block index of expert_load[i] (for moe/load/layer<L>/expert<E>).
+  std::vector<int> moe_layer_ids;
 };
 
 struct ModelOptions {
@@ -39,6 +43,8 @@ struct ModelOptions {
   // Keep norm inputs and MLP pre-activations only; rebuild the normalised inputs of the
   // attention / dense-MLP linear layers and every MLP / expert hidden in backward.
   bool recompute = false;
+  // Length of the run in steps: the horizon of the kitten rank schedules (linear, cosine).
+  int64_t train_steps = 0;
 };
 
 // Which layers are MoE for ModelConfig.moe_layers ("all", "none", "every_N" = layers
@@ -73,6 +79,10 @@ class LanguageModel {
 
   // How every linear layer keeps its input for backward (null = exact). Set between steps.
   void set_saved_input_policy(std::shared_ptr<SavedInputPolicy> policy);
+  // With kittens.mode other than exact the model installs a KittenSavedInputPolicy at
+  // construction. Its per-layer metrics (kittens/rank/layer<L>, kittens/error/layer<L>) for
+  // the step in progress; empty without a kitten policy.
+  std::vector<std::pair<std::string, double>> kitten_metrics() const;
 
   // Logits (batch·seq, vocab) of a full forward that keeps nothing (evaluate's path).
   Tensor logits(const int32_t* tokens, int batch, int seq);

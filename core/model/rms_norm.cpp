@@ -7,13 +7,13 @@ MOK_NN_BEGIN
 
 RmsNorm::RmsNorm(const std::string& name, int64_t d, double eps, int layer, std::string kind)
     : g_(make_parameter(name, {d}, 0.0, 0, real(1), false)), eps_(static_cast<real>(eps)),
-      layer_(layer), kind_(std::move(kind)) {}
+      layer_(layer), kind_(std::move(kind)), x_(layer_, kind_ + ".input") {}
 
 Tensor RmsNorm::forward(const Tensor& x, bool keep) {
   const int64_t n = x.dim(0), d = g_.value.numel();
   Tensor y({n, d});
   if (keep) {
-    x_ = x.clone(MemTag{MemCategory::saved_activations, layer_, kind_ + ".input"});
+    x_.keep(x.clone(x_.output_tag(true)));
     rstd_ = Tensor({n}, MemTag{MemCategory::saved_activations, layer_, kind_ + ".rstd"});
   }
   rms_norm_forward(x.data(), g_.value.data(), eps_, n, d, y.data(), keep ? rstd_.data() : nullptr);
@@ -21,16 +21,18 @@ Tensor RmsNorm::forward(const Tensor& x, bool keep) {
 }
 
 Tensor RmsNorm::recompute_output() const {
-  const int64_t n = x_.dim(0), d = g_.value.numel();
+  const Tensor& x = x_.get();
+  const int64_t n = x.dim(0), d = g_.value.numel();
   Tensor y({n, d});
-  rms_norm_apply(x_.data(), g_.value.data(), rstd_.data(), n, d, y.data());
+  rms_norm_apply(x.data(), g_.value.data(), rstd_.data(), n, d, y.data());
   return y;
 }
 
 Tensor RmsNorm::backward(const Tensor& dy) {
-  const int64_t n = x_.dim(0), d = g_.value.numel();
+  const Tensor& x = x_.get();
+  const int64_t n = x.dim(0), d = g_.value.numel();
   Tensor dx({n, d});
-  rms_norm_backward(dy.data(), x_.data(), g_.value.data(), rstd_.data(), n, d, dx.data(), g_.grad.data());
+  rms_norm_backward(dy.data(), x.data(), g_.value.data(), rstd_.data(), n, d, dx.data(), g_.grad.data());
   x_.reset();
   rstd_.reset();
   return dx;

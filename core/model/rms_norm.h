@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/kittens/saved_tensor_slot.h"
 #include "core/model/parameter.h"
 
 MOK_NN_BEGIN
@@ -17,13 +18,16 @@ class RmsNorm {
   // y again from the kept x and rstd (for recompute instead of keeping y downstream).
   Tensor recompute_output() const;
   Parameter& weight() { return g_; }
+  // How x ("<kind>.input") is kept for backward (null = exactly).
+  void set_saved_policy(SavedInputPolicy* policy) { x_.set_policy(policy); }
 
  private:
   Parameter g_;  // (d)
   real eps_;
   int layer_;
   std::string kind_;
-  Tensor x_, rstd_;
+  SavedTensorSlot x_;
+  Tensor rstd_;
 };
 
 MOK_NN_END

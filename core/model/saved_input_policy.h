@@ -9,6 +9,7 @@
 //   moe.expert.up.input, moe.expert.down.input, moe.shared.up.input, moe.shared.down.input,
 //   head.input
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,8 @@ class SavedInputPolicy {
  public:
   virtual ~SavedInputPolicy() = default;
   virtual std::unique_ptr<SavedLinearInput> make(int layer, const std::string& kind) = 0;
+  // Training step about to run (kitten rank schedules, sketch redraws); default: ignored.
+  virtual void set_step(int64_t /*step*/) {}
 };
 
 // Every linear layer keeps X exactly.

@@ -9,18 +9,19 @@ SwiGluMlp::SwiGluMlp(const std::string& prefix, int64_t d, int64_t f, double ini
                      double out_std, uint64_t seed, int layer, const std::string& kind, bool expert)
     : d_(d), f_(f), layer_(layer), kind_(kind),
       up_(prefix + ".w_up", d, 2 * f, init_std, seed, layer, kind + ".up.input", expert),
-      down_(prefix + ".w_down", f, d, out_std, seed, layer, kind + ".down.input", expert) {}
+      down_(prefix + ".w_down", f, d, out_std, seed, layer, kind + ".down.input", expert),
+      a_(layer, kind + ".act.input") {}
 
 Tensor SwiGluMlp::forward(const Tensor& x, bool keep, bool keep_input, bool keep_hidden) {
   const int64_t n = x.dim(0);
   keep_hidden = keep_hidden && !recompute_hidden_;
   Tensor a = up_.forward(x, keep && keep_input,
-                         keep ? MemTag{MemCategory::saved_activations, layer_, kind_ + ".act.input"} : MemTag{});
+                         a_.output_tag(keep));
   Tensor h({n, f_});
   swiglu_forward(a.data(), n, f_, h.data());
   Tensor y = down_.forward(h, keep && keep_hidden);
   if (keep) {
-    a_ = std::move(a);
+    a_.keep(std::move(a));
     hidden_kept_ = keep_hidden;
   }
   return y;
@@ -36,7 +37,7 @@ Tensor SwiGluMlp::backward_gated(const Tensor& dy, const real* gate, real* dgate
   Tensor h;  // (n, f), recomputed from a when needed
   if (gate || !hidden_kept_) {
     h = Tensor({n, f_});
-    swiglu_forward(a_.data(), n, f_, h.data());
+    swiglu_forward(a_.get().data(), n, f_, h.data());
   }
   Tensor dh = down_.input_grad(dy);  // (n, f) = dy·Wdownᵀ, before the gate
   if (gate) {
@@ -60,7 +61,7 @@ Tensor SwiGluMlp::backward_gated(const Tensor& dy, const real* gate, real* dgate
   }
   h.reset();
   Tensor da({n, 2 * f_});
-  swiglu_backward(a_.data(), dh.data(), n, f_, da.data());
+  swiglu_backward(a_.get().data(), dh.data(), n, f_, da.data());
   a_.reset();
   dh.reset();
   Tensor dx = up_.input_grad(da);

@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "core/kittens/saved_tensor_slot.h"
 #include "core/model/linear.h"
 
 MOK_NN_BEGIN
@@ -35,6 +36,8 @@ class SwiGluMlp {
 
   Linear& up() { return up_; }
   Linear& down() { return down_; }
+  // How the pre-activation ("<kind>.act.input") is kept for backward (null = exactly).
+  void set_saved_policy(SavedInputPolicy* policy) { a_.set_policy(policy); }
   int64_t hidden() const { return f_; }
 
  private:
@@ -42,7 +45,7 @@ class SwiGluMlp {
   int layer_;
   std::string kind_;
   Linear up_, down_;
-  Tensor a_;  // (n, 2f) pre-activation
+  SavedTensorSlot a_;  // (n, 2f) pre-activation
   bool hidden_kept_ = true;
   bool recompute_hidden_ = false;
 };

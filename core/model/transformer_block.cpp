@@ -99,6 +99,10 @@ void TransformerBlock::collect_parameters(std::vector<Parameter*>& out) {
 }
 
 void TransformerBlock::set_policy(SavedInputPolicy* policy) {
+  // Elementwise saved tensors (norm inputs, q/k/v, SwiGLU pre-activations) follow it too.
+  attn_norm_.set_saved_policy(policy);
+  ffn_norm_.set_saved_policy(policy);
+  attn_.set_saved_policy(policy);
   attn_.qkv().set_policy(policy);
   attn_.out().set_policy(policy);
   if (moe_) {
@@ -107,14 +111,17 @@ void TransformerBlock::set_policy(SavedInputPolicy* policy) {
       if (!e) continue;
       e->up().set_policy(policy);
       e->down().set_policy(policy);
+      e->set_saved_policy(policy);
     }
     if (auto* s = moe_->shared_expert()) {
       s->up().set_policy(policy);
       s->down().set_policy(policy);
+      s->set_saved_policy(policy);
     }
   } else {
     mlp_->up().set_policy(policy);
     mlp_->down().set_policy(policy);
+    mlp_->set_saved_policy(policy);
   }
 }
 

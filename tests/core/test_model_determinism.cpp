@@ -96,7 +96,11 @@ class TestModelDeterminism : public QObject {
     ForwardStats s = model.evaluate(b.tokens.data(), b.targets.data(), b.batch, b.seq);
     QVERIFY(std::abs(s.loss - std::log(64.0)) < 0.1);
     QCOMPARE(s.tokens, int64_t(32));
-    QCOMPARE(static_cast<int>(s.expert_load.size()), 1);  // one MoE layer
+    QCOMPARE(static_cast<int>(s.expert_load.size()), 1);  // one MoE layer: block 1
+    QCOMPARE(s.moe_layer_ids, std::vector<int>{1});
+    int64_t routed = 0;
+    for (int64_t l : s.expert_load[0]) routed += l;
+    QCOMPARE(routed, int64_t(32 * 2));
   }
 
   void memoryTracker() {
