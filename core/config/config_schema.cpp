@@ -327,6 +327,16 @@ std::vector<ConfigKeySpec> build_schema() {
   add(key("routing.locality_margin", &E::routing, &RoutingConfig::locality_margin,
           "locality policy: largest router-score gap at which a local expert is preferred")
           .range(0, 1e6));
+  add(key("routing.shadow", &E::routing, &RoutingConfig::shadow,
+          "mok: fetch remote experts' weights (shadow copies) when the cost model says it is "
+          "cheaper (`auto`), `never`, or `always`")
+          .one_of({"auto", "never", "always"}));
+  add(key("routing.cost_link_gbps", &E::routing, &RoutingConfig::cost_link_gbps,
+          "mok cost model: link bandwidth in GB/s; 0 takes parallel.link_gbps, or 25 without one")
+          .range(0, 1e6));
+  add(key("routing.cost_compute_gflops", &E::routing, &RoutingConfig::cost_compute_gflops,
+          "mok cost model: a rank's rate for the shadow gradient add, GFLOP/s")
+          .above(0));
 
   add(key("parallel.device", &E::parallel, &ParallelConfig::device, "where the model runs")
           .one_of({"cpu", "cuda"}));
