@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/model/linear.h"
+#include "core/routing/locality_policy.h"
 #include "core/routing/routing_decision.h"
 
 MOK_NN_BEGIN
@@ -44,6 +45,9 @@ class TopKRouter {
   // rank's counts, and R = 1 stays bitwise as before.
   using CountReducer = std::function<void(int64_t* counts, int64_t n)>;
   void set_count_reducer(CountReducer reducer) { count_reducer_ = std::move(reducer); }
+  // MoK locality-aware routing: prefer this rank's experts within a margin (off by default).
+  void set_locality(LocalityPolicy policy) { locality_ = std::move(policy); }
+  const LocalityPolicy& locality() const { return locality_; }
 
   Linear& proj() { return proj_; }
   int experts() const { return experts_; }
@@ -59,6 +63,7 @@ class TopKRouter {
   std::vector<double> f_;  // (E) routed fraction per expert (global with a reducer), for the aux gradient
   CountReducer count_reducer_;
   int64_t n_ = 0;
+  LocalityPolicy locality_;  // MoK: empty = plain top-k
 };
 
 MOK_NN_END
