@@ -2,22 +2,13 @@
 
 #include <stdexcept>
 
+#include "core/dist/classic_dispatcher.h"
+#include "core/dist/mok_dispatch_setup.h"
+#include "core/dist/mok_dispatcher.h"
 #include "core/model/language_model.h"
 #include "core/model/moe_layer.h"
 
 MOK_NN_BEGIN
-
-std::unique_ptr<ExpertDispatcher> make_dispatcher(const RoutingConfig& routing, Communicator& comm,
-                                                  const ExpertPlacement& placement) {
-  if (routing.dispatcher == "classic") return std::make_unique<ClassicDispatcher>(comm, placement);
-  if (routing.dispatcher == "mok") {
-    // The hook for the MoK dispatcher (core/dist/mok_*): construct it here.
-    throw std::runtime_error(
-        "routing.dispatcher: 'mok' is not built into this version yet; use routing.dispatcher: classic");
-  }
-  throw std::invalid_argument("routing.dispatcher: unknown dispatcher '" + routing.dispatcher +
-                              "'; use classic or mok");
-}
 
 std::vector<bool> expert_ownership(const ExpertPlacement& placement, int rank) {
   std::vector<bool> owned(static_cast<size_t>(placement.experts()), false);
@@ -25,17 +16,20 @@ std::vector<bool> expert_ownership(const ExpertPlacement& placement, int rank) {
   return owned;
 }
 
-std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, const RoutingConfig& routing,
+std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, const ExperimentConfig& config,
                                                        Communicator& comm, const ExpertPlacement& placement) {
   std::vector<ExpertDispatcher*> out;
-  for (MoeLayer* layer : model.moe_layers()) {
+  const std::vector<MoeLayer*> layers = model.moe_layers();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    MoeLayer* layer = layers[l];
     if (!layer) continue;
     if (layer->experts().size() != placement.experts())
       throw std::invalid_argument("expert placement covers " + std::to_string(placement.experts()) +
                                   " experts, the layer has " + std::to_string(layer->experts().size()));
-    std::unique_ptr<ExpertDispatcher> d = make_dispatcher(routing, comm, placement);
+    std::unique_ptr<ExpertDispatcher> d = make_expert_dispatcher(config, comm, placement, static_cast<int>(l));
     out.push_back(d.get());
     layer->set_dispatcher(std::move(d));
+    apply_routing_policy(config, placement, comm.rank(), layer->router());
     Communicator* c = &comm;
     layer->router().set_count_reducer(
         [c](int64_t* counts, int64_t n) { c->all_reduce_sum(counts, n, CommPurpose::control); });
@@ -43,9 +37,16 @@ std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, con
   return out;
 }
 
-DispatchCounts last_dispatch_counts(const ExpertDispatcher& dispatcher) {
-  if (const auto* c = dynamic_cast<const ClassicDispatcher*>(&dispatcher)) return c->last_counts();
-  return {};
+LastDispatch last_dispatch_counts(const ExpertDispatcher& dispatcher) {
+  LastDispatch out;
+  if (const auto* c = dynamic_cast<const ClassicDispatcher*>(&dispatcher)) {
+    out.pairs = c->last_counts().pairs;
+    out.local_pairs = c->last_counts().local_pairs;
+  } else if (const auto* m = dynamic_cast<const MokDispatcher*>(&dispatcher)) {
+    out.pairs = m->last_log().pairs;
+    out.local_pairs = m->last_log().own_pairs + m->last_log().shadow_pairs;
+  }
+  return out;
 }
 
 MOK_NN_END

@@ -368,7 +368,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
   if (rc.parallel() && cfg.model.experts > 0) mo.local_experts = expert_ownership(rc.placement, rc.rank);
   auto model = std::make_unique<LanguageModel>(mo);
   if (rc.parallel() && cfg.model.experts > 0)
-    rc.dispatchers = install_expert_parallel(*model, cfg.routing, *rc.comm, rc.placement);
+    rc.dispatchers = install_expert_parallel(*model, cfg, *rc.comm, rc.placement);
   const std::vector<Parameter*> params = model->parameters();  // null experts are skipped
   auto adam = std::make_unique<AdamW>(params, AdamWOptions{tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
   result.parameter_count = model->parameter_count();

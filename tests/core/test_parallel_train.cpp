@@ -211,6 +211,24 @@ class TestParallelTrain : public QObject {
     }
   }
 
+  // routing.dispatcher: mok (one row per (token, rank), shadow experts) computes the same
+  // math as classic, so its curve is R = 1's too.
+  void mokDispatcherMatchesSingleRank() {
+    mok::ExperimentConfig c1 = tiny(1, "mok1");
+    c1.train.steps = 20;
+    mok::ExperimentConfig c2 = c1;
+    c2.parallel.ranks = 2;
+    c2.routing.dispatcher = "mok";
+    Recorder one, two;
+    QCOMPARE(run(c1, one, no_checkpoints()).status, RunStatus::finished);
+    QCOMPARE(run(c2, two, no_checkpoints()).status, RunStatus::finished);
+    for (int64_t step = 1; step <= 20; ++step) {
+      const double a = one.value(step, "train/loss"), b = two.value(step, "train/loss");
+      QVERIFY2(std::abs(a - b) <= kTol * a, qPrintable(QString("step %1: %2 vs %3").arg(step).arg(a, 0, 'g', 12).arg(b, 0, 'g', 12)));
+      QVERIFY(two.value(step, "comm/local_tokens") > 0);
+    }
+  }
+
   void repeatedRunsAreBitwiseIdentical() {
     Recorder a, b;
     QCOMPARE(run(tiny(2, "rep-a"), a, no_checkpoints()).status, RunStatus::finished);
