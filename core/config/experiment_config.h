@@ -19,6 +19,8 @@ struct DataConfig {
   int vocab_size = 512;            // bpe only: merges = vocab_size - 256
   int seq_len = 128;               // tokens per sequence
   double val_fraction = 0.05;      // share of documents held out for validation
+
+  friend bool operator==(const DataConfig&, const DataConfig&) = default;
 };
 
 struct ModelConfig {
@@ -37,6 +39,8 @@ struct ModelConfig {
   double init_std = 0.02;
   double aux_loss_coef = 0.01;     // load-balancing loss weight
   double z_loss_coef = 0.001;      // router z-loss weight
+
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 
 struct TrainConfig {
@@ -56,6 +60,8 @@ struct TrainConfig {
   int eval_batches = 8;        // validation batches per pass
   int checkpoint_every = 0;    // steps between checkpoints; 0 → only the final one
   int log_every = 1;           // steps between metric rows
+
+  friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
 };
 
 // Per-layer override of the kitten settings (keys as in KittensConfig; -1/"" = inherit).
@@ -63,6 +69,8 @@ struct KittenLayerOverride {
   std::string mode;
   std::string method;
   int rank = -1;
+
+  friend bool operator==(const KittenLayerOverride&, const KittenLayerOverride&) = default;
 };
 
 struct KittensConfig {
@@ -77,6 +85,8 @@ struct KittensConfig {
   int refresh_every = 50;          // subspace: steps between basis refreshes
   int bits = 8;                    // lowbit: 8 or 4
   std::map<int, KittenLayerOverride> layers;  // per-layer overrides
+
+  friend bool operator==(const KittensConfig&, const KittensConfig&) = default;
 };
 
 struct RoutingConfig {
@@ -84,6 +94,8 @@ struct RoutingConfig {
   std::string policy = "topk";         // topk | locality
   double capacity_factor = 0.0;        // 0 → dropless
   double locality_margin = 0.0;        // locality policy: prefer local expert within this score gap
+
+  friend bool operator==(const RoutingConfig&, const RoutingConfig&) = default;
 };
 
 struct ParallelConfig {
@@ -93,12 +105,16 @@ struct ParallelConfig {
   int threads = 2;               // CPU threads per rank
   double link_gbps = 0.0;        // emulated link bandwidth in GB/s; 0 → no emulation
   double link_latency_us = 0.0;  // emulated per-message latency
+
+  friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };
 
 struct LoggingConfig {
   std::string db = "runs/mok.db";  // run store; --db overrides
   bool progress = true;            // progress bar on a terminal
   std::string checkpoint_dir = "runs/checkpoints";
+
+  friend bool operator==(const LoggingConfig&, const LoggingConfig&) = default;
 };
 
 struct ExperimentConfig {
@@ -111,6 +127,8 @@ struct ExperimentConfig {
   RoutingConfig routing;
   ParallelConfig parallel;
   LoggingConfig logging;
+
+  friend bool operator==(const ExperimentConfig&, const ExperimentConfig&) = default;
 };
 
 }  // namespace mok

@@ -1,0 +1,164 @@
+#include "core/config/config_check.h"
+
+#include <charconv>
+#include <stdexcept>
+
+#include "core/config/config_schema.h"
+
+namespace mok {
+namespace {
+
+std::string num_text(const ConfigKeySpec& s, double v) {
+  if (s.type == ConfigType::Real) return format_config_value(v);
+  return std::to_string(static_cast<int64_t>(v));
+}
+
+// The schema's own constraints on one value; "" when it passes.
+std::string check_value(const ConfigKeySpec& s, const ConfigValue& v) {
+  if (!s.choices.empty()) {
+    std::string text = std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : format_config_value(v);
+    for (const std::string& c : s.choices)
+      if (c == text) return "";
+    std::string list;
+    for (const std::string& c : s.choices) list += (list.empty() ? "" : ", ") + c;
+    return "must be one of " + list + "; got '" + text + "'";
+  }
+  if (s.non_empty && std::holds_alternative<std::string>(v) && std::get<std::string>(v).empty())
+    return "must not be empty";
+  double x = 0;
+  if (auto* i = std::get_if<int64_t>(&v)) x = static_cast<double>(*i);
+  else if (auto* u = std::get_if<uint64_t>(&v)) x = static_cast<double>(*u);
+  else if (auto* d = std::get_if<double>(&v)) x = *d;
+  else return "";
+  const bool low = s.min && (s.min_exclusive ? !(x > *s.min) : !(x >= *s.min));
+  const bool high = s.max && (s.max_exclusive ? !(x < *s.max) : !(x <= *s.max));
+  if (low || high) {
+    if (s.min && s.max)
+      return "must be in " + config_allowed_text(s) + ", got " + format_config_value(v);
+    if (s.min) return "must be " + std::string(s.min_exclusive ? "> " : "≥ ") + num_text(s, *s.min) + ", got " +
+                      format_config_value(v);
+    return "must be " + std::string(s.max_exclusive ? "< " : "≤ ") + num_text(s, *s.max) + ", got " +
+           format_config_value(v);
+  }
+  return "";
+}
+
+std::string str(int v) { return std::to_string(v); }
+
+}  // namespace
+
+std::vector<bool> parse_moe_layers(const std::string& spec, int layers) {
+  std::vector<bool> moe(layers > 0 ? layers : 0, false);
+  if (spec == "all") {
+    moe.assign(moe.size(), true);
+    return moe;
+  }
+  if (spec == "none") return moe;
+  auto parse_int = [](std::string_view t, int& out) {
+    auto r = std::from_chars(t.data(), t.data() + t.size(), out);
+    return !t.empty() && r.ec == std::errc() && r.ptr == t.data() + t.size();
+  };
+  if (spec.rfind("every_", 0) == 0) {
+    int n = 0;
+    if (!parse_int(std::string_view(spec).substr(6), n) || n < 1)
+      throw std::invalid_argument("every_N needs a whole N ≥ 1, got '" + spec + "'");
+    for (int i = 0; i < layers; ++i) moe[i] = (i % n) == n - 1;
+    return moe;
+  }
+  size_t start = 0;
+  while (true) {
+    const size_t comma = spec.find(',', start);
+    std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    int layer = 0;
+    if (!parse_int(item, layer) || layer < 0)
+      throw std::invalid_argument("expected all, none, every_N or a comma list of layer indices; got '" + spec +
+                                  "'");
+    if (layer >= layers)
+      throw std::invalid_argument("layer " + str(layer) + " is out of range: model.layers is " + str(layers));
+    if (moe[layer]) throw std::invalid_argument("layer " + str(layer) + " is listed twice");
+    moe[layer] = true;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return moe;
+}
+
+std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
+  std::vector<ConfigIssue> issues;
+  auto issue = [&](std::string key, std::string msg) { issues.push_back({std::move(key), std::move(msg)}); };
+
+  // 1. Each key on its own: ranges and choices from the schema.
+  for (const ConfigKeySpec& s : experiment_config_schema()) {
+    if (s.per_layer()) {
+      const ConfigLayerMapSpec* m = find_config_layer_map(s.layer_map);
+      for (int layer : m->layers(c)) {
+        if (auto v = s.get(c, layer)) {
+          std::string msg = check_value(s, *v);
+          if (!msg.empty()) issue(s.path_for_layer(layer), msg);
+        }
+      }
+    } else if (auto v = s.get(c, 0)) {
+      std::string msg = check_value(s, *v);
+      if (!msg.empty()) issue(s.path, msg);
+    }
+  }
+
+  // 2. Rules that tie keys together.
+  const ModelConfig& m = c.model;
+  if (m.heads > 0 && m.d_model % m.heads != 0) {
+    issue("model.heads", "model.heads (" + str(m.heads) + ") must divide model.d_model (" + str(m.d_model) + ")");
+  } else if (m.heads > 0 && (m.d_model / m.heads) % 2 != 0) {
+    issue("model.heads", "head width d_model/heads = " + str(m.d_model / m.heads) +
+                             " must be even for the rotary embedding");
+  }
+  if (m.experts > 0 && m.top_k > m.experts)
+    issue("model.top_k", "model.top_k (" + str(m.top_k) + ") exceeds model.experts (" + str(m.experts) + ")");
+  try {
+    parse_moe_layers(m.moe_layers, m.layers);
+  } catch (const std::invalid_argument& e) {
+    issue("model.moe_layers", e.what());
+  }
+
+  const TrainConfig& t = c.train;
+  const ParallelConfig& p = c.parallel;
+  if (t.grad_accum > 0 && p.ranks > 0 && t.batch % (t.grad_accum * p.ranks) != 0) {
+    issue("train.batch", "train.batch (" + str(t.batch) + ") must be a multiple of train.grad_accum (" +
+                             str(t.grad_accum) + ") × parallel.ranks (" + str(p.ranks) + ")");
+  }
+  if (m.experts > 0 && p.ranks > 0 && m.experts % p.ranks != 0) {
+    issue("parallel.ranks", "model.experts (" + str(m.experts) + ") must be a multiple of parallel.ranks (" +
+                                str(p.ranks) + ")");
+  }
+  if (p.comm == "nccl" && p.device != "cuda")
+    issue("parallel.comm", "comm nccl needs parallel.device cuda (device is " + p.device + ")");
+
+  const KittensConfig& k = c.kittens;
+  bool kitten_used = k.mode == "kitten";
+  for (const auto& [layer, o] : k.layers) kitten_used = kitten_used || o.mode == "kitten";
+  if (k.min_rank > k.max_rank) {
+    issue("kittens.min_rank", "kittens.min_rank (" + str(k.min_rank) + ") exceeds kittens.max_rank (" +
+                                  str(k.max_rank) + ")");
+  }
+  auto check_rank = [&](const std::string& key, int rank) {
+    if (rank < k.min_rank || rank > k.max_rank) {
+      issue(key, "rank " + str(rank) + " is outside [kittens.min_rank, kittens.max_rank] = [" + str(k.min_rank) +
+                     ", " + str(k.max_rank) + "]");
+    } else if (kitten_used && rank > m.d_model) {
+      issue(key, "rank " + str(rank) + " exceeds model.d_model (" + str(m.d_model) + ")");
+    }
+  };
+  check_rank("kittens.rank", k.rank);
+  for (const auto& [layer, o] : k.layers) {
+    const std::string at = "kittens.layers." + str(layer);
+    if (layer < 0 || layer >= m.layers) {
+      issue(at, "layer index " + str(layer) + " is out of range: model.layers is " + str(m.layers));
+      continue;
+    }
+    if (o.rank != -1) check_rank(at + ".rank", o.rank);
+  }
+  return issues;
+}
+
+}  // namespace mok

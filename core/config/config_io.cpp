@@ -1,0 +1,479 @@
+#include "core/config/config_io.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace mok {
+namespace {
+
+struct Loc {
+  std::string source;
+  int line = 0;    // 1-based; 0 unknown
+  int column = 0;  // 1-based; 0 unknown
+};
+
+// Where each key path was last set (file key or --set argument); semantic errors point there.
+using LocMap = std::map<std::string, Loc>;
+
+const char* expected_text(ConfigType t) {
+  switch (t) {
+    case ConfigType::Int: return "an integer";
+    case ConfigType::UInt: return "a non-negative integer";
+    case ConfigType::Real: return "a number";
+    case ConfigType::Bool: return "true or false";
+    case ConfigType::String: return "a string";
+  }
+  return "a value";
+}
+
+std::string describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Scalar:
+      return n.Tag() == "!" ? "the quoted string \"" + n.Scalar() + "\"" : "'" + n.Scalar() + "'";
+    default: return "an undefined value";
+  }
+}
+
+bool is_section(const std::string& path) {
+  const std::string prefix = path + ".";
+  for (const ConfigKeySpec& s : experiment_config_schema())
+    if (!s.per_layer() && s.path.compare(0, prefix.size(), prefix) == 0) return true;
+  for (const ConfigLayerMapSpec& m : experiment_config_layer_maps())
+    if (m.path.compare(0, prefix.size(), prefix) == 0) return true;
+  return false;
+}
+
+std::string join(const std::string& parent, const std::string& name) {
+  return parent.empty() ? name : parent + "." + name;
+}
+
+std::string unknown_key_message(const std::string& suggestion) {
+  return suggestion.empty() ? "unknown key" : "unknown key; did you mean '" + suggestion + "'?";
+}
+
+template <class T>
+bool parse_number(std::string_view text, T& out) {
+  if (!text.empty() && text[0] == '+') text.remove_prefix(1);
+  if (text.empty()) return false;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), out);
+  return r.ec == std::errc() && r.ptr == text.data() + text.size();
+}
+
+// Reads YAML nodes into an ExperimentConfig, recording where each key came from.
+class Reader {
+ public:
+  // line_base/col_base: the position of the text's first character (1-based), so that
+  // marks inside an override value map back onto the whole --set argument.
+  Reader(ExperimentConfig& config, LocMap& locs, std::string source, int line_base, int col_base)
+      : config_(config), locs_(locs), source_(std::move(source)), line_base_(line_base), col_base_(col_base) {}
+
+  Loc at(const YAML::Node& n) const {
+    const YAML::Mark m = n.Mark();
+    if (m.line < 0 || m.column < 0) return {source_, 0, 0};
+    return {source_, line_base_ + m.line, (m.line == 0 ? col_base_ : 1) + m.column};
+  }
+
+  [[noreturn]] void fail(const Loc& loc, const std::string& key, const std::string& message) const {
+    throw ConfigError(loc.source, loc.line, loc.column, key, message);
+  }
+
+  // A node's own position, or the position of its key when the node has none (a null).
+  Loc at_or(const YAML::Node& n, const std::string& key) const {
+    Loc l = at(n);
+    if (l.line == 0) {
+      auto it = locs_.find(key);
+      if (it != locs_.end()) return it->second;
+    }
+    return l;
+  }
+
+  void read_section(const YAML::Node& n, const std::string& path) {
+    if (n.IsNull()) return;  // "model:" with nothing under it: all defaults
+    if (!n.IsMap()) fail(at_or(n, path), path, "expected a map of keys, got " + describe(n));
+    std::set<std::string> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const YAML::Node k = it->first;
+      const YAML::Node v = it->second;
+      if (!k.IsScalar()) fail(at(k), path, "expected a key name, got " + describe(k));
+      const std::string name = k.Scalar();
+      const std::string full = join(path, name);
+      if (!seen.insert(name).second) fail(at(k), full, "duplicate key");
+      if (name.find('.') != std::string::npos) {
+        fail(at(k), full,
+             find_config_key(full) || find_config_layer_map(full) || is_section(full)
+                 ? "dotted keys are for --set only; in a file, nest the key under its section"
+                 : unknown_key_message(""));
+      }
+      locs_[full] = at(k);
+      const ConfigKeySpec* spec = find_config_key(full);
+      if (spec && !spec->per_layer()) {
+        read_leaf(v, *spec, 0, full);
+      } else if (const ConfigLayerMapSpec* m = find_config_layer_map(full)) {
+        read_layer_map(v, *m, full);
+      } else if (is_section(full)) {
+        read_section(v, full);
+      } else {
+        fail(at(k), full, unknown_key_message(suggest_config_key(path, name)));
+      }
+    }
+  }
+
+  void read_leaf(const YAML::Node& n, const ConfigKeySpec& s, int layer, const std::string& path) {
+    const std::string expected = expected_text(s.type);
+    if (n.IsNull()) fail(locs_.count(path) ? locs_[path] : at(n), path, "missing value (expected " + expected + ")");
+    if (!n.IsScalar()) {
+      fail(at_or(n, path), path,
+           n.IsNull() ? "missing value (expected " + expected + ")" : "expected " + expected + ", got " + describe(n));
+    }
+    const std::string& text = n.Scalar();
+    if (s.type == ConfigType::String) {
+      s.set(config_, layer, ConfigValue(text));
+      return;
+    }
+    // Numbers and booleans must be plain scalars: a quoted "16" is a string.
+    if (n.Tag() != "?") fail(at(n), path, "expected " + expected + ", got " + describe(n));
+    switch (s.type) {
+      case ConfigType::Int: {
+        int64_t v = 0;
+        if (!parse_number(text, v)) fail(at(n), path, "expected " + expected + ", got " + describe(n));
+        if (v < INT_MIN || v > INT_MAX) fail(at(n), path, "integer " + text + " is too large");
+        s.set(config_, layer, ConfigValue(v));
+        return;
+      }
+      case ConfigType::UInt: {
+        uint64_t v = 0;
+        if (!parse_number(text, v)) fail(at(n), path, "expected " + expected + ", got " + describe(n));
+        s.set(config_, layer, ConfigValue(v));
+        return;
+      }
+      case ConfigType::Real: {
+        double v = 0;
+        if (!parse_number(text, v) || !std::isfinite(v))
+          fail(at(n), path, "expected " + std::string(expected) + ", got " + describe(n));
+        s.set(config_, layer, ConfigValue(v));
+        return;
+      }
+      case ConfigType::Bool: {
+        static const std::set<std::string> yes = {"true", "True", "TRUE"}, no = {"false", "False", "FALSE"};
+        if (yes.count(text)) s.set(config_, layer, ConfigValue(true));
+        else if (no.count(text)) s.set(config_, layer, ConfigValue(false));
+        else fail(at(n), path, "expected " + expected + ", got " + describe(n));
+        return;
+      }
+      case ConfigType::String: return;
+    }
+  }
+
+  // A per-layer map replaces what was there: {2: {rank: 32}, 3: {mode: exact}}.
+  void read_layer_map(const YAML::Node& n, const ConfigLayerMapSpec& m, const std::string& path) {
+    m.clear(config_);
+    if (n.IsNull()) return;
+    if (!n.IsMap())
+      fail(at_or(n, path), path, "expected a map from layer index to overrides, e.g. {2: {rank: 32}}, got " + describe(n));
+    std::set<int> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const YAML::Node k = it->first;
+      int layer = -1;
+      const std::string name = k.IsScalar() ? k.Scalar() : std::string("?");
+      if (!k.IsScalar() || k.Tag() != "?" || !parse_number(std::string_view(name), layer) || layer < 0)
+        fail(at(k), join(path, name), "layer index must be a non-negative integer, got " + describe(k));
+      const std::string full = join(path, std::to_string(layer));
+      if (!seen.insert(layer).second) fail(at(k), full, "duplicate layer index");
+      locs_[full] = at(k);
+      read_layer_entry(YAML::Node(it->second), m, layer, full);
+    }
+  }
+
+  // One layer's overrides: {rank: 32, method: rsvd}; keys not given keep inheriting.
+  void read_layer_entry(const YAML::Node& n, const ConfigLayerMapSpec& m, int layer, const std::string& path) {
+    m.add(config_, layer);
+    if (n.IsNull()) return;
+    if (!n.IsMap()) fail(at_or(n, path), path, "expected a map of per-layer keys, got " + describe(n));
+    std::set<std::string> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const YAML::Node k = it->first;
+      if (!k.IsScalar()) fail(at(k), path, "expected a key name, got " + describe(k));
+      const std::string name = k.Scalar();
+      const std::string full = join(path, name);
+      if (!seen.insert(name).second) fail(at(k), full, "duplicate key");
+      const ConfigKeySpec* spec = find_config_key(m.path + ".<L>." + name);
+      if (!spec) {
+        std::string hint = suggest_config_key(m.path + ".<L>", name);
+        const size_t at_l = hint.find("<L>");
+        if (at_l != std::string::npos) hint.replace(at_l, 3, std::to_string(layer));
+        fail(at(k), full, unknown_key_message(hint));
+      }
+      locs_[full] = at(k);
+      read_leaf(YAML::Node(it->second), *spec, layer, full);
+    }
+  }
+
+ private:
+  ExperimentConfig& config_;
+  LocMap& locs_;
+  std::string source_;
+  int line_base_;
+  int col_base_;
+};
+
+void apply_override_at(ExperimentConfig& config, const std::string& a, int index, LocMap& locs) {
+  const std::string src = "--set";
+  const size_t eq = a.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError(src, index, 1, "", "expected dotted.key=value, got '" + a + "'");
+  const std::string key = a.substr(0, eq);
+  const int value_col = static_cast<int>(eq) + 2;
+
+  // Key segments with their 1-based columns.
+  std::vector<std::pair<std::string, int>> segs;
+  for (size_t start = 0;;) {
+    const size_t dot = key.find('.', start);
+    const std::string seg = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (seg.empty())
+      throw ConfigError(src, index, static_cast<int>(start) + 1, key, "empty key segment in '" + key + "'");
+    segs.push_back({seg, static_cast<int>(start) + 1});
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+
+  YAML::Node value;
+  try {
+    value = YAML::Load(a.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(src, index, value_col + std::max(0, e.mark.column), key, "invalid value: " + e.msg);
+  }
+
+  Reader reader(config, locs, src, index, value_col);
+  const Loc value_loc{src, index, value_col};
+  std::string path;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const auto& [seg, col] = segs[i];
+    const std::string parent = path;
+    path = join(path, seg);
+    const bool last = i + 1 == segs.size();
+    const ConfigKeySpec* spec = find_config_key(path);
+    if (spec && !spec->per_layer()) {
+      if (!last)
+        throw ConfigError(src, index, segs[i + 1].second, join(path, segs[i + 1].first),
+                          "'" + path + "' is a single value, not a section");
+      locs[path] = value_loc;
+      reader.read_leaf(value, *spec, 0, path);
+      return;
+    }
+    if (const ConfigLayerMapSpec* m = find_config_layer_map(path)) {
+      locs[path] = value_loc;
+      if (last) return reader.read_layer_map(value, *m, path);
+      int layer = -1;
+      const auto& [idx_text, idx_col] = segs[i + 1];
+      if (!parse_number(std::string_view(idx_text), layer) || layer < 0)
+        throw ConfigError(src, index, idx_col, join(path, idx_text),
+                          "layer index must be a non-negative integer, got '" + idx_text + "'");
+      const std::string entry = join(path, std::to_string(layer));
+      locs[entry] = value_loc;
+      if (i + 2 == segs.size()) return reader.read_layer_entry(value, *m, layer, entry);
+      const auto& [field, field_col] = segs[i + 2];
+      const ConfigKeySpec* fs = find_config_key(m->path + ".<L>." + field);
+      if (!fs) {
+        std::string hint = suggest_config_key(m->path + ".<L>", field);
+        const size_t at_l = hint.find("<L>");
+        if (at_l != std::string::npos) hint.replace(at_l, 3, std::to_string(layer));
+        throw ConfigError(src, index, field_col, join(entry, field), unknown_key_message(hint));
+      }
+      if (i + 3 != segs.size())
+        throw ConfigError(src, index, segs[i + 3].second, key, "'" + join(entry, field) + "' is a single value, not a section");
+      m->add(config, layer);
+      locs[join(entry, field)] = value_loc;
+      return reader.read_leaf(value, *fs, layer, join(entry, field));
+    }
+    if (is_section(path)) {
+      if (last) {
+        locs[path] = value_loc;
+        if (!value.IsMap()) throw ConfigError(src, index, value_col, path, "expected a map of keys, got " + describe(value));
+        return reader.read_section(value, path);
+      }
+      continue;
+    }
+    throw ConfigError(src, index, col, path, unknown_key_message(suggest_config_key(parent, seg)));
+  }
+}
+
+// The position a semantic issue should point at: the key itself, else its nearest
+// enclosing key that appears in the source, else the source with no position.
+Loc locate(const LocMap& locs, std::string key, const std::string& source) {
+  while (!key.empty()) {
+    auto it = locs.find(key);
+    if (it != locs.end()) return it->second;
+    const size_t dot = key.rfind('.');
+    key = dot == std::string::npos ? "" : key.substr(0, dot);
+  }
+  return {source, 0, 0};
+}
+
+ExperimentConfig parse_impl(const std::string& text, const std::string& source,
+                            const std::vector<std::string>& overrides) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(source, e.mark.line + 1, e.mark.column + 1, "", "YAML syntax error: " + e.msg);
+  }
+  if (docs.empty() || (docs.size() == 1 && docs[0].IsNull()))
+    throw ConfigError(source, 0, 0, "", "empty config: expected a YAML map with keys such as name, model, train");
+  ExperimentConfig config;
+  LocMap locs;
+  Reader reader(config, locs, source, 1, 1);
+  if (docs.size() > 1) {
+    const Loc l = reader.at(docs[1]);
+    throw ConfigError(source, l.line, l.column, "",
+                      "expected one YAML document, found " + std::to_string(docs.size()));
+  }
+  if (!docs[0].IsMap()) {
+    const Loc l = reader.at(docs[0]);
+    throw ConfigError(source, l.line, l.column, "", "expected a map of keys at the top level, got " + describe(docs[0]));
+  }
+  reader.read_section(docs[0], "");
+  for (size_t i = 0; i < overrides.size(); ++i) apply_override_at(config, overrides[i], static_cast<int>(i) + 1, locs);
+
+  const std::vector<ConfigIssue> issues = check_experiment_config(config);
+  if (!issues.empty()) {
+    const Loc l = locate(locs, issues.front().key_path, source);
+    throw ConfigError(l.source, l.line, l.column, issues.front().key_path, issues.front().message);
+  }
+  return config;
+}
+
+// --- Printing --------------------------------------------------------------------------------
+
+// An ordered tree of the output, so a section stays together whatever the row order.
+struct OutNode {
+  std::string name;
+  std::string value;                // scalar text, for leaves
+  bool leaf = false;
+  std::vector<std::string> block;   // per-layer map entries ("2: {rank: 32}"), for map leaves
+  bool is_map_leaf = false;
+  std::vector<OutNode> children;
+
+  OutNode& child(const std::string& n) {
+    for (OutNode& c : children)
+      if (c.name == n) return c;
+    children.emplace_back();
+    children.back().name = n;
+    return children.back();
+  }
+};
+
+OutNode& node_at(OutNode& root, const std::string& path) {
+  OutNode* n = &root;
+  for (size_t start = 0;;) {
+    const size_t dot = path.find('.', start);
+    n = &n->child(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) return *n;
+    start = dot + 1;
+  }
+}
+
+void render(const OutNode& n, int depth, std::string& out) {
+  const std::string indent(2 * depth, ' ');
+  if (n.leaf) {
+    out += indent + n.name + ": " + n.value + "\n";
+  } else if (n.is_map_leaf) {
+    if (n.block.empty()) {
+      out += indent + n.name + ": {}\n";
+    } else {
+      out += indent + n.name + ":\n";
+      for (const std::string& line : n.block) out += indent + "  " + line + "\n";
+    }
+  } else {
+    out += indent + n.name + ":\n";
+    for (const OutNode& c : n.children) render(c, depth + 1, out);
+  }
+}
+
+}  // namespace
+
+void apply_override(ExperimentConfig& config, const std::string& assignment, int index) {
+  LocMap locs;
+  apply_override_at(config, assignment, index, locs);
+}
+
+ExperimentConfig parse_experiment_config(const std::string& yaml_text, const std::string& source_name,
+                                         const std::vector<std::string>& overrides) {
+  return parse_impl(yaml_text, source_name, overrides);
+}
+
+ExperimentConfig load_experiment_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path, 0, 0, "", "is a folder, not a config file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, 0, 0, "", std::string("cannot read file: ") + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigError(path, 0, 0, "", "cannot read file");
+  return parse_impl(text.str(), path, overrides);
+}
+
+std::string experiment_config_to_yaml(const ExperimentConfig& config) {
+  OutNode root;
+  std::set<std::string> maps_done;
+  for (const ConfigKeySpec& s : experiment_config_schema()) {
+    if (!s.per_layer()) {
+      OutNode& n = node_at(root, s.path);
+      n.leaf = true;
+      n.value = format_config_value(*s.get(config, 0));
+      continue;
+    }
+    if (!maps_done.insert(s.layer_map).second) continue;
+    const ConfigLayerMapSpec* m = find_config_layer_map(s.layer_map);
+    OutNode& n = node_at(root, m->path);
+    n.is_map_leaf = true;
+    for (int layer : m->layers(config)) {
+      std::string fields;
+      for (const ConfigKeySpec& f : experiment_config_schema()) {
+        if (f.layer_map != m->path) continue;
+        if (auto v = f.get(config, layer))
+          fields += (fields.empty() ? "" : ", ") + f.field_name() + ": " + format_config_value(*v);
+      }
+      n.block.push_back(std::to_string(layer) + ": {" + fields + "}");
+    }
+  }
+  std::string out;
+  for (const OutNode& c : root.children) render(c, 0, out);
+  return out;
+}
+
+void save_experiment_config(const ExperimentConfig& config, const std::string& path) {
+  const std::string text = experiment_config_to_yaml(config);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw ConfigError(path, 0, 0, "", std::string("cannot write: ") + std::strerror(errno));
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw ConfigError(path, 0, 0, "", "cannot write: write failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw ConfigError(path, 0, 0, "", "cannot write: " + why);
+  }
+}
+
+}  // namespace mok

@@ -1,0 +1,495 @@
+// Experiment config: YAML round trips, every error class with its exact location and key
+// path, --set overrides, the value checks, and the schema covering every struct field.
+#include <QtTest>
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "core/config/config_io.h"
+
+using namespace mok;
+
+// QCOMPARE on std::string does not print the values; through QString it does.
+#define COMPARE_STR(a, b) QCOMPARE(QString::fromStdString(std::string(a)), QString::fromStdString(std::string(b)))
+
+namespace {
+
+// Number of fields of an aggregate: the largest N for which T{any × N} compiles. Lets the
+// test see a field added to a config struct without a schema row.
+struct AnyField {
+  template <class T>
+  operator T() const;
+};
+
+template <class T, class... A>
+constexpr int field_count() {
+  if constexpr (requires { T{A{}..., AnyField{}}; })
+    return field_count<T, A..., AnyField>();
+  else
+    return static_cast<int>(sizeof...(A));
+}
+
+int rows_under(const std::string& prefix) {
+  int n = 0;
+  for (const ConfigKeySpec& s : experiment_config_schema())
+    if (!s.per_layer() && s.path.rfind(prefix, 0) == 0) ++n;
+  return n;
+}
+
+// The error a parse throws, or a failed check when it throws none.
+ConfigError parse_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_experiment_config(yaml, "t.yaml", overrides);
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  return ConfigError("", -1, -1, "", "no error thrown");
+}
+
+// Every leaf key path in a YAML document ("model.d_model", "kittens.layers.0.rank").
+void flatten(const YAML::Node& n, const std::string& prefix, std::set<std::string>& out) {
+  if (n.IsMap() && n.size() > 0) {
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const std::string k = it->first.Scalar();
+      flatten(YAML::Node(it->second), prefix.empty() ? k : prefix + "." + k, out);
+    }
+  } else {
+    out.insert(prefix);
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A valid config that differs from the defaults in every section, with awkward strings and
+// doubles that only round-trip when printed with enough digits.
+ExperimentConfig everything_changed() {
+  ExperimentConfig c;
+  c.name = "run: #1 \"quoted\" \\ true";
+  c.seed = 18446744073709551615ull;
+  c.data = {"/data/my corpus/", "bpe", 1024, 64, 0.1 + 0.2};
+  c.model.layers = 6;
+  c.model.d_model = 96;
+  c.model.heads = 6;  // head width 16
+  c.model.experts = 12;
+  c.model.top_k = 3;
+  c.model.expert_hidden = 48;
+  c.model.dense_hidden = 200;
+  c.model.moe_layers = "1,3,5";
+  c.model.shared_expert = true;
+  c.model.tie_embeddings = false;
+  c.model.rope_theta = 500000.0;
+  c.model.norm_eps = 1e-6;
+  c.model.init_std = 1.0 / 3.0;
+  c.model.aux_loss_coef = 0.0;
+  c.model.z_loss_coef = 1e-300;
+  c.train = {123, 24, 2, 6.02214076e-4, 0.05, 7, "linear", 0.0, 0.8, 0.999, 1e-12, 0.0, 11, 3, 50, 5};
+  c.kittens.mode = "kitten";
+  c.kittens.method = "rsvd";
+  c.kittens.rank = 24;
+  c.kittens.schedule = "adaptive";
+  c.kittens.min_rank = 2;
+  c.kittens.max_rank = 48;
+  c.kittens.warmup_steps = 10;
+  c.kittens.target_error = 0.125;
+  c.kittens.refresh_every = 7;
+  c.kittens.bits = 4;
+  c.kittens.layers[0] = {"exact", "", -1};
+  c.kittens.layers[2] = {"", "lowbit", 8};
+  c.kittens.layers[5] = {};
+  c.routing = {"mok", "locality", 1.25, 0.05};
+  c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5};
+  c.logging = {"", false, "out dir/ckpt-caf\u00e9\x01"};
+  c.logging.db = "yes";
+  return c;
+}
+
+}  // namespace
+
+class TestConfig : public QObject {
+  Q_OBJECT
+ private slots:
+  // --- Round trips -------------------------------------------------------------------------
+
+  void defaultsRoundTrip() {
+    const ExperimentConfig d;
+    const std::string yaml = experiment_config_to_yaml(d);
+    const ExperimentConfig back = parse_experiment_config(yaml, "defaults");
+    QVERIFY(back == d);
+    QCOMPARE(experiment_config_to_yaml(back), yaml);
+    QVERIFY(check_experiment_config(d).empty());
+  }
+
+  void quickstartLoadsAndRoundTrips() {
+    const ExperimentConfig q = load_experiment_config(MOK_SOURCE_DIR "/experiments/quickstart.yaml");
+    QCOMPARE(q.name, std::string("quickstart"));
+    QCOMPARE(q.seed, uint64_t(1234));
+    QCOMPARE(q.model.d_model, 128);
+    QCOMPARE(q.model.experts, 8);
+    QCOMPARE(q.train.lr, 3.0e-3);
+    QCOMPARE(q.parallel.threads, 2);
+    QVERIFY(parse_experiment_config(experiment_config_to_yaml(q), "printed") == q);
+  }
+
+  void everySectionChangedRoundTrips() {
+    const ExperimentConfig c = everything_changed();
+    const auto issues = check_experiment_config(c);
+    for (const auto& i : issues) qWarning("%s: %s", i.key_path.c_str(), i.message.c_str());
+    QVERIFY(issues.empty());
+    const std::string yaml = experiment_config_to_yaml(c);
+    const ExperimentConfig back = parse_experiment_config(yaml, "changed");
+    QVERIFY(back == c);
+    QVERIFY(!(back == ExperimentConfig{}));
+    QCOMPARE(back.kittens.layers.size(), size_t(3));
+    QCOMPARE(back.kittens.layers.at(2).rank, 8);
+    QCOMPARE(back.kittens.layers.at(2).mode, std::string());
+    QCOMPARE(back.data.val_fraction, 0.1 + 0.2);  // exact, not 0.3
+    QCOMPARE(back.name, c.name);
+  }
+
+  void saveWritesWhatLoadReads() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath("saved.yaml").toStdString();
+    const ExperimentConfig c = everything_changed();
+    save_experiment_config(c, path);
+    QVERIFY(load_experiment_config(path) == c);
+    QVERIFY(!QFile::exists(QString::fromStdString(path + ".tmp")));
+
+    const std::string bad = dir.filePath("no/such/folder/x.yaml").toStdString();
+    QVERIFY_THROWS_EXCEPTION(ConfigError, save_experiment_config(c, bad));
+    QVERIFY(!QFile::exists(QString::fromStdString(bad)));
+  }
+
+  void numbersAndStringsPrintPlainly() {
+    ExperimentConfig c;
+    c.model.norm_eps = 1e-5;
+    c.train.lr = 3e-3;
+    c.model.rope_theta = 10000;
+    c.name = "true";
+    const std::string y = experiment_config_to_yaml(c);
+    QVERIFY(y.find("  norm_eps: 1.0e-05\n") != std::string::npos);
+    QVERIFY(y.find("  lr: 0.003\n") != std::string::npos);
+    QVERIFY(y.find("  rope_theta: 10000.0\n") != std::string::npos);
+    QVERIFY(y.find("name: \"true\"\n") != std::string::npos);
+    // An integer is a fine float; a plain word is a fine string.
+    const ExperimentConfig p = parse_experiment_config("train: {lr: 1}\nname: 42\n", "t");
+    QCOMPARE(p.train.lr, 1.0);
+    QCOMPARE(p.name, std::string("42"));
+  }
+
+  // --- The schema is complete and drives the printer -------------------------------------------
+
+  void schemaCoversEveryField() {
+    QCOMPARE(rows_under("data."), field_count<DataConfig>());
+    QCOMPARE(rows_under("model."), field_count<ModelConfig>());
+    QCOMPARE(rows_under("train."), field_count<TrainConfig>());
+    QCOMPARE(rows_under("kittens.") + 1, field_count<KittensConfig>());  // + the layers map
+    QCOMPARE(rows_under("routing."), field_count<RoutingConfig>());
+    QCOMPARE(rows_under("parallel."), field_count<ParallelConfig>());
+    QCOMPARE(rows_under("logging."), field_count<LoggingConfig>());
+    std::set<std::string> top;  // name, seed and the sections
+    for (const ConfigKeySpec& s : experiment_config_schema()) top.insert(s.path.substr(0, s.path.find('.')));
+    QCOMPARE(static_cast<int>(top.size()), field_count<ExperimentConfig>());
+    int layer_rows = 0;
+    for (const ConfigKeySpec& s : experiment_config_schema()) layer_rows += s.per_layer();
+    QCOMPARE(layer_rows, field_count<KittenLayerOverride>());
+  }
+
+  void everyRowReachesItsOwnField() {
+    // Changing one row's value changes that row only: no two rows share a field.
+    ExperimentConfig d = everything_changed();
+    const int layer = 2;
+    d.kittens.layers[layer] = {"kitten", "lowbit", 8};
+    const ExperimentConfig base;
+    for (const ConfigKeySpec& s : experiment_config_schema()) {
+      QVERIFY2(s.get(d, layer) != s.get(base, layer), ("everything_changed() keeps " + s.path).c_str());
+      ExperimentConfig c = base;
+      s.set(c, layer, *s.get(d, layer));
+      QVERIFY2(s.get(c, layer) == s.get(d, layer), s.path.c_str());
+      for (const ConfigKeySpec& other : experiment_config_schema()) {
+        if (&other == &s) continue;
+        QVERIFY2(other.get(c, layer) == other.get(base, layer), (s.path + " also changes " + other.path).c_str());
+      }
+    }
+  }
+
+  void printedKeysAreExactlyTheSchemaKeys() {
+    ExperimentConfig c;
+    c.kittens.layers[0] = {"kitten", "rsvd", 8};
+    std::set<std::string> printed;
+    flatten(YAML::Load(experiment_config_to_yaml(c)), "", printed);
+    std::set<std::string> schema;
+    for (const ConfigKeySpec& s : experiment_config_schema()) schema.insert(s.path_for_layer(0));
+    QCOMPARE(printed, schema);
+    // With no overrides the map prints as {}.
+    QVERIFY(experiment_config_to_yaml(ExperimentConfig{}).find("  layers: {}\n") != std::string::npos);
+  }
+
+  void schemaRowsAreWellFormed() {
+    std::set<std::string> paths;
+    for (const ConfigKeySpec& s : experiment_config_schema()) {
+      QVERIFY2(paths.insert(s.path).second, s.path.c_str());
+      QVERIFY2(!s.meaning.empty(), s.path.c_str());
+      QVERIFY2(!s.default_text.empty(), s.path.c_str());
+      QVERIFY(find_config_key(s.path) == &s);
+    }
+    QCOMPARE(find_config_key("model.d_model")->default_text, std::string("128"));
+    QCOMPARE(find_config_key("train.lr")->default_text, std::string("0.003"));
+    QCOMPARE(find_config_key("kittens.layers.<L>.rank")->default_text, std::string("inherit"));
+  }
+
+  void docsContainTheGeneratedTable() {
+    const std::string doc = read_text(MOK_SOURCE_DIR "/docs/config.md");
+    QVERIFY2(doc.find(config_schema_markdown()) != std::string::npos,
+             "docs/config.md is stale: regenerate its key reference with `mok config schema --markdown`");
+  }
+
+  // --- Errors: exact location and key path -----------------------------------------------------
+
+  void syntaxErrorHasYamlPosition() {
+    const ConfigError e = parse_error("name: x\n  seed: 3\n");
+    QCOMPARE(e.file, std::string("t.yaml"));
+    QCOMPARE(e.line, 2);
+    QCOMPARE(e.column, 7);
+    QCOMPARE(e.key_path, std::string());
+    QVERIFY(std::string(e.what()).rfind("t.yaml:2:7: YAML syntax error: ", 0) == 0);
+  }
+
+  void emptyAndNonMapDocuments() {
+    for (const char* text : {"", "   \n", "# nothing but a comment\n"}) {
+      const ConfigError e = parse_error(text);
+      COMPARE_STR(std::string(e.what()),
+               std::string("t.yaml: empty config: expected a YAML map with keys such as name, model, train"));
+    }
+    COMPARE_STR(std::string(parse_error("- a\n- b\n").what()),
+             std::string("t.yaml:1:1: expected a map of keys at the top level, got a list"));
+    COMPARE_STR(std::string(parse_error("name: a\n---\nname: b\n").what()),
+             std::string("t.yaml:3:1: expected one YAML document, found 2"));
+  }
+
+  void missingFileIsAConfigError() {
+    try {
+      load_experiment_config("/nonexistent/dir/x.yaml");
+      QFAIL("no error");
+    } catch (const ConfigError& e) {
+      QCOMPARE(e.file, std::string("/nonexistent/dir/x.yaml"));
+      QCOMPARE(e.line, 0);
+      COMPARE_STR(std::string(e.what()),
+               std::string("/nonexistent/dir/x.yaml: cannot read file: No such file or directory"));
+    }
+    QVERIFY_THROWS_EXCEPTION(ConfigError, load_experiment_config(MOK_SOURCE_DIR "/experiments"));
+  }
+
+  void unknownKeysSuggest() {
+    COMPARE_STR(std::string(parse_error("name: x\nmodel:\n  d_modle: 64\n").what()),
+             std::string("t.yaml:3:3: model.d_modle: unknown key; did you mean 'model.d_model'?"));
+    COMPARE_STR(std::string(parse_error("nmae: x\n").what()),
+             std::string("t.yaml:1:1: nmae: unknown key; did you mean 'name'?"));
+    // A key in the wrong section points at where it lives.
+    COMPARE_STR(std::string(parse_error("model: {lr: 0.1}\n").what()),
+             std::string("t.yaml:1:9: model.lr: unknown key; did you mean 'train.lr'?"));
+    COMPARE_STR(std::string(parse_error("kittens:\n  layers:\n    2: {rnak: 8}\n").what()),
+             std::string("t.yaml:3:9: kittens.layers.2.rnak: unknown key; did you mean 'kittens.layers.2.rank'?"));
+    COMPARE_STR(parse_error("model.d_model: 64\n").what(),
+                "t.yaml:1:1: model.d_model: dotted keys are for --set only; in a file, nest the key under its section");
+    const ConfigError far = parse_error("zzzzzzzzzz: 1\n");
+    COMPARE_STR(std::string(far.what()), std::string("t.yaml:1:1: zzzzzzzzzz: unknown key"));
+  }
+
+  void wrongTypes() {
+    struct Case {
+      const char* yaml;
+      const char* what;
+    };
+    const Case cases[] = {
+        {"train:\n  steps: 3.5\n", "t.yaml:2:10: train.steps: expected an integer, got '3.5'"},
+        {"train:\n  steps: many\n", "t.yaml:2:10: train.steps: expected an integer, got 'many'"},
+        {"data: {seq_len: \"128\"}\n", "t.yaml:1:17: data.seq_len: expected an integer, got the quoted string \"128\""},
+        {"train: {lr: fast}\n", "t.yaml:1:13: train.lr: expected a number, got 'fast'"},
+        {"train: {lr: .nan}\n", "t.yaml:1:13: train.lr: expected a number, got '.nan'"},
+        {"model: {shared_expert: yes}\n", "t.yaml:1:24: model.shared_expert: expected true or false, got 'yes'"},
+        {"seed: -1\n", "t.yaml:1:7: seed: expected a non-negative integer, got '-1'"},
+        {"model: [1, 2]\n", "t.yaml:1:8: model: expected a map of keys, got a list"},
+        {"model:\n  layers: {a: 1}\n", "t.yaml:2:11: model.layers: expected an integer, got a map"},
+        {"name: [a]\n", "t.yaml:1:7: name: expected a string, got a list"},
+        {"train:\n  lr:\n", "t.yaml:2:3: train.lr: missing value (expected a number)"},
+        {"model: {layers: 99999999999}\n", "t.yaml:1:17: model.layers: integer 99999999999 is too large"},
+        {"kittens: {layers: [1]}\n", "t.yaml:1:19: kittens.layers: expected a map from layer index to overrides, e.g. {2: {rank: 32}}, got a list"},
+        {"kittens: {layers: {x: {rank: 4}}}\n", "t.yaml:1:20: kittens.layers.x: layer index must be a non-negative integer, got 'x'"},
+        {"kittens: {layers: {1: 5}}\n", "t.yaml:1:23: kittens.layers.1: expected a map of per-layer keys, got '5'"},
+    };
+    for (const Case& c : cases) COMPARE_STR(std::string(parse_error(c.yaml).what()), std::string(c.what));
+  }
+
+  void duplicateKeys() {
+    COMPARE_STR(std::string(parse_error("name: a\nname: b\n").what()), std::string("t.yaml:2:1: name: duplicate key"));
+    COMPARE_STR(std::string(parse_error("kittens:\n  layers: {1: {}, 1: {}}\n").what()),
+             std::string("t.yaml:2:19: kittens.layers.1: duplicate layer index"));
+  }
+
+  void valueErrorsPointAtTheirKey() {
+    struct Case {
+      const char* yaml;
+      const char* what;
+    };
+    const Case cases[] = {
+        {"train:\n  lr: -1\n", "t.yaml:2:3: train.lr: must be in (0.0, 10.0], got -1.0"},
+        {"model:\n  experts: 8\n  top_k: 9\n", "t.yaml:3:3: model.top_k: model.top_k (9) exceeds model.experts (8)"},
+        {"model:\n  heads: 3\n", "t.yaml:2:3: model.heads: model.heads (3) must divide model.d_model (128)"},
+        {"model: {d_model: 96, heads: 32}\n",
+         "t.yaml:1:22: model.heads: head width d_model/heads = 3 must be even for the rotary embedding"},
+        {"train: {batch: 10, grad_accum: 3}\n",
+         "t.yaml:1:9: train.batch: train.batch (10) must be a multiple of train.grad_accum (3) × parallel.ranks (1)"},
+        {"parallel: {ranks: 3}\ntrain: {batch: 24}\n", "t.yaml:1:12: parallel.ranks: model.experts (8) must be a multiple of parallel.ranks (3)"},
+        {"kittens: {rank: 100}\n",
+         "t.yaml:1:11: kittens.rank: rank 100 is outside [kittens.min_rank, kittens.max_rank] = [4, 64]"},
+        {"kittens: {layers: {7: {rank: 8}}}\n",
+         "t.yaml:1:20: kittens.layers.7: layer index 7 is out of range: model.layers is 4"},
+        {"kittens: {layers: {1: {method: svd}}}\n",
+         "t.yaml:1:24: kittens.layers.1.method: must be one of sketch, rsvd, subspace, lowbit; got 'svd'"},
+        {"parallel: {comm: nccl}\n", "t.yaml:1:12: parallel.comm: comm nccl needs parallel.device cuda (device is cpu)"},
+        {"model: {moe_layers: \"1,9\"}\n", "t.yaml:1:9: model.moe_layers: layer 9 is out of range: model.layers is 4"},
+        {"kittens: {bits: 5}\n", "t.yaml:1:11: kittens.bits: must be one of 4, 8; got '5'"},
+        {"name: \"\"\n", "t.yaml:1:1: name: must not be empty"},
+    };
+    for (const Case& c : cases) COMPARE_STR(std::string(parse_error(c.yaml).what()), std::string(c.what));
+  }
+
+  void valueErrorOnADefaultedKeyPointsAtItsSection() {
+    // top_k keeps its default 2; the file only lowers experts, so the section is the place.
+    const ConfigError e = parse_error("name: x\nmodel:\n  experts: 1\n");
+    QCOMPARE(e.key_path, std::string("model.top_k"));
+    QCOMPARE(e.line, 2);
+    QCOMPARE(e.column, 1);
+  }
+
+  // --- Overrides ---------------------------------------------------------------------------------
+
+  void overridesSetTypedValues() {
+    ExperimentConfig c;
+    apply_override(c, "model.d_model=256");
+    apply_override(c, "name=my run");
+    apply_override(c, "train.lr=1e-4");
+    apply_override(c, "kittens.layers.2.rank=32");
+    apply_override(c, "kittens.layers.2.method=rsvd");
+    apply_override(c, "model={layers: 2, heads: 8}");
+    apply_override(c, "logging.progress=false");
+    QCOMPARE(c.model.d_model, 256);
+    QCOMPARE(c.name, std::string("my run"));
+    QCOMPARE(c.train.lr, 1e-4);
+    QCOMPARE(c.kittens.layers.at(2).rank, 32);
+    QCOMPARE(c.kittens.layers.at(2).method, std::string("rsvd"));
+    QCOMPARE(c.kittens.layers.at(2).mode, std::string());
+    QCOMPARE(c.model.layers, 2);
+    QCOMPARE(c.model.heads, 8);
+    QCOMPARE(c.model.experts, 8);  // untouched by the section override
+    QCOMPARE(c.logging.progress, false);
+    apply_override(c, "kittens.layers={0: {mode: kitten}}");  // replaces the whole map
+    QCOMPARE(c.kittens.layers.size(), size_t(1));
+    QCOMPARE(c.kittens.layers.at(0).mode, std::string("kitten"));
+  }
+
+  void overridesApplyAfterTheFile() {
+    const ExperimentConfig c =
+        parse_experiment_config("train: {steps: 10}\n", "t.yaml", {"train.steps=20", "train.steps=30"});
+    QCOMPARE(c.train.steps, 30);
+  }
+
+  void badOverrides() {
+    auto err = [](const std::string& a) -> std::string {
+      ExperimentConfig c;
+      try {
+        apply_override(c, a);
+      } catch (const ConfigError& e) {
+        return e.what();
+      }
+      return "no error";
+    };
+    QCOMPARE(err("model.d_model"), std::string("--set:1:1: expected dotted.key=value, got 'model.d_model'"));
+    QCOMPARE(err("=3"), std::string("--set:1:1: expected dotted.key=value, got '=3'"));
+    QCOMPARE(err("model..heads=3"), std::string("--set:1:7: model..heads: empty key segment in 'model..heads'"));
+    QCOMPARE(err("model.d_modl=64"), std::string("--set:1:7: model.d_modl: unknown key; did you mean 'model.d_model'?"));
+    QCOMPARE(err("lr=0.1"), std::string("--set:1:1: lr: unknown key; did you mean 'train.lr'?"));
+    QCOMPARE(err("train.lr=abc"), std::string("--set:1:10: train.lr: expected a number, got 'abc'"));
+    QCOMPARE(err("train.steps=[1, 2]"), std::string("--set:1:13: train.steps: expected an integer, got a list"));
+    QCOMPARE(err("train.steps="), std::string("--set:1:13: train.steps: missing value (expected an integer)"));
+    QCOMPARE(err("train.lr.x=1"), std::string("--set:1:10: train.lr.x: 'train.lr' is a single value, not a section"));
+    QCOMPARE(err("model=3"), std::string("--set:1:7: model: expected a map of keys, got '3'"));
+    QCOMPARE(err("kittens.layers.two.rank=3"),
+             std::string("--set:1:16: kittens.layers.two: layer index must be a non-negative integer, got 'two'"));
+    QCOMPARE(err("kittens.layers.2.rnak=3"),
+             std::string("--set:1:18: kittens.layers.2.rnak: unknown key; did you mean 'kittens.layers.2.rank'?"));
+    QCOMPARE(err("model={layers: 2, hedas: 8}"),
+             std::string("--set:1:19: model.hedas: unknown key; did you mean 'model.heads'?"));
+    QVERIFY(err("name=[unclosed").rfind("--set:1:", 0) == 0);
+  }
+
+  void overrideValueErrorsNameTheSet() {
+    // The second --set breaks a rule: the error points at it, not at the file.
+    const ConfigError e = parse_error("model: {heads: 4}\n", {"train.steps=5", "model.heads=3"});
+    COMPARE_STR(std::string(e.what()), std::string("--set:2:13: model.heads: model.heads (3) must divide model.d_model (128)"));
+    QCOMPARE(e.file, std::string("--set"));
+    QCOMPARE(e.line, 2);
+    QCOMPARE(e.column, 13);
+  }
+
+  // --- check_experiment_config ------------------------------------------------------------------
+
+  void checkListsEveryIssue() {
+    ExperimentConfig c;
+    c.model.heads = 5;            // does not divide 128
+    c.model.top_k = 9;            // > 8 experts
+    c.train.batch = 0;            // below range
+    c.kittens.min_rank = 80;      // > max_rank
+    c.kittens.layers[3].rank = 2; // below min_rank
+    const auto issues = check_experiment_config(c);
+    std::vector<std::string> keys;
+    for (const auto& i : issues) keys.push_back(i.key_path);
+    const std::vector<std::string> expected = {"train.batch",      "model.heads",  "model.top_k",
+                                               "kittens.min_rank", "kittens.rank", "kittens.layers.3.rank"};
+    QCOMPARE(keys, expected);
+  }
+
+  void checkKittenRankAgainstWidth() {
+    ExperimentConfig c;
+    c.model.d_model = 32;
+    c.model.heads = 2;
+    c.kittens.rank = 48;
+    QVERIFY(check_experiment_config(c).empty());  // exact mode: the rank is unused
+    c.kittens.mode = "kitten";
+    const auto issues = check_experiment_config(c);
+    QCOMPARE(issues.size(), size_t(1));
+    QCOMPARE(issues[0].key_path, std::string("kittens.rank"));
+    QCOMPARE(issues[0].message, std::string("rank 48 exceeds model.d_model (32)"));
+  }
+
+  void denseModelSkipsExpertRules() {
+    ExperimentConfig c;
+    c.model.experts = 0;
+    c.model.top_k = 4;
+    c.parallel.ranks = 2;
+    QVERIFY(check_experiment_config(c).empty());
+  }
+
+  void moeLayerSpecs() {
+    QCOMPARE(parse_moe_layers("all", 3), std::vector<bool>({true, true, true}));
+    QCOMPARE(parse_moe_layers("none", 2), std::vector<bool>({false, false}));
+    QCOMPARE(parse_moe_layers("every_2", 4), std::vector<bool>({false, true, false, true}));
+    QCOMPARE(parse_moe_layers("0, 2", 3), std::vector<bool>({true, false, true}));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_moe_layers("1,1", 3));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_moe_layers("every_0", 3));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_moe_layers("some", 3));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestConfig)
+#include "test_config.moc"

@@ -1,0 +1,100 @@
+// mok-gpu-check: the CUDA kernel checks and timings on a GPU machine, with nothing but CUDA
+// (no Qt, no project libraries). Built and run by tools/gpu/run.sh.
+//   1. every check of kernels/cuda_op_checks.h on fresh random inputs
+//   2. timings (CUDA events, median of repeats after warm-up) of the in-kernel Gaussian
+//      sketch P = X·Qᵀ against cuBLAS on a stored Q, and the bytes each keeps for backward.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "core/util/counter_rng.h"
+#include "kernels/cuda_op_checks.h"
+#include "kernels/device_buffer.h"
+#include "kernels/device_info.h"
+#include "kernels/sketch_projection.h"
+
+namespace {
+
+template <typename F>
+float median_ms(F&& launch, int repeats = 20) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 3; ++i) launch();  // warm-up
+  std::vector<float> ms;
+  for (int i = 0; i < repeats; ++i) {
+    cudaEventRecord(a);
+    launch();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::vector<float> normals(size_t n, uint64_t stream) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(mok::counter_normal(2026, stream, i));
+  return v;
+}
+
+}  // namespace
+
+int main() {
+  const auto q = mok::cuda::query_devices();
+  if (q.devices.empty()) {
+    std::fprintf(stderr, "no CUDA device: %s\n", q.unavailable_reason.c_str());
+    return 1;
+  }
+  const auto& dev = q.devices[0];
+  std::printf("device: %s, sm_%d%d, %d SMs, %.1f GiB\n", dev.name.c_str(), dev.sm_major, dev.sm_minor,
+              dev.multiprocessors, dev.memory_bytes / 1073741824.0);
+
+  int failed = 0;
+  const auto seed = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::printf("\n%-28s %12s %8s\n", "check", "rel.err", "result");
+  for (const auto& c : mok::cuda::run_cuda_op_checks(seed)) {
+    std::printf("%-28s %12.3e %8s\n", c.name.c_str(), c.relative_error, c.passed() ? "ok" : "FAIL");
+    failed += !c.passed();
+  }
+
+  cublasHandle_t handle;
+  cublasCreate(&handle);
+  cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH);  // true fp32, like the sketch kernel
+  std::printf("\n%-20s %9s %11s %12s %11s %12s %12s\n", "sketch n×d→r", "fused ms", "gen+BLAS ms",
+              "stored-Q ms", "gen+BLAS/Q", "X bytes", "P bytes (%)");
+  struct Shape { int n, d, r; };
+  for (const Shape& s : {Shape{16384, 1024, 32}, Shape{16384, 4096, 64}, Shape{65536, 4096, 128}}) {
+    const int n = s.n, d = s.d, r = s.r;
+    mok::cuda::DeviceBuffer<float> x(normals(size_t(n) * d, 1)), p(size_t(n) * r), qstored(normals(size_t(r) * d, 2));
+    const float fused = median_ms([&] { mok::cuda::sketch_project(x.data(), p.data(), n, d, r, 1, 2); });
+    const float one = 1.f, zero = 0.f;
+    // Row-major P(n,r) = X(n,d)·Q(r,d)ᵀ  ⇔  column-major Pᵀ(r,n) = Q·Xᵀ.
+    const float blas = median_ms([&] {
+      cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, r, n, d, &one, qstored.data(), d, x.data(), d, &zero, p.data(), r);
+    });
+    mok::cuda::DeviceBuffer<float> qwork(size_t(r) * d);
+    const float generated = median_ms([&] {
+      mok::cuda::sketch_generate(qwork.data(), r, d, 1, 2);
+      cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, r, n, d, &one, qwork.data(), d, x.data(), d, &zero, p.data(), r);
+    });
+    const double xb = double(n) * d * 4, pb = double(n) * r * 4;
+    char shape[64];
+    std::snprintf(shape, sizeof shape, "%d×%d→%d", n, d, r);
+    std::printf("%-20s %9.3f %11.3f %12.3f %11.2f %12.0f %9.0f (%.1f%%)\n", shape, fused, generated, blas,
+                generated / blas, xb, pb, 100.0 * pb / xb);
+  }
+  cublasDestroy(handle);
+  if (cudaDeviceSynchronize() != cudaSuccess) return 1;
+  std::printf("\n%s\n", failed ? "SOME CHECKS FAILED" : "all checks passed");
+  return failed ? 1 : 0;
+}
