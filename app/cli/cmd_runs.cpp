@@ -1,12 +1,493 @@
+// mok runs: browse and edit a run store from the shell.
+//   mok runs list [--db PATH] [--status S] [--filter TEXT] [--all] [--json]
+//   mok runs show ID [--db PATH] [--json]
+//   mok runs export-csv ID [--db PATH] [--out FILE]
+//   mok runs tag ID TAG... [--remove] [--db PATH] [--json]
+//   mok runs note ID TEXT... [--db PATH] [--json]
+//   mok runs archive ID [--undo] [--db PATH] [--json]
+//   mok runs delete ID --yes [--db PATH] [--json]
+// Browsing opens the store read-only (never writes, never creates); editing opens it
+// read-write. Exit codes: 0 ok, 1 store error (message on stderr), 2 bad usage.
+
+#include <cmath>
 #include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "app/cli/commands.h"
+#include "core/store/run_store.h"
+#include "core/util/json_writer.h"
 
 namespace mok::cli {
+namespace {
 
-int cmd_runs(int, char**) {
-  std::fprintf(stderr, "mok runs: not available in this build yet\n");
-  return 1;
+constexpr const char* kDefaultDb = "runs/mok.db";
+
+const char* kUsage =
+    "usage: mok runs <subcommand> [options]\n"
+    "\n"
+    "  list [--status S] [--filter TEXT] [--all] [--json]   runs, newest first (--all: with archived)\n"
+    "  show ID [--json]                                     config, summary, last metrics, events, checkpoints\n"
+    "  export-csv ID [--out FILE]                           metrics in long form: step,tokens,wall_s,name,value\n"
+    "  tag ID TAG... [--remove]                             add (or remove) tags\n"
+    "  note ID TEXT...                                      replace the run's notes\n"
+    "  archive ID [--undo]                                  hide from (or return to) the default list\n"
+    "  delete ID --yes                                      delete the run and all its rows\n"
+    "\n"
+    "every subcommand takes --db PATH (default runs/mok.db).\n";
+
+struct UsageError {
+  std::string message;
+};
+
+// Parsed command line: positional words and --options (flags map to "").
+struct Args {
+  std::vector<std::string> words;
+  std::map<std::string, std::string> opts;
+  bool has(const std::string& k) const { return opts.count(k) > 0; }
+  std::string get(const std::string& k, const std::string& fallback = {}) const {
+    auto it = opts.find(k);
+    return it == opts.end() ? fallback : it->second;
+  }
+};
+
+Args parse_args(int argc, char** argv, const std::set<std::string>& with_value, const std::set<std::string>& flags) {
+  Args a;
+  for (int i = 0; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.size() > 2 && s.rfind("--", 0) == 0) {
+      std::string key = s.substr(2), value;
+      const size_t eq = key.find('=');
+      if (eq != std::string::npos) {
+        value = key.substr(eq + 1);
+        key = key.substr(0, eq);
+        if (!with_value.count(key)) throw UsageError{"option --" + key + " takes no value"};
+      } else if (with_value.count(key)) {
+        if (i + 1 >= argc) throw UsageError{"option --" + key + " needs a value"};
+        value = argv[++i];
+      } else if (!flags.count(key)) {
+        throw UsageError{"unknown option --" + key};
+      }
+      a.opts[key] = value;
+    } else {
+      a.words.push_back(s);
+    }
+  }
+  return a;
+}
+
+int64_t parse_id(const Args& a, size_t index) {
+  if (a.words.size() <= index) throw UsageError{"missing run ID"};
+  const std::string& s = a.words[index];
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v <= 0) throw UsageError{"'" + s + "' is not a run ID (a positive number)"};
+  return v;
+}
+
+void no_extra_words(const Args& a, size_t expected) {
+  if (a.words.size() > expected) throw UsageError{"unexpected argument '" + a.words[expected] + "'"};
+}
+
+// ---- text formatting ----
+
+std::string format_time(double t) {
+  if (t <= 0 || std::isnan(t)) return "-";
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  localtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+std::string format_num(double v, int precision = 4) {
+  if (std::isnan(v)) return "-";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+  return buf;
+}
+
+std::string format_count(double v) {  // 1234567 → 1.23M
+  if (std::isnan(v)) return "-";
+  const char* units[] = {"", "k", "M", "G", "T"};
+  int u = 0;
+  while (std::fabs(v) >= 1000 && u < 4) {
+    v /= 1000;
+    ++u;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.3g%s", v, units[u]);
+  return buf;
+}
+
+std::string format_bytes(double v) {
+  if (std::isnan(v)) return "-";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string format_model(const RunShape& s) {
+  if (s.layers == 0) return "-";
+  std::string out = std::to_string(s.layers) + "x" + std::to_string(s.d_model);
+  out += s.experts > 0 ? " e" + std::to_string(s.experts) + "k" + std::to_string(s.top_k) : " dense";
+  return out;
+}
+
+std::string format_routing(const RunShape& s) {
+  if (s.dispatcher.empty()) return "-";
+  std::string out = s.dispatcher + "/" + s.policy;
+  if (s.kittens == "kitten") out += "+kit";
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+std::string shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 1) + "~"; }
+
+void print_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t c = 0; c < r.size(); ++c) {
+      const std::string pad(width[c] - r[c].size(), ' ');
+      line += right[c] ? pad + r[c] : r[c] + (c + 1 < r.size() ? pad : "");
+      if (c + 1 < r.size()) line += "  ";
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+// ---- JSON ----
+
+void json_summary_fields(JsonWriter& j, const RunSummary& s) {
+  j.key("id").value(s.id);
+  j.key("name").value(s.name);
+  j.key("status").value(run_status_name(s.status));
+  j.key("created_at").value(s.created_at);
+  j.key("finished_at");
+  if (s.finished_at > 0) j.value(s.finished_at); else j.null();
+  j.key("layers").value(s.shape.layers);
+  j.key("d_model").value(s.shape.d_model);
+  j.key("experts").value(s.shape.experts);
+  j.key("top_k").value(s.shape.top_k);
+  j.key("dispatcher").value(s.shape.dispatcher);
+  j.key("policy").value(s.shape.policy);
+  j.key("kittens").value(s.shape.kittens);
+  j.key("last_step").value(s.last_step);
+  j.key("tokens").value(s.tokens);
+  j.key("wall_s").value(s.wall_s);
+  j.key("best_val_bpb").value(s.best_val_bpb);
+  j.key("best_val_ppl").value(s.best_val_ppl);
+  j.key("tokens_per_s").value(s.tokens_per_s);
+  j.key("peak_bytes").value(s.peak_bytes);
+  j.key("archived").value(s.archived);
+  j.key("tags").begin_array();
+  for (const auto& t : s.tags) j.value(t);
+  j.end_array();
+}
+
+// ---- subcommands ----
+
+int runs_list(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db", "status", "filter"}, {"all", "json"});
+  no_extra_words(a, 0);
+  RunFilter filter;
+  filter.text = a.get("filter");
+  filter.include_archived = a.has("all");
+  if (a.has("status")) {
+    RunStatus s;
+    if (!parse_run_status(a.get("status"), &s)) {
+      throw UsageError{"unknown status '" + a.get("status") +
+                       "' (queued, running, paused, finished, stopped, failed, interrupted)"};
+    }
+    filter.status = s;
+  }
+  const std::string db = a.get("db", kDefaultDb);
+  RunStore store = RunStore::open_readonly(db);
+  const std::vector<RunSummary> runs = store.list_runs(filter);
+  if (a.has("json")) {
+    JsonWriter j;
+    j.begin_object().key("db").value(db).key("runs").begin_array();
+    for (const auto& r : runs) {
+      j.begin_object();
+      json_summary_fields(j, r);
+      j.end_object();
+    }
+    j.end_array().end_object();
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+  if (runs.empty()) {
+    std::printf("no runs in %s%s\n", db.c_str(), filter.text.empty() && !filter.status ? "" : " match");
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "STATUS", "CREATED", "MODEL", "ROUTING", "STEP", "TOKENS", "VAL_BPB", "VAL_PPL", "TOK/S",
+       "PEAK_MEM", "TAGS"}};
+  for (const auto& r : runs) {
+    rows.push_back({std::to_string(r.id), shorten(r.name, 32) + (r.archived ? " (archived)" : ""),
+                    run_status_name(r.status), format_time(r.created_at), format_model(r.shape),
+                    format_routing(r.shape), r.last_step >= 0 ? std::to_string(r.last_step) : "-",
+                    format_count(static_cast<double>(r.tokens)), format_num(r.best_val_bpb),
+                    format_num(r.best_val_ppl), format_count(r.tokens_per_s), format_bytes(r.peak_bytes),
+                    join(r.tags, ",")});
+  }
+  print_table(rows, {true, false, false, false, false, false, true, true, true, true, true, true, false});
+  return 0;
+}
+
+int runs_show(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db"}, {"json"});
+  const int64_t id = parse_id(a, 0);
+  no_extra_words(a, 1);
+  RunStore store = RunStore::open_readonly(a.get("db", kDefaultDb));
+  const RunRecord rec = store.get_run(id);
+  const RunSummary& s = rec.summary;
+  // Last value of every metric.
+  struct Last {
+    std::string name;
+    MetricPoint point;
+  };
+  std::vector<Last> last;
+  for (const std::string& name : store.metric_names(id)) {
+    const auto series = store.metric_series(id, name);
+    if (!series.empty()) last.push_back({name, series.back()});
+  }
+  const auto events = store.events(id);
+  const auto checkpoints = store.checkpoints(id);
+
+  if (a.has("json")) {
+    JsonWriter j;
+    j.begin_object();
+    json_summary_fields(j, s);
+    j.key("status_message").value(rec.status_message);
+    j.key("started_at").value(rec.started_at);
+    j.key("host").value(rec.host);
+    j.key("pid").value(rec.pid);
+    j.key("device").value(rec.device);
+    j.key("code_version").value(rec.code_version);
+    j.key("notes").value(rec.notes);
+    j.key("config_yaml").value(rec.config_yaml);
+    j.key("last_metrics").begin_object();
+    for (const auto& l : last) {
+      j.key(l.name).begin_object().key("step").value(l.point.step).key("value").value(l.point.value).end_object();
+    }
+    j.end_object();
+    j.key("events").begin_array();
+    for (const auto& e : events) {
+      j.begin_object().key("time").value(e.time).key("level").value(e.level).key("text").value(e.text).end_object();
+    }
+    j.end_array();
+    j.key("checkpoints").begin_array();
+    for (const auto& c : checkpoints) {
+      j.begin_object().key("step").value(c.step).key("path").value(c.path).key("created_at").value(c.created_at);
+      j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+
+  std::printf("run %lld  %s  [%s]%s\n", static_cast<long long>(s.id), s.name.c_str(), run_status_name(s.status),
+              s.archived ? " (archived)" : "");
+  if (!rec.status_message.empty()) std::printf("  message   %s\n", rec.status_message.c_str());
+  std::printf("  created   %s   finished %s   wall %s s\n", format_time(s.created_at).c_str(),
+              format_time(s.finished_at).c_str(), format_num(s.wall_s, 6).c_str());
+  std::printf("  host      %s (pid %lld)   device %s   code %s\n", rec.host.c_str(), static_cast<long long>(rec.pid),
+              rec.device.empty() ? "-" : rec.device.c_str(), rec.code_version.c_str());
+  std::printf("  model     %s   routing %s   kittens %s\n", format_model(s.shape).c_str(),
+              format_routing(s.shape).c_str(), s.shape.kittens.empty() ? "-" : s.shape.kittens.c_str());
+  if (!s.tags.empty()) std::printf("  tags      %s\n", join(s.tags, ", ").c_str());
+  if (!rec.notes.empty()) std::printf("  notes     %s\n", rec.notes.c_str());
+  std::printf("\nsummary\n");
+  std::printf("  step %s   tokens %s   best val/bpb %s   best val/ppl %s   tokens/s %s (median)   peak mem %s\n",
+              s.last_step >= 0 ? std::to_string(s.last_step).c_str() : "-",
+              format_count(static_cast<double>(s.tokens)).c_str(), format_num(s.best_val_bpb).c_str(),
+              format_num(s.best_val_ppl).c_str(), format_count(s.tokens_per_s).c_str(),
+              format_bytes(s.peak_bytes).c_str());
+  if (!last.empty()) {
+    std::printf("\nlast metrics\n");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& l : last) {
+      rows.push_back({"  " + l.name, format_num(l.point.value, 6), "step " + std::to_string(l.point.step)});
+    }
+    print_table(rows, {false, true, false});
+  }
+  if (!events.empty()) {
+    std::printf("\nevents\n");
+    for (const auto& e : events) {
+      std::printf("  %s  %-7s  %s\n", format_time(e.time).c_str(), e.level.c_str(), e.text.c_str());
+    }
+  }
+  if (!checkpoints.empty()) {
+    std::printf("\ncheckpoints\n");
+    for (const auto& c : checkpoints) {
+      std::printf("  step %-8lld %s\n", static_cast<long long>(c.step), c.path.c_str());
+    }
+  }
+  if (!rec.config_yaml.empty()) {
+    std::printf("\nconfig\n");
+    std::istringstream in(rec.config_yaml);
+    for (std::string line; std::getline(in, line);) std::printf("  %s\n", line.c_str());
+  }
+  return 0;
+}
+
+int runs_export_csv(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db", "out"}, {});
+  const int64_t id = parse_id(a, 0);
+  no_extra_words(a, 1);
+  RunStore store = RunStore::open_readonly(a.get("db", kDefaultDb));
+  if (!a.has("out") || a.get("out") == "-") {
+    store.export_csv(id, std::cout);
+    std::cout.flush();
+    return 0;
+  }
+  // Fill a temporary file and rename it, so a failed export leaves no half file behind.
+  const std::string out_path = a.get("out");
+  const std::string tmp = out_path + ".part";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw StoreError("cannot write " + out_path);
+    try {
+      store.export_csv(id, out);
+    } catch (...) {
+      out.close();
+      std::remove(tmp.c_str());
+      throw;
+    }
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw StoreError("writing " + out_path + " failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), out_path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw StoreError("cannot write " + out_path);
+  }
+  std::fprintf(stderr, "wrote %s\n", out_path.c_str());
+  return 0;
+}
+
+void print_ok(const Args& a, int64_t id, const char* what) {
+  if (a.has("json")) {
+    JsonWriter j;
+    j.begin_object().key("ok").value(true).key("run_id").value(id).key("action").value(what).end_object();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    std::printf("run %lld: %s\n", static_cast<long long>(id), what);
+  }
+}
+
+int runs_tag(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db"}, {"remove", "json"});
+  const int64_t id = parse_id(a, 0);
+  if (a.words.size() < 2) throw UsageError{"give at least one tag"};
+  RunStore store = RunStore::open(a.get("db", kDefaultDb));
+  store.get_run(id);
+  for (size_t i = 1; i < a.words.size(); ++i) {
+    if (a.has("remove")) store.remove_tag(id, a.words[i]); else store.add_tag(id, a.words[i]);
+  }
+  print_ok(a, id, a.has("remove") ? "tags removed" : "tagged");
+  return 0;
+}
+
+int runs_note(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db"}, {"json"});
+  const int64_t id = parse_id(a, 0);
+  std::vector<std::string> text(a.words.begin() + 1, a.words.end());
+  RunStore store = RunStore::open(a.get("db", kDefaultDb));
+  store.set_notes(id, join(text, " "));
+  print_ok(a, id, text.empty() ? "notes cleared" : "notes set");
+  return 0;
+}
+
+int runs_archive(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db"}, {"undo", "json"});
+  const int64_t id = parse_id(a, 0);
+  no_extra_words(a, 1);
+  RunStore store = RunStore::open(a.get("db", kDefaultDb));
+  store.archive(id, !a.has("undo"));
+  print_ok(a, id, a.has("undo") ? "unarchived" : "archived");
+  return 0;
+}
+
+int runs_delete(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db"}, {"yes", "json"});
+  const int64_t id = parse_id(a, 0);
+  no_extra_words(a, 1);
+  if (!a.has("yes")) {
+    throw UsageError{"deleting run " + std::to_string(id) + " removes all its metrics, events and checkpoints "
+                     "records; add --yes to confirm"};
+  }
+  RunStore store = RunStore::open(a.get("db", kDefaultDb));
+  store.delete_run(id);
+  print_ok(a, id, "deleted");
+  return 0;
+}
+
+}  // namespace
+
+int cmd_runs(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string sub = argv[1];
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  using Fn = int (*)(int, char**);
+  const std::map<std::string, Fn> subs = {{"list", runs_list},     {"show", runs_show},  {"export-csv", runs_export_csv},
+                                          {"tag", runs_tag},       {"note", runs_note},  {"archive", runs_archive},
+                                          {"delete", runs_delete}};
+  auto it = subs.find(sub);
+  if (it == subs.end()) {
+    std::fprintf(stderr, "mok runs: unknown subcommand '%s'\n\n%s", sub.c_str(), kUsage);
+    return 2;
+  }
+  for (int i = 2; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
+  try {
+    return it->second(argc - 2, argv + 2);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "mok runs %s: %s\n(see 'mok runs --help')\n", sub.c_str(), e.message.c_str());
+    return 2;
+  } catch (const StoreError& e) {
+    std::fprintf(stderr, "mok runs %s: %s\n", sub.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mok runs %s: %s\n", sub.c_str(), e.what());
+    return 1;
+  }
 }
 
 }  // namespace mok::cli

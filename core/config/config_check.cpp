@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/config/config_schema.h"
+#include "core/dist/expert_placement.h"
 
 namespace mok {
 namespace {
@@ -130,6 +131,13 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
   if (m.experts > 0 && p.ranks > 0 && m.experts % p.ranks != 0) {
     issue("parallel.ranks", "model.experts (" + str(m.experts) + ") must be a multiple of parallel.ranks (" +
                                 str(p.ranks) + ")");
+  }
+  if (m.experts > 0 && p.ranks > 0 && m.experts >= p.ranks) {
+    try {
+      ExpertPlacement::parse(p.expert_placement, m.experts, p.ranks);
+    } catch (const std::invalid_argument& e) {
+      issue("parallel.expert_placement", e.what());
+    }
   }
   if (p.comm == "nccl" && p.device != "cuda")
     issue("parallel.comm", "comm nccl needs parallel.device cuda (device is " + p.device + ")");

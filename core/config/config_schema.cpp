@@ -279,6 +279,12 @@ std::vector<ConfigKeySpec> build_schema() {
   add(key("parallel.link_latency_us", &E::parallel, &ParallelConfig::link_latency_us,
           "emulated per-message latency in microseconds")
           .range(0, 1e9));
+  add(key("parallel.link_sleep", &E::parallel, &ParallelConfig::link_sleep,
+          "sleep for the emulated link time, so wall-clock figures include it"));
+  add(key("parallel.expert_placement", &E::parallel, &ParallelConfig::expert_placement,
+          "rank of each routed expert: `contiguous` blocks, `round_robin`, or a comma list of "
+          "owners")
+          .not_empty());
 
   add(key("logging.db", &E::logging, &LoggingConfig::db, "SQLite run store (`--db` overrides)").not_empty());
   add(key("logging.progress", &E::logging, &LoggingConfig::progress, "progress bar on a terminal"));

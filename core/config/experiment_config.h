@@ -105,6 +105,8 @@ struct ParallelConfig {
   int threads = 2;               // CPU threads per rank
   double link_gbps = 0.0;        // emulated link bandwidth in GB/s; 0 → no emulation
   double link_latency_us = 0.0;  // emulated per-message latency
+  bool link_sleep = false;       // also sleep for the emulated link time (else only modeled)
+  std::string expert_placement = "contiguous";  // contiguous | round_robin | "0,0,1,1" (owner per expert)
 
   friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };

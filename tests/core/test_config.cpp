@@ -106,7 +106,7 @@ ExperimentConfig everything_changed() {
   c.kittens.layers[2] = {"", "lowbit", 8};
   c.kittens.layers[5] = {};
   c.routing = {"mok", "locality", 1.25, 0.05};
-  c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5};
+  c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5, true, "round_robin"};
   c.logging = {"", false, "out dir/ckpt-caf\u00e9\x01"};
   c.logging.db = "yes";
   return c;

@@ -1,0 +1,148 @@
+#include "core/store/run_store_schema.h"
+
+#include "core/store/sqlite_connection.h"
+#include "core/store/store_error.h"
+
+namespace mok {
+
+const std::vector<Migration>& run_store_migrations() {
+  static const std::vector<Migration> migrations = {
+      {1, R"sql(
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE runs (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  name           TEXT NOT NULL,
+  status         TEXT NOT NULL,
+  status_message TEXT NOT NULL DEFAULT '',
+  created_at     REAL NOT NULL,
+  started_at     REAL,
+  finished_at    REAL,
+  updated_at     REAL,
+  config_yaml    TEXT NOT NULL DEFAULT '',
+  host           TEXT NOT NULL DEFAULT '',
+  device         TEXT NOT NULL DEFAULT '',
+  code_version   TEXT NOT NULL DEFAULT '',
+  pid            INTEGER NOT NULL DEFAULT 0,
+  process_start  INTEGER NOT NULL DEFAULT 0,
+  boot_id        TEXT NOT NULL DEFAULT '',
+  notes          TEXT NOT NULL DEFAULT '',
+  archived       INTEGER NOT NULL DEFAULT 0,
+  model_layers   INTEGER NOT NULL DEFAULT 0,
+  model_d_model  INTEGER NOT NULL DEFAULT 0,
+  model_experts  INTEGER NOT NULL DEFAULT 0,
+  model_top_k    INTEGER NOT NULL DEFAULT 0,
+  dispatcher     TEXT NOT NULL DEFAULT '',
+  policy         TEXT NOT NULL DEFAULT '',
+  kittens_mode   TEXT NOT NULL DEFAULT '',
+  last_step      INTEGER,
+  last_tokens    INTEGER,
+  last_wall_s    REAL,
+  best_val_bpb   REAL,
+  best_val_ppl   REAL,
+  peak_bytes     REAL
+);
+CREATE INDEX runs_status ON runs(status);
+CREATE TABLE metric_names (
+  id   INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE metrics (
+  run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name_id INTEGER NOT NULL REFERENCES metric_names(id),
+  step    INTEGER NOT NULL,
+  tokens  INTEGER NOT NULL,
+  wall_s  REAL NOT NULL,
+  value   REAL,
+  PRIMARY KEY (run_id, name_id, step)
+) WITHOUT ROWID;
+CREATE TABLE events (
+  id     INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  time   REAL NOT NULL,
+  level  TEXT NOT NULL,
+  text   TEXT NOT NULL
+);
+CREATE INDEX events_run ON events(run_id, id);
+CREATE TABLE checkpoints (
+  id         INTEGER PRIMARY KEY,
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step       INTEGER NOT NULL,
+  path       TEXT NOT NULL,
+  created_at REAL NOT NULL
+);
+CREATE INDEX checkpoints_run ON checkpoints(run_id, step);
+CREATE TABLE tags (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  tag    TEXT NOT NULL,
+  PRIMARY KEY (run_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX tags_tag ON tags(tag);
+)sql"},
+  };
+  return migrations;
+}
+
+StoreInspection inspect_run_store(SqliteConnection& db) {
+  StoreInspection out;
+  out.version = static_cast<int>(db.query_int("PRAGMA user_version"));
+  const int64_t tables = db.query_int("SELECT count(*) FROM sqlite_master");
+  if (tables == 0 && out.version == 0) return out;  // empty: ours to create
+  const int64_t has_meta =
+      db.query_int("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'");
+  if (has_meta) {
+    SqliteStatement st = db.prepare("SELECT value FROM meta WHERE key='app'");
+    if (st.step() && st.text(0) == kRunStoreAppId) {
+      out.kind = StoreInspection::Kind::ours;
+      return out;
+    }
+  }
+  out.kind = StoreInspection::Kind::foreign;
+  std::string names;
+  SqliteStatement st = db.prepare(
+      "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name LIMIT 6");
+  while (st.step()) names += (names.empty() ? "" : ", ") + st.text(0);
+  out.foreign_detail = names.empty() ? "no MoK tables" : "it holds other tables: " + names;
+  return out;
+}
+
+void check_run_store_usable(const StoreInspection& found, const std::string& path) {
+  if (found.kind == StoreInspection::Kind::foreign) {
+    throw StoreError(path + " is an SQLite database but not a MoK run store (" + found.foreign_detail +
+                     "); it was left unchanged");
+  }
+  if (found.version > kRunStoreSchemaVersion) {
+    throw StoreError(path + " was written by a newer MoK (schema " + std::to_string(found.version) +
+                     ", this build reads up to " + std::to_string(kRunStoreSchemaVersion) +
+                     "); it was left unchanged");
+  }
+}
+
+void migrate_run_store(SqliteConnection& db) {
+  if (db.query_int("PRAGMA user_version") == kRunStoreSchemaVersion) return;
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    const StoreInspection found = inspect_run_store(db);
+    check_run_store_usable(found, db.path());
+    for (const Migration& m : run_store_migrations()) {
+      if (m.version > found.version) db.exec(m.sql);
+    }
+    {
+      SqliteStatement st = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");
+      st.bind(1, "app").bind(2, kRunStoreAppId).run();
+    }
+    {
+      SqliteStatement st = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");
+      st.bind(1, "schema_written_by").bind(2, std::string("mok ") + MOK_VERSION).run();
+    }
+    db.exec("PRAGMA user_version = " + std::to_string(kRunStoreSchemaVersion));
+    db.exec("COMMIT");
+  } catch (...) {
+    db.rollback_quietly();
+    throw;
+  }
+}
+
+}  // namespace mok

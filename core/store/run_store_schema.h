@@ -1,0 +1,38 @@
+#pragma once
+// The run store's schema: an ordered list of migrations (migration i takes the schema from
+// version i-1 to i), PRAGMA user_version holding the version, and a meta table whose
+// app='mok-run-store' row marks the database as ours. docs/run_store.md shows the tables.
+
+#include <string>
+#include <vector>
+
+namespace mok {
+
+class SqliteConnection;
+
+inline constexpr int kRunStoreSchemaVersion = 1;   // the newest schema this build reads and writes
+inline constexpr const char* kRunStoreAppId = "mok-run-store";
+
+struct Migration {
+  int version;      // the schema version after this migration
+  const char* sql;  // statements run inside the migration transaction
+};
+const std::vector<Migration>& run_store_migrations();
+
+// What an existing database holds, found with reads only.
+struct StoreInspection {
+  enum class Kind { empty, ours, foreign } kind = Kind::empty;
+  int version = 0;                 // PRAGMA user_version
+  std::string foreign_detail;      // for foreign: what was found instead
+};
+StoreInspection inspect_run_store(SqliteConnection& db);
+
+// Throws StoreError when the inspection rules the file out for this build: someone else's
+// database, or a schema newer than kRunStoreSchemaVersion. `path` goes in the message.
+void check_run_store_usable(const StoreInspection& found, const std::string& path);
+
+// Brings the schema to kRunStoreSchemaVersion in one IMMEDIATE transaction (re-checking the
+// version inside it, as another process may have migrated first). Nothing when current.
+void migrate_run_store(SqliteConnection& db);
+
+}  // namespace mok

@@ -1,0 +1,79 @@
+#include "core/store/run_store_sink.h"
+
+#include <cstdio>
+
+#include "core/store/run_store.h"
+
+namespace mok {
+
+RunStoreSink::RunStoreSink(RunStore& store, RunStoreSinkOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+RunStoreSink::~RunStoreSink() {
+  guarded([&] {
+    if (writer_) writer_->flush();
+  });
+}
+
+template <class F>
+void RunStoreSink::guarded(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    last_error_ = e.what();
+    if (error_count_++ == 0) std::fprintf(stderr, "mok: run store: %s (training continues)\n", e.what());
+  }
+}
+
+void RunStoreSink::on_run_started(const RunStarted& started) {
+  guarded([&] {
+    if (writer_) writer_->flush();
+    writer_.reset();
+    if (started.run_id != 0) {
+      run_id_ = started.run_id;
+      store_.set_status(run_id_, RunStatus::running,
+                        started.start_step > 0 ? "resumed at step " + std::to_string(started.start_step) : "");
+    } else {
+      NewRun run;
+      run.name = started.name;
+      run.config_yaml = started.config_yaml;
+      run.host = options_.host;
+      run.device = options_.device;
+      run.code_version = options_.code_version;
+      run_id_ = store_.create_run(run);
+    }
+    writer_ = std::make_unique<MetricWriter>(store_, run_id_, options_.writer);
+  });
+}
+
+void RunStoreSink::on_metrics(const MetricRow& row) {
+  if (!writer_) return;  // no run (on_run_started failed or was not called)
+  guarded([&] { writer_->append(row); });
+}
+
+void RunStoreSink::on_event(const std::string& text) {
+  if (run_id_ == 0) return;
+  flush();
+  const char* level = text.rfind("warning", 0) == 0 ? "warning" : text.rfind("error", 0) == 0 ? "error" : "info";
+  guarded([&] { store_.append_event(run_id_, level, text); });
+}
+
+void RunStoreSink::on_checkpoint(int64_t step, const std::string& path) {
+  if (run_id_ == 0) return;
+  flush();
+  guarded([&] { store_.add_checkpoint(run_id_, step, path); });
+}
+
+void RunStoreSink::on_run_finished(RunStatus status, const std::string& message) {
+  if (run_id_ == 0) return;
+  flush();
+  guarded([&] { store_.set_status(run_id_, status, message); });
+}
+
+void RunStoreSink::flush() {
+  guarded([&] {
+    if (writer_) writer_->flush();
+  });
+}
+
+}  // namespace mok

@@ -1,0 +1,62 @@
+#pragma once
+// RunStoreSink: the MetricSink that records a training run in a RunStore.
+//
+// Who creates the run: the caller, normally. `mok train` calls store.create_run() first
+// (it needs the id for its output) and passes it in RunStarted::run_id; the sink then
+// takes the run over (status running, this process as owner — also right for a resume).
+// When RunStarted::run_id is 0 the sink creates the run itself from RunStarted's name and
+// config plus the options below; run_id() tells the id either way.
+//
+// Metrics go through a MetricWriter (batched, flushed at least every max_delay_ms, and
+// before every event, checkpoint and the end of the run). A store failure never stops
+// training: the rows stay buffered for the next try, the message is kept in last_error()
+// and printed once to stderr. The RunStore must outlive the sink and stay where it is
+// (the sink and its writer keep a reference to it).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/events/metric_event.h"
+#include "core/store/metric_writer.h"
+
+namespace mok {
+
+class RunStore;
+
+struct RunStoreSinkOptions {
+  std::string device;        // recorded when the sink creates the run
+  std::string host;          // "" → this host
+  std::string code_version;  // "" → this build's version
+  MetricWriterOptions writer;
+};
+
+class RunStoreSink : public MetricSink {
+ public:
+  explicit RunStoreSink(RunStore& store, RunStoreSinkOptions options = {});
+  ~RunStoreSink() override;  // flushes what is buffered
+
+  void on_run_started(const RunStarted& started) override;
+  void on_metrics(const MetricRow& row) override;
+  void on_event(const std::string& text) override;  // "warning: …"/"error: …" set the level
+  void on_checkpoint(int64_t step, const std::string& path) override;
+  void on_run_finished(RunStatus status, const std::string& message) override;
+
+  int64_t run_id() const { return run_id_; }
+  void flush();
+  const std::string& last_error() const { return last_error_; }
+  int error_count() const { return error_count_; }
+
+ private:
+  template <class F>
+  void guarded(F&& f);
+
+  RunStore& store_;
+  RunStoreSinkOptions options_;
+  int64_t run_id_ = 0;
+  std::unique_ptr<MetricWriter> writer_;
+  std::string last_error_;
+  int error_count_ = 0;
+};
+
+}  // namespace mok

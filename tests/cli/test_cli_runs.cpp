@@ -1,0 +1,238 @@
+// `mok runs` over a database filled through RunStore: list (table and --json), show,
+// export-csv, tag, note, archive, delete, and the exit codes and messages for bad usage
+// (2) and store errors (1), including a non-database file that must stay unchanged.
+#include <QtTest>
+
+// Designated initializers leave the other members at their defaults, on purpose.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+
+#include <sstream>
+
+#include "core/store/run_store.h"
+
+using mok::RunStatus;
+using mok::RunStore;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  QString out;
+  QString err;
+  QJsonObject json() const {  // the last line of stdout as one JSON object
+    const QStringList lines = out.trimmed().split('\n');
+    return QJsonDocument::fromJson(lines.last().toUtf8()).object();
+  }
+};
+
+Result mok_cli(const QStringList& args) {
+  QProcess p;
+  p.start(MOK_CLI_PATH, args);
+  Result r;
+  if (!p.waitForFinished(60000)) return r;
+  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+mok::MetricRow row(int64_t step, std::vector<mok::MetricValue> v) {
+  mok::MetricRow r;
+  r.step = step;
+  r.tokens = step * 4096;
+  r.wall_s = step * 0.25;
+  r.values = std::move(v);
+  return r;
+}
+
+}  // namespace
+
+class TestCliRuns : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir dir_;
+  QString db_;
+  int64_t quick_ = 0, other_ = 0;
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    db_ = dir_.path() + "/runs/mok.db";
+    RunStore store = RunStore::open(db_.toStdString());
+    quick_ = store.create_run({.name = "quickstart",
+                               .config_yaml = "name: quickstart\nmodel: {layers: 4, d_model: 128, experts: 8, top_k: 2}\n"
+                                              "routing: {dispatcher: mok, policy: topk}\n",
+                               .device = "cpu"});
+    for (int s = 1; s <= 20; ++s) {
+      std::vector<mok::MetricValue> v = {{"train/loss", 4.0 - 0.1 * s}, {"perf/tokens_per_s", 1000.0 * s},
+                                         {"mem/peak_bytes", 3.0 * 1024 * 1024}};
+      if (s % 10 == 0) v.push_back({"val/bpb", 3.0 - 0.1 * s});
+      store.append_metrics(quick_, row(s, v));
+    }
+    store.add_checkpoint(quick_, 20, "ck/quick/step20.mokc");
+    store.set_status(quick_, RunStatus::finished, "done");
+    other_ = store.create_run({.name = "kitten, \"quoted\" run"});
+    store.append_metrics(other_, row(1, {{"odd,name", 1.5}}));
+    store.set_status(other_, RunStatus::failed, "NaN loss");
+  }
+
+  void listJson() {
+    const Result r = mok_cli({"runs", "list", "--db", db_, "--json"});
+    QCOMPARE(r.code, 0);
+    const QJsonArray runs = r.json()["runs"].toArray();
+    QCOMPARE(runs.size(), 2);
+    const QJsonObject q = runs[1].toObject();  // newest first
+    QCOMPARE(q["id"].toInteger(), quick_);
+    QCOMPARE(q["name"].toString(), QString("quickstart"));
+    QCOMPARE(q["status"].toString(), QString("finished"));
+    QCOMPARE(q["layers"].toInt(), 4);
+    QCOMPARE(q["experts"].toInt(), 8);
+    QCOMPARE(q["dispatcher"].toString(), QString("mok"));
+    QCOMPARE(q["last_step"].toInt(), 20);
+    QCOMPARE(q["tokens"].toInteger(), qint64(20 * 4096));
+    QCOMPARE(q["best_val_bpb"].toDouble(), 3.0 - 0.1 * 20);
+    QCOMPARE(q["tokens_per_s"].toDouble(), 10500.0);  // median of 1000..20000
+    QCOMPARE(q["peak_bytes"].toDouble(), 3.0 * 1024 * 1024);
+    QVERIFY(runs[0].toObject()["best_val_bpb"].isNull());
+    QCOMPARE(runs[0].toObject()["name"].toString(), QString("kitten, \"quoted\" run"));
+  }
+
+  void listTableAndFilters() {
+    const Result r = mok_cli({"runs", "list", "--db", db_});
+    QCOMPARE(r.code, 0);
+    const QStringList lines = r.out.trimmed().split('\n');
+    QCOMPARE(lines.size(), 3);
+    QVERIFY(lines[0].startsWith("ID"));
+    QVERIFY(lines[0].contains("VAL_BPB"));
+    QVERIFY(lines[2].contains("quickstart"));
+    QVERIFY(lines[2].contains("4x128 e8k2"));
+    QVERIFY(lines[2].contains("3.0 MiB"));
+    // Aligned: the STATUS column starts at the same offset on every line.
+    const int col = lines[0].indexOf("STATUS");
+    QCOMPARE(lines[1].indexOf("failed"), col);
+    QCOMPARE(lines[2].indexOf("finished"), col);
+
+    const Result failed = mok_cli({"runs", "list", "--db", db_, "--status", "failed", "--json"});
+    QCOMPARE(failed.code, 0);
+    QCOMPARE(failed.json()["runs"].toArray().size(), 1);
+    const Result text = mok_cli({"runs", "list", "--db", db_, "--filter", "QUICK", "--json"});
+    QCOMPARE(text.json()["runs"].toArray().size(), 1);
+    const Result none = mok_cli({"runs", "list", "--db", db_, "--filter", "zzz"});
+    QCOMPARE(none.code, 0);
+    QVERIFY(none.out.contains("no runs"));
+  }
+
+  void showJsonAndText() {
+    const Result r = mok_cli({"runs", "show", QString::number(quick_), "--db", db_, "--json"});
+    QCOMPARE(r.code, 0);
+    const QJsonObject o = r.json();
+    QCOMPARE(o["name"].toString(), QString("quickstart"));
+    QVERIFY(o["config_yaml"].toString().contains("d_model: 128"));
+    QCOMPARE(o["device"].toString(), QString("cpu"));
+    const QJsonObject last = o["last_metrics"].toObject();
+    QCOMPARE(last["train/loss"].toObject()["step"].toInt(), 20);
+    QCOMPARE(last["train/loss"].toObject()["value"].toDouble(), 4.0 - 0.1 * 20);
+    QCOMPARE(last["val/bpb"].toObject()["step"].toInt(), 20);
+    QCOMPARE(o["checkpoints"].toArray().size(), 1);
+    QCOMPARE(o["checkpoints"].toArray()[0].toObject()["path"].toString(), QString("ck/quick/step20.mokc"));
+    QVERIFY(o["events"].toArray().size() >= 2);
+
+    const Result text = mok_cli({"runs", "show", QString::number(quick_), "--db", db_});
+    QCOMPARE(text.code, 0);
+    QVERIFY(text.out.contains("quickstart"));
+    QVERIFY(text.out.contains("ck/quick/step20.mokc"));
+    QVERIFY(text.out.contains("routing: {dispatcher: mok, policy: topk}"));
+  }
+
+  void exportCsvMatchesTheStore() {
+    const QString out = dir_.path() + "/other.csv";
+    const Result r = mok_cli({"runs", "export-csv", QString::number(other_), "--db", db_, "--out", out});
+    QCOMPARE(r.code, 0);
+    QFile f(out);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray csv = f.readAll();
+    QCOMPARE(csv, QByteArray("step,tokens,wall_s,name,value\n1,4096,0.25,\"odd,name\",1.5\n"));
+    QVERIFY(!QFile::exists(out + ".part"));
+
+    const Result stdout_csv = mok_cli({"runs", "export-csv", QString::number(quick_), "--db", db_});
+    QCOMPARE(stdout_csv.code, 0);
+    std::ostringstream expected;
+    RunStore::open_readonly(db_.toStdString()).export_csv(quick_, expected);
+    QCOMPARE(stdout_csv.out, QString::fromStdString(expected.str()));
+  }
+
+  void tagNoteArchiveDelete() {
+    const QString id = QString::number(other_);
+    QCOMPARE(mok_cli({"runs", "tag", id, "sweep", "paper", "--db", db_}).code, 0);
+    QCOMPARE(mok_cli({"runs", "tag", id, "paper", "--remove", "--db", db_}).code, 0);
+    QCOMPARE(mok_cli({"runs", "note", id, "diverged", "at", "step", "900", "--db", db_}).code, 0);
+    {
+      RunStore store = RunStore::open_readonly(db_.toStdString());
+      const mok::RunRecord rec = store.get_run(other_);
+      QCOMPARE(rec.summary.tags.size(), size_t(1));
+      QCOMPARE(QString::fromStdString(rec.summary.tags[0]), QString("sweep"));
+      QCOMPARE(QString::fromStdString(rec.notes), QString("diverged at step 900"));
+    }
+    QCOMPARE(mok_cli({"runs", "archive", id, "--db", db_}).code, 0);
+    QCOMPARE(mok_cli({"runs", "list", "--db", db_, "--json"}).json()["runs"].toArray().size(), 1);
+    QCOMPARE(mok_cli({"runs", "list", "--db", db_, "--all", "--json"}).json()["runs"].toArray().size(), 2);
+
+    const Result unconfirmed = mok_cli({"runs", "delete", id, "--db", db_});
+    QCOMPARE(unconfirmed.code, 2);
+    QVERIFY(unconfirmed.err.contains("--yes"));
+    QVERIFY(RunStore::open_readonly(db_.toStdString()).find_run(other_).has_value());
+    const Result del = mok_cli({"runs", "delete", id, "--yes", "--db", db_, "--json"});
+    QCOMPARE(del.code, 0);
+    QCOMPARE(del.json()["ok"].toBool(), true);
+    QVERIFY(!RunStore::open_readonly(db_.toStdString()).find_run(other_).has_value());
+    const Result again = mok_cli({"runs", "delete", id, "--yes", "--db", db_});
+    QCOMPARE(again.code, 1);
+    QVERIFY(again.err.contains("does not exist"));
+  }
+
+  void usageErrorsExitTwo() {
+    for (const QStringList& args : {QStringList{"runs"}, QStringList{"runs", "frobnicate"},
+                                    QStringList{"runs", "show", "--db", db_}, QStringList{"runs", "show", "abc", "--db", db_},
+                                    QStringList{"runs", "list", "--db", db_, "--status", "sleepy"},
+                                    QStringList{"runs", "list", "--db"}, QStringList{"runs", "list", "--nope"}}) {
+      const Result r = mok_cli(args);
+      QVERIFY2(r.code == 2, qPrintable(args.join(' ') + " → " + QString::number(r.code)));
+      QVERIFY(!r.err.isEmpty());
+    }
+    QCOMPARE(mok_cli({"runs", "--help"}).code, 0);
+  }
+
+  void storeErrorsExitOneAndTouchNothing() {
+    const QString missing = dir_.path() + "/nowhere/mok.db";
+    const Result r = mok_cli({"runs", "list", "--db", missing});
+    QCOMPARE(r.code, 1);
+    QVERIFY(r.err.contains("does not exist"));
+    QVERIFY(!QFile::exists(missing));
+    QVERIFY(!QDir(dir_.path() + "/nowhere").exists());
+
+    const QString text = dir_.path() + "/notes.txt";
+    {
+      QFile f(text);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("not a database at all\n");
+    }
+    const QDateTime mtime = QFileInfo(text).lastModified();
+    for (const QStringList& args : {QStringList{"runs", "list", "--db", text}, QStringList{"runs", "tag", "1", "x", "--db", text}}) {
+      const Result bad = mok_cli(args);
+      QCOMPARE(bad.code, 1);
+      QVERIFY2(bad.err.contains("is not a MoK run store (not an SQLite database)"), qPrintable(bad.err));
+    }
+    QFile f(text);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll(), QByteArray("not a database at all\n"));
+    QCOMPARE(QFileInfo(text).lastModified(), mtime);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliRuns)
+#include "test_cli_runs.moc"
