@@ -1,5 +1,7 @@
 #include "widgets/plot/coalesced_plot.h"
 
+#include <QFileDialog>
+#include <QMenu>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -24,6 +26,26 @@ CoalescedPlot::CoalescedPlot(QWidget* parent) : QWidget(parent) {
   connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
           &CoalescedPlot::on_x_range_changed);
   connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) { emit view_reset_requested(); reset_view(); });
+
+  // Right-click: save this plot, or follow the data again.
+  plot_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(plot_, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
+    QMenu menu(this);
+    menu.addAction(tr("Save as PNG…"), this, [this] {
+      const QString path = QFileDialog::getSaveFileName(this, tr("Save plot"), title_ + ".png", tr("PNG image (*.png)"));
+      if (!path.isEmpty()) export_png(path, 0, 0);
+    });
+    menu.addAction(tr("Save as PDF…"), this, [this] {
+      const QString path = QFileDialog::getSaveFileName(this, tr("Save plot"), title_ + ".pdf", tr("PDF (*.pdf)"));
+      if (!path.isEmpty()) export_pdf(path, 0, 0);
+    });
+    menu.addSeparator();
+    menu.addAction(tr("Reset zoom"), this, [this] {
+      emit view_reset_requested();
+      reset_view();
+    });
+    menu.exec(plot_->mapToGlobal(pos));
+  });
 
   timer_ = new QTimer(this);
   timer_->setSingleShot(true);
