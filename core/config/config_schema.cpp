@@ -115,7 +115,7 @@ ConfigLayerMapSpec layer_map(std::string path, S ExperimentConfig::*section, std
   return m;
 }
 
-const std::vector<std::string> kKittenModes = {"exact", "kitten"};
+const std::vector<std::string> kKittenModes = {"exact", "kitten", "custom"};
 const std::vector<std::string> kKittenMethods = {"sketch", "rsvd", "subspace", "lowbit"};
 
 // ============================================================================================
@@ -240,6 +240,28 @@ std::vector<ConfigKeySpec> build_schema() {
           .range(1, 1 << 30));
   add(key("kittens.bits", &E::kittens, &KittensConfig::bits, "lowbit method: bits per value")
           .one_of({"4", "8"}));
+  add(key("kittens.final_rank", &E::kittens, &KittensConfig::final_rank,
+          "linear/cosine/step schedules: rank at the end; -1 means min_rank")
+          .range(-1, 1 << 16));
+  add(key("kittens.schedule_steps", &E::kittens, &KittensConfig::schedule_steps,
+          "linear/cosine schedules: steps from the end of warm-up to final_rank; 0 means the run's steps")
+          .range(0, 1 << 30));
+  add(key("kittens.step_every", &E::kittens, &KittensConfig::step_every, "step schedule: steps between rank drops")
+          .range(1, 1 << 30));
+  add(key("kittens.step_factor", &E::kittens, &KittensConfig::step_factor,
+          "step schedule: rank multiplier at each drop")
+          .above(0));
+  add(key("kittens.power_iters", &E::kittens, &KittensConfig::power_iters,
+          "rsvd/subspace: power iterations of the randomized range finder")
+          .range(0, 16));
+  add(key("kittens.factor_bits", &E::kittens, &KittensConfig::factor_bits,
+          "sketch/subspace: bits of the P factor; 0 keeps it in full precision")
+          .one_of({"0", "4", "8"}));
+  add(key("kittens.rounding", &E::kittens, &KittensConfig::rounding, "low-bit rounding")
+          .one_of({"nearest", "stochastic"}));
+  add(key("kittens.elementwise", &E::kittens, &KittensConfig::elementwise,
+          "norm inputs, q/k/v, activations: auto (8-bit in kitten mode, exact otherwise), exact, recompute, lowbit")
+          .one_of({"auto", "exact", "recompute", "lowbit"}));
   add(layer_key("kittens.layers.<L>.mode", &E::kittens, &KittensConfig::layers, &KittenLayerOverride::mode,
                 std::string(), "per-layer override of kittens.mode")
           .one_of(kKittenModes));

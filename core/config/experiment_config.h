@@ -69,22 +69,43 @@ struct KittenLayerOverride {
   std::string mode;
   std::string method;
   int rank = -1;
+  int bits = -1;                   // lowbit bits (8 or 4) for this layer
 
   friend bool operator==(const KittenLayerOverride&, const KittenLayerOverride&) = default;
 };
 
+// Per-tensor-kind choice: `kinds` keys are kind prefixes ("attn.qkv", "moe.expert.up", "norm"),
+// the longest matching prefix wins. method: exact | sketch | rsvd | subspace | lowbit |
+// recompute | lowrank (= KittensConfig::method at the scheduled rank).
+struct KittenKindOverride {
+  std::string method;
+  int rank = -1;                   // -1: the scheduled rank
+  int bits = -1;                   // lowbit / factor bits; -1: KittensConfig::bits / factor_bits
+
+  friend bool operator==(const KittenKindOverride&, const KittenKindOverride&) = default;
+};
+
 struct KittensConfig {
   std::string mode = "exact";      // exact | kitten
-  std::string method = "sketch";   // sketch | rsvd | subspace | lowbit
+  std::string method = "sketch";   // sketch | rsvd | subspace | lowbit (the low-rank method)
   int rank = 16;
   std::string schedule = "constant";  // constant | linear | cosine | step | warmup | adaptive
   int min_rank = 4;
   int max_rank = 64;
-  int warmup_steps = 0;            // exact for the first N steps
+  int warmup_steps = 0;            // exact for the first N steps (any schedule)
   double target_error = 0.3;       // adaptive: keep relative reconstruction error under this
   int refresh_every = 50;          // subspace: steps between basis refreshes
   int bits = 8;                    // lowbit: 8 or 4
-  std::map<int, KittenLayerOverride> layers;  // per-layer overrides
+  int final_rank = -1;             // linear/cosine/step: rank at the end; -1 → min_rank
+  int schedule_steps = 0;          // linear/cosine: steps from warm-up end to final_rank; 0 → the run's steps
+  int step_every = 500;            // step: steps between rank drops
+  double step_factor = 0.5;        // step: rank multiplier at each drop
+  int power_iters = 1;             // rsvd / subspace: power iterations of the range finder
+  int factor_bits = 0;             // sketch / subspace: 0 keeps P in full precision; 8 or 4 quantizes it
+  std::string rounding = "nearest";  // low-bit rounding: nearest | stochastic
+  std::string elementwise = "auto";  // norm outputs, activations: auto | exact | recompute | lowbit
+  std::map<std::string, KittenKindOverride> kinds;  // per tensor kind (prefix) overrides
+  std::map<int, KittenLayerOverride> layers;         // per-layer overrides
 
   friend bool operator==(const KittensConfig&, const KittensConfig&) = default;
 };

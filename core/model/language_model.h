@@ -7,12 +7,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config/experiment_config.h"
 #include "core/model/parameter.h"
 
 MOK_NN_BEGIN
+
+class SavedInputPolicy;
+class MoeLayer;
+struct LayerKvCache;
 
 // Per-forward statistics, for metrics.
 struct ForwardStats {
@@ -23,6 +29,8 @@ struct ForwardStats {
   int64_t dropped_tokens = 0;  // (token, expert) pairs dropped by the capacity factor
   // expert_load[moe_layer][expert]: (token, expert) pairs routed to each expert.
   std::vector<std::vector<int64_t>> expert_load;
+  // moe_layer_ids[i]: the block index of expert_load[i] (for moe/load/layer<L>/expert<E>).
+  std::vector<int> moe_layer_ids;
 };
 
 struct ModelOptions {
@@ -32,7 +40,17 @@ struct ModelOptions {
   int vocab_size = 256;
   int max_seq_len = 128;
   uint64_t seed = 1234;
+  // Keep norm inputs and MLP pre-activations only; rebuild the normalised inputs of the
+  // attention / dense-MLP linear layers and every MLP / expert hidden in backward.
+  bool recompute = false;
+  // Length of the run in steps: the horizon of the kitten rank schedules (linear, cosine).
+  int64_t train_steps = 0;
 };
+
+// Which layers are MoE for ModelConfig.moe_layers ("all", "none", "every_N" = layers
+// N−1, 2N−1, …, or a comma list "1,3"); all false when experts == 0. Throws
+// std::invalid_argument naming the bad value.
+std::vector<bool> moe_layer_mask(const ModelConfig& model);
 
 class LanguageModel {
  public:
@@ -57,6 +75,27 @@ class LanguageModel {
 
   // Training progress, for rank schedules and subspace refreshes (kittens).
   void set_step(int64_t step);
+  int64_t step() const;
+
+  // How every linear layer keeps its input for backward (null = exact). Set between steps.
+  void set_saved_input_policy(std::shared_ptr<SavedInputPolicy> policy);
+  // With kittens.mode other than exact the model installs a KittenSavedInputPolicy at
+  // construction. Its per-layer metrics (kittens/rank/layer<L>, kittens/error/layer<L>) for
+  // the step in progress; empty without a kitten policy.
+  std::vector<std::pair<std::string, double>> kitten_metrics() const;
+
+  // Logits (batch·seq, vocab) of a full forward that keeps nothing (evaluate's path).
+  Tensor logits(const int32_t* tokens, int batch, int seq);
+  // Incremental forward of one sequence: `n` new tokens at positions [pos0, pos0 + n), using
+  // and extending `cache` (one entry per layer, see make_kv_cache). Returns (n, vocab) logits.
+  // MoE layers run dropless here. Keeps nothing for backward.
+  Tensor forward_cached(const int32_t* tokens, int n, int pos0, std::vector<LayerKvCache>& cache);
+  std::vector<LayerKvCache> make_kv_cache(int max_len) const;
+
+  // The MoE layers, in layer order (null entries for dense layers), e.g. to install a
+  // multi-rank ExpertDispatcher.
+  std::vector<MoeLayer*> moe_layers();
+  int layer_count() const;
 
  private:
   struct Impl;

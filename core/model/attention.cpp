@@ -1,0 +1,85 @@
+#include "core/model/attention.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "core/backend/causal_attention.h"
+#include "core/util/thread_pool.h"
+
+MOK_NN_BEGIN
+
+Attention::Attention(const std::string& prefix, int64_t d, int heads, double init_std,
+                     double out_std, uint64_t seed, int layer, const RopeTable* rope)
+    : d_(d), heads_(heads), hd_(static_cast<int>(d / heads)), layer_(layer), rope_(rope),
+      qkv_(prefix + ".wqkv", d, 3 * d, init_std, seed, layer, "attn.qkv.input"),
+      out_(prefix + ".wo", d, d, out_std, seed, layer, "attn.out.input"),
+      qkv_saved_(layer, "attn.qkv") {
+  if (heads <= 0 || d % heads)
+    throw std::invalid_argument("Attention: d_model " + std::to_string(d) +
+                                " is not a multiple of heads " + std::to_string(heads));
+  if (hd_ % 2) throw std::invalid_argument("Attention: head width d_model/heads must be even for RoPE");
+}
+
+Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool keep_input) {
+  const int64_t n = static_cast<int64_t>(batch) * seq;
+  Tensor qkv = qkv_.forward(x, keep && keep_input,
+                            qkv_saved_.output_tag(keep));
+  rope_apply(qkv.data(), n, 3 * d_, 2 * heads_, seq, 0, *rope_, false);  // q and k heads
+  Tensor o({n, d_});
+  Tensor lse;
+  if (keep) lse = Tensor({batch, heads_, seq}, MemTag{MemCategory::saved_activations, layer_, "attn.lse"});
+  causal_attention_forward(qkv.data(), batch, seq, heads_, hd_, o.data(), keep ? lse.data() : nullptr);
+  Tensor y = out_.forward(o, keep);
+  if (keep) {
+    qkv_saved_.keep(std::move(qkv));
+    lse_ = std::move(lse);
+    batch_ = batch;
+    seq_ = seq;
+  }
+  return y;
+}
+
+Tensor Attention::backward(const Tensor& dy, const Tensor* recomputed_x) {
+  const int64_t n = static_cast<int64_t>(batch_) * seq_;
+  Tensor d_o = out_.backward(dy);
+  Tensor dqkv({n, 3 * d_});
+  causal_attention_backward(qkv_saved_.get().data(), d_o.data(), lse_.data(), batch_, seq_, heads_, hd_,
+                            dqkv.data());
+  qkv_saved_.reset();
+  lse_.reset();
+  rope_apply(dqkv.data(), n, 3 * d_, 2 * heads_, seq_, 0, *rope_, true);
+  Tensor dx = qkv_.input_grad(dqkv);
+  qkv_.weight_grad(dqkv, recomputed_x);
+  return dx;
+}
+
+Tensor Attention::forward_cached(const Tensor& x, LayerKvCache& cache, int pos0) {
+  const int64_t n = x.dim(0);
+  if (pos0 + n > cache.k.dim(0))
+    throw std::invalid_argument("Attention: KV cache holds " + std::to_string(cache.k.dim(0)) +
+                                " positions; asked for " + std::to_string(pos0 + n));
+  Tensor qkv = qkv_.forward(x, false);
+  rope_apply(qkv.data(), n, 3 * d_, 2 * heads_, static_cast<int>(n), pos0, *rope_, false);
+  for (int64_t r = 0; r < n; ++r) {
+    std::memcpy(cache.k.data() + (pos0 + r) * d_, qkv.data() + r * 3 * d_ + d_, d_ * sizeof(real));
+    std::memcpy(cache.v.data() + (pos0 + r) * d_, qkv.data() + r * 3 * d_ + 2 * d_, d_ * sizeof(real));
+  }
+  Tensor o({n, d_});
+  parallel_for(heads_, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      AttentionHeadView a;
+      a.q = qkv.data() + h * hd_; a.ldq = 3 * d_;
+      a.k = cache.k.data() + h * hd_; a.ldk = d_;
+      a.v = cache.v.data() + h * hd_; a.ldv = d_;
+      a.nq = static_cast<int>(n);
+      a.q_pos0 = pos0;
+      a.hd = hd_;
+      a.scale = real(1) / std::sqrt(static_cast<real>(hd_));
+      attention_head_forward(a, o.data() + h * hd_, d_, nullptr);
+    }
+  });
+  return out_.forward(o, false);
+}
+
+MOK_NN_END

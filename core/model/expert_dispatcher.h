@@ -1,0 +1,61 @@
+#pragma once
+// ExpertDispatcher: runs the routed experts of one MoE layer.
+//
+// The MoE layer splits into three separable steps:
+//   1. routing   (TopKRouter)        x → RoutingDecision: expert id and gate per (token, slot)
+//   2. dispatch  (ExpertDispatcher)  x, decision, experts → y, the gated combine
+//   3. expert compute (SwiGluMlp)    one expert on its gathered batch of tokens
+// A dispatcher owns step 2 and calls step 3; it decides where tokens and experts meet.
+// LocalDispatcher keeps every expert here. Multi-rank dispatchers (core/dist/) shard the
+// ExpertBank over ranks and move tokens (classic: one copy per (token, expert); MoK: one
+// copy per (token, rank), or fetch the expert's weights) — same contract:
+//
+//   forward:  y[t] = Σ_{s=0..k−1, expert(t,s) ≥ 0} gate(t,s) · E_{expert(t,s)}(x[t])
+//             summed in slot order, no atomics. Each expert sees its tokens in token order.
+//   backward: given dy (n, d): returns dx (n, d) of the routed part (summed in slot order),
+//             writes dgate(t,s) = dy[t] · E_{expert(t,s)}(x[t]) (0 for dropped pairs), and
+//             adds every expert's weight gradients into its Parameter::grad.
+// Forward with keep = true keeps what backward needs (inside the experts, tagged
+// "moe.expert.*"); backward frees it. Results must not depend on the thread count.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/swiglu_mlp.h"
+#include "core/routing/routing_decision.h"
+
+MOK_NN_BEGIN
+
+// The routed experts of one layer, indexed by global expert id. On a rank that does not
+// hold expert e, experts[e] is null.
+struct ExpertBank {
+  std::vector<std::unique_ptr<SwiGluMlp>> experts;
+  int size() const { return static_cast<int>(experts.size()); }
+};
+
+class ExpertDispatcher {
+ public:
+  virtual ~ExpertDispatcher() = default;
+  virtual Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank,
+                         bool keep) = 0;
+  virtual Tensor backward(const Tensor& dy, ExpertBank& bank, std::vector<real>& dgate) = 0;
+  virtual std::string name() const = 0;
+};
+
+// All experts on this rank: gather each expert's tokens, run it, combine.
+class LocalDispatcher final : public ExpertDispatcher {
+ public:
+  Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep) override;
+  Tensor backward(const Tensor& dy, ExpertBank& bank, std::vector<real>& dgate) override;
+  std::string name() const override { return "local"; }
+
+ private:
+  // Kept between forward and backward: pairs per expert (token order) and gates.
+  std::vector<std::vector<int64_t>> pairs_;  // [expert] → pair indices t·k + s
+  std::vector<real> gate_;                   // (n·k)
+  int64_t n_ = 0;
+  int k_ = 0;
+};
+
+MOK_NN_END

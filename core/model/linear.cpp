@@ -1,0 +1,71 @@
+#include "core/model/linear.h"
+
+#include <stdexcept>
+
+#include "core/backend/gemm.h"
+#include "core/model/init.h"
+
+MOK_NN_BEGIN
+
+namespace {
+class ExactPolicy final : public SavedInputPolicy {
+ public:
+  std::unique_ptr<SavedLinearInput> make(int, const std::string&) override {
+    return make_exact_saved_linear_input();
+  }
+};
+}  // namespace
+
+std::shared_ptr<SavedInputPolicy> make_exact_saved_input_policy() {
+  return std::make_shared<ExactPolicy>();
+}
+
+Linear::Linear(const std::string& name, int64_t d_in, int64_t d_out, double init_std, uint64_t seed,
+               int layer, std::string kind, bool expert)
+    : w_(make_parameter(name, {d_in, d_out}, init_std, seed, 0, true, expert)),
+      layer_(layer), kind_(std::move(kind)) {}
+
+void Linear::set_policy(SavedInputPolicy* policy) {
+  policy_ = policy;
+  saved_.reset();
+}
+
+Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag) {
+  const int64_t n = x.dim(0);
+  if (x.numel() != n * d_in())
+    throw std::invalid_argument("Linear " + w_.name + ": input " + x.shape_string() +
+                                " does not have " + std::to_string(d_in()) + " columns");
+  Tensor y({n, d_out()}, std::move(out_tag));
+  matmul(x.data(), w_.value.data(), y.data(), n, d_in(), d_out());
+  if (keep) {
+    if (!saved_) saved_ = policy_ ? policy_->make(layer_, kind_) : make_exact_saved_linear_input();
+    saved_->save(x, MemTag{MemCategory::saved_activations, layer_, kind_});
+  }
+  return y;
+}
+
+Tensor Linear::input_grad(const Tensor& dy) const {
+  const int64_t n = dy.dim(0);
+  Tensor dx({n, d_in()});
+  matmul_nt(dy.data(), w_.value.data(), dx.data(), n, d_out(), d_in());
+  return dx;
+}
+
+void Linear::weight_grad(const Tensor& dy, const Tensor* recomputed_x) {
+  if (recomputed_x) {
+    const int64_t n = dy.dim(0);
+    gemm(true, false, d_in(), d_out(), n, real(1), recomputed_x->data(), d_in(), dy.data(), d_out(),
+         real(1), w_.grad.data(), d_out());
+    return;
+  }
+  if (!saved_) throw std::logic_error("Linear " + w_.name + ": backward without a saved forward");
+  saved_->accumulate_weight_grad(dy, w_.grad, real(1));
+}
+
+Tensor Linear::backward(const Tensor& dy) {
+  Tensor dx = input_grad(dy);
+  weight_grad(dy);
+  return dx;
+}
+
+MOK_NN_END

@@ -1,0 +1,49 @@
+#pragma once
+// Linear layer without bias: Y = X·W.
+//   X (n, d_in), W (d_in, d_out), Y (n, d_out)
+// Forward hands X to a SavedLinearInput (from the SavedInputPolicy) for dW = Xᵀ·dY;
+// backward's dX = dY·Wᵀ needs no saved tensor. The two backward halves are separate so
+// that callers can scale dY differently for each (MoE gates) or supply a recomputed X.
+
+#include <memory>
+#include <string>
+
+#include "core/model/parameter.h"
+#include "core/model/saved_input_policy.h"
+
+MOK_NN_BEGIN
+
+class Linear {
+ public:
+  // `kind`: the saved-activation kind of X (e.g. "attn.qkv.input"); `layer`: block index.
+  Linear(const std::string& name, int64_t d_in, int64_t d_out, double init_std, uint64_t seed,
+         int layer, std::string kind, bool expert = false);
+
+  // keep: save X for backward. out_tag: how Y's bytes are counted.
+  Tensor forward(const Tensor& x, bool keep, MemTag out_tag = {});
+  // dX = dY·Wᵀ and dW += Xᵀ·dY; returns dX (n, d_in).
+  Tensor backward(const Tensor& dy);
+  // dX = dY·Wᵀ only.
+  Tensor input_grad(const Tensor& dy) const;
+  // dW += Xᵀ·dY from what forward saved, or from `recomputed_x` when given (then forward
+  // must have run with keep = false).
+  void weight_grad(const Tensor& dy, const Tensor* recomputed_x = nullptr);
+
+  Parameter& weight() { return w_; }
+  const Parameter& weight() const { return w_; }
+  int64_t d_in() const { return w_.value.dim(0); }
+  int64_t d_out() const { return w_.value.dim(1); }
+  const std::string& kind() const { return kind_; }
+  // Policy for later saves (not owned; null = exact). Drops the current saved-input object.
+  void set_policy(SavedInputPolicy* policy);
+  SavedLinearInput* saved_input() { return saved_.get(); }
+
+ private:
+  Parameter w_;  // (d_in, d_out)
+  int layer_;
+  std::string kind_;
+  SavedInputPolicy* policy_ = nullptr;
+  std::unique_ptr<SavedLinearInput> saved_;
+};
+
+MOK_NN_END

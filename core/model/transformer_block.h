@@ -1,0 +1,56 @@
+#pragma once
+// One pre-norm decoder block:
+//   h   = x + Attention(RMSNorm(x))
+//   out = h + FFN(RMSNorm(h)),  FFN = SwiGLU MLP (dense) or MoE layer
+//   x, h, out: (batch·seq, d)
+// With recompute, the normalised inputs of the attention and dense-MLP linear layers and the
+// MLP hidden are not kept: backward rebuilds them from the norm input / pre-activation.
+
+#include <memory>
+#include <vector>
+
+#include "core/model/attention.h"
+#include "core/model/moe_layer.h"
+#include "core/model/rms_norm.h"
+#include "core/model/swiglu_mlp.h"
+
+MOK_NN_BEGIN
+
+struct BlockConfig {
+  int64_t d = 128;
+  int heads = 4;
+  int64_t dense_hidden = 512;
+  bool moe = false;
+  MoeConfig moe_config;
+  double norm_eps = 1e-5;
+  double init_std = 0.02;
+  double out_std = 0.02;  // output projections (wo, w_down)
+  bool recompute = false;
+};
+
+class TransformerBlock {
+ public:
+  TransformerBlock(int layer, const BlockConfig& config, const RopeTable* rope, uint64_t seed);
+
+  Tensor forward(const Tensor& x, int batch, int seq, bool keep, MoeStats* stats);
+  Tensor backward(const Tensor& dy, real loss_scale);
+  Tensor forward_cached(const Tensor& x, LayerKvCache& cache, int pos0);
+
+  void collect_parameters(std::vector<Parameter*>& out);
+  void set_policy(SavedInputPolicy* policy);
+  bool is_moe() const { return moe_ != nullptr; }
+  MoeLayer* moe() { return moe_.get(); }
+  SwiGluMlp* mlp() { return mlp_.get(); }
+  Attention& attention() { return attn_; }
+
+ private:
+  int layer_;
+  BlockConfig config_;
+  RmsNorm attn_norm_;
+  Attention attn_;
+  RmsNorm ffn_norm_;
+  std::unique_ptr<SwiGluMlp> mlp_;
+  std::unique_ptr<MoeLayer> moe_;
+};
+
+MOK_NN_END

@@ -1,0 +1,192 @@
+// LanguageModel (float build): bitwise-identical loss and gradients for any thread count and
+// across runs; the memory tracker sees every parameter, frees every saved activation after
+// backward, and attention keeps O(seq) bytes per head (no (seq × seq) tensor).
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "core/model/language_model.h"
+#include "core/util/counter_rng.h"
+#include "core/util/thread_pool.h"
+
+using namespace mok;
+
+namespace {
+
+ModelOptions small_options() {
+  ModelOptions o;
+  o.model.layers = 2;
+  o.model.d_model = 32;
+  o.model.heads = 4;
+  o.model.experts = 4;
+  o.model.top_k = 2;
+  o.model.expert_hidden = 48;
+  o.model.dense_hidden = 64;
+  o.model.moe_layers = "1";
+  o.model.shared_expert = true;
+  o.vocab_size = 64;
+  o.max_seq_len = 80;
+  o.seed = 7;
+  return o;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+  int batch, seq;
+};
+
+Batch make_batch(int batch, int seq, uint64_t seed) {
+  Batch b{{}, {}, batch, seq};
+  for (int i = 0; i < batch * seq; ++i) {
+    b.tokens.push_back(static_cast<int32_t>(counter_bits(seed, 1, i) % 64));
+    b.targets.push_back(static_cast<int32_t>(counter_bits(seed, 2, i) % 64));
+  }
+  return b;
+}
+
+struct StepResult {
+  double loss, aux, z;
+  std::vector<std::vector<real>> grads;
+};
+
+StepResult train_step(int threads, const ModelOptions& o, const Batch& b) {
+  ThreadPool pool(threads);
+  ScopedThreadPool scope(pool);
+  LanguageModel model(o);
+  model.zero_grad();
+  ForwardStats s = model.forward(b.tokens.data(), b.targets.data(), b.batch, b.seq);
+  model.backward(1.0);
+  StepResult r{s.loss, s.aux_loss, s.z_loss, {}};
+  for (Parameter* p : model.parameters()) r.grads.emplace_back(p->grad.span().begin(), p->grad.span().end());
+  return r;
+}
+
+bool bitwise_equal(const StepResult& a, const StepResult& b) {
+  if (std::memcmp(&a.loss, &b.loss, sizeof a.loss) || std::memcmp(&a.aux, &b.aux, sizeof a.aux) ||
+      std::memcmp(&a.z, &b.z, sizeof a.z) || a.grads.size() != b.grads.size())
+    return false;
+  for (size_t i = 0; i < a.grads.size(); ++i)
+    if (a.grads[i].size() != b.grads[i].size() ||
+        std::memcmp(a.grads[i].data(), b.grads[i].data(), a.grads[i].size() * sizeof(real)))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+class TestModelDeterminism : public QObject {
+  Q_OBJECT
+ private slots:
+  void threadCountDoesNotChangeResults() {
+    const ModelOptions o = small_options();
+    const Batch b = make_batch(3, 70, 11);  // 210 rows: several GEMM row blocks and reduce chunks
+    const StepResult one = train_step(1, o, b);
+    QVERIFY(std::isfinite(one.loss));
+    for (int threads : {2, 3}) QVERIFY2(bitwise_equal(one, train_step(threads, o, b)),
+                                        qPrintable(QString("threads=%1 differs").arg(threads)));
+    QVERIFY(bitwise_equal(one, train_step(2, o, b)));  // and a second run is the same
+  }
+
+  void initialLossIsNearUniform() {
+    ModelOptions o = small_options();
+    LanguageModel model(o);
+    const Batch b = make_batch(2, 16, 3);
+    ForwardStats s = model.evaluate(b.tokens.data(), b.targets.data(), b.batch, b.seq);
+    QVERIFY(std::abs(s.loss - std::log(64.0)) < 0.1);
+    QCOMPARE(s.tokens, int64_t(32));
+    QCOMPARE(static_cast<int>(s.expert_load.size()), 1);  // one MoE layer: block 1
+    QCOMPARE(s.moe_layer_ids, std::vector<int>{1});
+    int64_t routed = 0;
+    for (int64_t l : s.expert_load[0]) routed += l;
+    QCOMPARE(routed, int64_t(32 * 2));
+  }
+
+  void memoryTracker() {
+    MemoryTracker tracker;
+    ScopedMemoryTracker scope(tracker);
+    ModelOptions o = small_options();
+    LanguageModel model(o);
+    QCOMPARE(tracker.live_bytes(MemCategory::parameters), model.parameter_count() * int64_t(sizeof(real)));
+    QCOMPARE(tracker.live_bytes(MemCategory::gradients), model.parameter_count() * int64_t(sizeof(real)));
+
+    // evaluate keeps nothing
+    const Batch b = make_batch(2, 40, 5);
+    tracker.reset_peaks();
+    model.evaluate(b.tokens.data(), b.targets.data(), b.batch, b.seq);
+    QCOMPARE(tracker.peak_bytes(MemCategory::saved_activations), int64_t(0));
+
+    auto saved_after_forward = [&](int seq) {
+      const Batch bb = make_batch(2, seq, 5);
+      model.forward(bb.tokens.data(), bb.targets.data(), bb.batch, bb.seq);
+      std::map<std::pair<int, std::string>, int64_t> live;
+      for (const auto& [key, k] : tracker.saved_by_layer_kind()) live[key] = k.live;
+      const int64_t total = tracker.live_bytes(MemCategory::saved_activations);
+      model.backward(1.0);
+      // every saved activation is freed by backward
+      [&] {
+        QCOMPARE(tracker.live_bytes(MemCategory::saved_activations), int64_t(0));
+        for (const auto& [key, k] : tracker.saved_by_layer_kind())
+          QVERIFY2(k.live == 0, qPrintable(QString::fromStdString(key.second)));
+      }();
+      int64_t sum = 0;
+      for (const auto& [key, bytes] : live) sum += bytes;
+      [&] { QCOMPARE(sum, total); }();
+      return live;
+    };
+    const auto s20 = saved_after_forward(20);
+    const auto s40 = saved_after_forward(40);
+    QVERIFY(!QTest::currentTestFailed());
+    // Attention's log-sum-exp: one value per (batch, head, position).
+    QCOMPARE(s20.at({0, "attn.lse"}), int64_t(2 * 4 * 20 * sizeof(real)));
+    QCOMPARE(s20.at({0, "attn.qkv"}), int64_t(2 * 20 * 3 * 32 * sizeof(real)));
+    // Every attention kind grows linearly with seq (doubling seq doubles it): no s×s tensor.
+    int attn_kinds = 0;
+    for (const auto& [key, bytes] : s20) {
+      if (key.second.rfind("attn", 0) != 0) continue;
+      ++attn_kinds;
+      QCOMPARE(s40.at(key), 2 * bytes);
+    }
+    QVERIFY(attn_kinds >= 4);  // attn.qkv.input, attn.qkv, attn.lse, attn.out.input (+ norm)
+    // MoE kinds are there for layer 1 only
+    QVERIFY(s20.count({1, "moe.router.probs"}));
+    QVERIFY(s20.count({1, "moe.expert.up.input"}));
+    QVERIFY(!s20.count({0, "moe.router.probs"}));
+    QVERIFY(s20.count({0, "mlp.act.input"}));
+  }
+
+  void recomputeKeepsLessAndGivesTheSameGradients() {
+    const ModelOptions o = small_options();  // a dense layer and an MoE layer with a shared expert
+    const Batch b = make_batch(2, 24, 9);
+    auto run = [&](bool recompute, int64_t* saved) {
+      ModelOptions oo = o;
+      oo.recompute = recompute;
+      MemoryTracker tracker;
+      ScopedMemoryTracker scope(tracker);
+      LanguageModel model(oo);
+      model.zero_grad();
+      tracker.reset_peaks();
+      model.forward(b.tokens.data(), b.targets.data(), b.batch, b.seq);
+      *saved = tracker.live_bytes(MemCategory::saved_activations);
+      model.backward(1.0);
+      std::vector<real> g;
+      for (Parameter* p : model.parameters()) g.insert(g.end(), p->grad.span().begin(), p->grad.span().end());
+      return g;
+    };
+    int64_t saved_full = 0, saved_rc = 0;
+    const auto g_full = run(false, &saved_full);
+    const auto g_rc = run(true, &saved_rc);
+    QVERIFY(saved_rc < saved_full);
+    QCOMPARE(g_rc.size(), g_full.size());
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < g_full.size(); ++i) {
+      diff += (g_rc[i] - g_full[i]) * double(g_rc[i] - g_full[i]);
+      norm += g_full[i] * double(g_full[i]);
+    }
+    QVERIFY(std::sqrt(diff) <= 1e-6 * std::sqrt(norm));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestModelDeterminism)
+#include "test_model_determinism.moc"

@@ -1,0 +1,170 @@
+// Gradient checks for routing and the mixture-of-experts layer (double precision), plus the
+// routing rules: tie-break by lower expert index, capacity drops counted in token order.
+// Top-k is piecewise constant: random inputs keep every choice away from a tie, so the
+// finite differences never cross a routing boundary.
+#include <QtTest>
+
+#include "core/model/moe_layer.h"
+#include "core/routing/topk_router.h"
+#include "gradcheck.h"
+
+using namespace mok;
+using gradcheck::fill_normal;
+using gradcheck::weighted_sum;
+
+class TestGradcheckMoe : public QObject {
+  Q_OBJECT
+ private slots:
+  void router_data() {
+    QTest::addColumn<int>("experts");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<double>("capacity");
+    QTest::newRow("E4 k2") << 4 << 2 << 0.0;
+    QTest::newRow("E5 k1") << 5 << 1 << 0.0;
+    QTest::newRow("E6 k3 capacity 0.6") << 6 << 3 << 0.6;
+  }
+  void router() {
+    QFETCH(int, experts);
+    QFETCH(int, k);
+    QFETCH(double, capacity);
+    const int d = 7, n = 13;
+    TopKRouter router("moe", d, experts, k, 0.8, 4, 0, 0.3, 0.05, capacity);
+    Tensor x({n, d}), w({n * k});
+    fill_normal(x, 12, 1);
+    fill_normal(w, 12, 2);
+    auto objective = [&] {
+      RouterLosses losses;
+      RoutingDecision r = router.forward(x, false, &losses);
+      double s = losses.aux + losses.z;
+      for (int64_t p = 0; p < n * k; ++p) s += (r.expert[p] >= 0 ? w[p] : 0.0) * r.gate[p];
+      return s;
+    };
+    RouterLosses losses;
+    RoutingDecision r = router.forward(x, true, &losses);
+    QVERIFY(losses.aux > 0);
+    QVERIFY(losses.z > 0);
+    std::vector<real> dgate(n * k);
+    for (int64_t p = 0; p < n * k; ++p) dgate[p] = r.expert[p] >= 0 ? w[p] : 0.0;
+    Tensor dx = router.backward(dgate, 1.0);
+    GRADCHECK("router.input", objective, x.data(), dx.data(), x.numel());
+    GRADCHECK("router.weight", objective, router.proj().weight().value.data(),
+              router.proj().weight().grad.data(), router.proj().weight().value.numel());
+  }
+
+  void auxAndZLossGradientsAlone() {
+    // No gate gradient at all: only the load-balancing and z losses drive the router.
+    const int d = 5, n = 11, E = 4, k = 2;
+    TopKRouter router("moe", d, E, k, 0.8, 6, 0, 0.5, 0.2, 0.0);
+    Tensor x({n, d});
+    fill_normal(x, 13, 1);
+    auto objective = [&] {
+      RouterLosses l;
+      router.forward(x, false, &l);
+      return 2.0 * (l.aux + l.z);
+    };
+    router.forward(x, true, nullptr);
+    Tensor dx = router.backward(std::vector<real>(n * k, 0.0), 2.0);
+    GRADCHECK("router.aux+z.input", objective, x.data(), dx.data(), x.numel());
+  }
+
+  void tiesGoToLowerExpertIndex() {
+    TopKRouter router("moe", 4, 6, 3, 0.5, 1, 0, 0.0, 0.0, 0.0);
+    router.proj().weight().value.zero();  // every probability equal
+    Tensor x({3, 4});
+    fill_normal(x, 1, 1);
+    RoutingDecision r = router.forward(x, false, nullptr);
+    for (int t = 0; t < 3; ++t)
+      for (int s = 0; s < 3; ++s) {
+        QCOMPARE(r.expert[t * 3 + s], s);
+        QCOMPARE(r.gate[t * 3 + s], real(1) / 3);
+      }
+  }
+
+  void capacityDropsAreCountedInTokenOrder() {
+    const int n = 40, E = 4, k = 2;
+    TopKRouter router("moe", 6, E, k, 1.0, 2, 0, 0.0, 0.0, 0.5);
+    Tensor x({n, 6});
+    fill_normal(x, 2, 1);
+    RoutingDecision r = router.forward(x, false, nullptr);
+    QCOMPARE(r.capacity, int64_t(10));  // ceil(0.5·40·2/4)
+    int64_t expected = 0;
+    for (int e = 0; e < E; ++e) expected += std::max<int64_t>(0, r.load[e] - r.capacity);
+    QVERIFY(expected > 0);
+    QCOMPARE(r.dropped, expected);
+    // Kept pairs of an expert are its first `capacity` pairs in (token, slot) order.
+    TopKRouter dropless("moe", 6, E, k, 1.0, 2, 0, 0.0, 0.0, 0.0);
+    RoutingDecision all = dropless.forward(x, false, nullptr);
+    std::vector<int64_t> seen(E, 0);
+    for (int64_t p = 0; p < n * k; ++p) {
+      const int e = all.expert[p];
+      QCOMPARE(r.expert[p], seen[e] < r.capacity ? e : -1);
+      seen[e]++;
+    }
+  }
+
+  void moeLayer_data() {
+    QTest::addColumn<int>("experts");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<double>("capacity");
+    QTest::addColumn<bool>("shared");
+    QTest::newRow("dropless") << 4 << 2 << 0.0 << false;
+    QTest::newRow("capacity drops") << 4 << 2 << 0.5 << false;
+    QTest::newRow("shared expert") << 3 << 1 << 0.0 << true;
+    QTest::newRow("capacity + shared, k3") << 5 << 3 << 0.7 << true;
+  }
+  void moeLayer() {
+    QFETCH(int, experts);
+    QFETCH(int, k);
+    QFETCH(double, capacity);
+    QFETCH(bool, shared);
+    MoeConfig c;
+    c.d = 6;
+    c.experts = experts;
+    c.top_k = k;
+    c.hidden = 5;
+    c.shared_expert = shared;
+    c.aux_loss_coef = 0.1;
+    c.z_loss_coef = 0.01;
+    c.capacity_factor = capacity;
+    MoeLayer moe("layers.0.moe", c, 0.6, 0.6, 8, 0);
+    const int n = 17;
+    Tensor x({n, c.d}), w({n, c.d});
+    fill_normal(x, 14, 1);
+    fill_normal(w, 14, 2);
+    const real scale = 0.5;
+    auto objective = [&] {
+      MoeStats st;
+      Tensor y = moe.forward(x, false, &st);
+      return scale * (weighted_sum(y, w) + st.losses.aux + st.losses.z);
+    };
+    MoeStats stats;
+    moe.forward(x, true, &stats);
+    if (capacity > 0) QVERIFY(stats.dropped > 0);
+    else QCOMPARE(stats.dropped, int64_t(0));
+    int64_t routed = 0;
+    for (int64_t l : stats.load) routed += l;
+    QCOMPARE(routed, int64_t(n) * k);
+    Tensor ws = w.clone();
+    for (int64_t i = 0; i < ws.numel(); ++i) ws[i] *= scale;
+    Tensor dx = moe.backward(ws, scale);
+    GRADCHECK("moe.input", objective, x.data(), dx.data(), x.numel());
+    GRADCHECK("moe.router", objective, moe.router().proj().weight().value.data(),
+              moe.router().proj().weight().grad.data(), moe.router().proj().weight().value.numel());
+    for (int e = 0; e < experts; ++e) {
+      Parameter& up = moe.experts().experts[e]->up().weight();
+      Parameter& down = moe.experts().experts[e]->down().weight();
+      bool used = false;
+      for (int64_t i = 0; i < up.grad.numel(); ++i) used |= up.grad[i] != 0;
+      if (!used) continue;  // an expert that got no tokens has no gradient
+      GRADCHECK("moe.expert" + std::to_string(e) + ".w_up", objective, up.value.data(), up.grad.data(), up.value.numel());
+      GRADCHECK("moe.expert" + std::to_string(e) + ".w_down", objective, down.value.data(), down.grad.data(), down.value.numel());
+    }
+    if (shared) {
+      Parameter& up = moe.shared_expert()->up().weight();
+      GRADCHECK("moe.shared.w_up", objective, up.value.data(), up.grad.data(), up.value.numel());
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestGradcheckMoe)
+#include "test_gradcheck_moe.moc"
