@@ -18,7 +18,7 @@ MemoryEstimateBar::MemoryEstimateBar(QWidget* parent) : QWidget(parent) {
   plot_->setMinimumHeight(170);
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 2)));
-  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   plot_->yAxis->setLabel(tr("GiB (estimate)"));
   plot_->xAxis->setLabel(tr("device"));
   layout->addWidget(plot_, 1);
@@ -56,7 +56,8 @@ void MemoryEstimateBar::show_config(const ExperimentConfig& c) {
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
   ticker->addTicks(keys, labels);
   plot_->xAxis->setTicker(ticker);
-  plot_->xAxis->setRange(-0.7, ranks - 0.3);
+  // Room on the right for the legend, so it never hides a bar.
+  plot_->xAxis->setRange(-0.7, ranks - 0.3 + 1.6);
   const double total = estimate_.total_bytes();
   auto* line = new QCPItemStraightLine(plot_);
   line->point1->setCoords(0, capacity_ / kGiB);

@@ -79,7 +79,8 @@ void RankScheduleEditor::show_config(const ExperimentConfig& config) {
     rect->setPen(Qt::NoPen);
     rect->setBrush(QColor(255, 127, 14, 50));
     auto* label = new QCPItemText(plot_);
-    label->position->setCoords(std::max(1.0, double(exact_until)) / 2.0, top * 1.08);
+    label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+    label->position->setCoords(0.0, top * 1.14);
     label->setText(config.kittens.mode == "exact" ? tr("mode exact: full activations") : tr("exact warm-up"));
     label->setColor(QColor(190, 90, 0));
   }

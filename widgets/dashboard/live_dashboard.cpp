@@ -152,11 +152,11 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
       else if (name == "perf/tokens_per_s") throughput_->append(0, p);
       else if (name == "train/lr" || name == "train/grad_norm") optimizer_->append(optimizer_->find_curve(name), p);
       else if (name.startsWith("comm/") && name != "comm/local_tokens") comm_->append(curve_for(comm_, name), p);
+      else if (parse_layer(v.name, "mem/saved/layer", &layer)) saved[layer] += v.value;
       else if (name.startsWith("mem/") && name.endsWith("_bytes") && !name.startsWith("mem/peak")) {
-        const int c = kMemCategories.indexOf(name.mid(4, name.size() - 10));
+        const int c = kMemCategories.indexOf(name.mid(4, name.size() - 10));  // "mem/" + category + "_bytes"
         if (c >= 0) mem[size_t(c)] = v.value, have_mem = true;
       } else if (parse_layer_expert(v.name, &layer, &expert)) load[layer][expert] = v.value;
-      else if (parse_layer(v.name, "mem/saved/layer", &layer)) saved[layer] += v.value;
       else if (parse_layer(v.name, "kittens/rank/layer", &layer)) rank_by_layer_[layer] = v.value, layer_bars_dirty = true;
     }
     if (have_mem) memory_->append(MetricPoint{row.step, row.tokens, row.wall_s, 0}, mem);
