@@ -81,7 +81,7 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   layers_->set_title(tr("Saved activations and rank per layer"));
   layers_->set_labels(tr("saved MiB"), tr("kitten rank"));
   heat_ = new ExpertLoadHeatMap;
-  heat_->set_title(tr("Expert load (share of routed tokens)"));
+  heat_->set_title(tr("Expert load over training"));
 
   auto* grid = new QGridLayout;
   grid->setSpacing(2);

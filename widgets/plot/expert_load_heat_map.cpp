@@ -13,7 +13,7 @@ ExpertLoadHeatMap::ExpertLoadHeatMap(QWidget* parent) : CoalescedPlot(parent) {
   scale_ = new QCPColorScale(plot());
   plot()->plotLayout()->addElement(0, 1, scale_);
   scale_->setType(QCPAxis::atRight);
-  scale_->axis()->setLabel(tr("token share"));
+  scale_->axis()->setLabel(tr("load"));
   map_->setColorScale(scale_);
   map_->setGradient(QCPColorGradient::gpThermal);
   auto* margins = new QCPMarginGroup(plot());

@@ -1,7 +1,7 @@
 #pragma once
-// ExpertLoadHeatMap: share of routed tokens per expert over training, one layer at a time
+// ExpertLoadHeatMap: the load of each expert (routed tokens or their share) over training, one layer at a time
 // (moe/load/layer<L>/expert<E>). Columns are x (step/tokens/time) binned to at most
-// kMaxColumns, rows are experts; colour is the load (1/E = perfectly balanced).
+// kMaxColumns, rows are experts; colour is the load.
 
 #include <mutex>
 #include <vector>
