@@ -3,6 +3,7 @@
 // in the runs browser as stopped (or finished, had it already ended).
 #include <QComboBox>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>

@@ -7,12 +7,17 @@
 
 #include "core/config/config_io.h"
 
+// resources.qrc lives in the static mok_widgets library: register it explicitly, since the
+// linker may drop its static initializer.
+static void init_mok_resources() { Q_INIT_RESOURCE(resources); }
+
 namespace mok::gui {
 
 QString job_script_text(const ExperimentConfig& c, const QString& script_name, const QString& config_name,
                         const JobScriptOptions& options) {
+  init_mok_resources();
   QFile f(":/templates/slurm_job.sh");
-  f.open(QIODevice::ReadOnly);
+  if (!f.open(QIODevice::ReadOnly)) return {};
   QString text = QString::fromUtf8(f.readAll());
   QString job = QString::fromStdString(c.name);
   job.replace(QRegularExpression("[^A-Za-z0-9_.-]"), "_");
@@ -38,12 +43,17 @@ bool write_job_script(const ExperimentConfig& c, const QString& script_path, QSt
     if (error) *error = QString::fromUtf8(e.what());
     return false;
   }
+  const QString text = job_script_text(c, info.fileName(), config_name, options);
+  if (text.isEmpty()) {
+    if (error) *error = QStringLiteral("the job script template is missing from the resources");
+    return false;
+  }
   QSaveFile out(script_path);
   if (!out.open(QIODevice::WriteOnly)) {
     if (error) *error = out.errorString();
     return false;
   }
-  out.write(job_script_text(c, info.fileName(), config_name, options).toUtf8());
+  out.write(text.toUtf8());
   if (!out.commit()) {
     if (error) *error = out.errorString();
     return false;
