@@ -1,12 +1,199 @@
+// mok train: train a model from an experiment config, headless.
+//   mok train CONFIG [--db PATH] [--set key=value]... [--json] [--resume CHECKPOINT_DIR] [--quiet]
+//   mok train --resume CHECKPOINT_DIR [...]        (the config stored in the checkpoint)
+// Exit codes: 0 finished, 1 failed while running, 2 bad usage or bad config (then nothing
+// is written: no run store, no checkpoint folder), 130 stopped by SIGINT/SIGTERM (after the
+// current step, with a checkpoint saved).
+
+#include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "app/cli/commands.h"
+#include "app/cli/progress_bar.h"
+#include "core/config/config_io.h"
+#include "core/train/checkpoint.h"
+#include "core/train/trainer.h"
+#include "core/util/json_writer.h"
 
 namespace mok::cli {
+namespace {
 
-int cmd_train(int, char**) {
-  std::fprintf(stderr, "mok train: not available in this build yet\n");
-  return 1;
+const char* kUsage =
+    "usage: mok train CONFIG [--db PATH] [--set key=value]... [--json] [--resume DIR] [--quiet]\n"
+    "       mok train --resume DIR [--db PATH] [--set key=value]... [--json] [--quiet]\n"
+    "\n"
+    "  CONFIG          experiment YAML (see 'mok config schema')\n"
+    "  --db PATH       run store (default: logging.db of the config, runs/mok.db)\n"
+    "  --set k=v       override one config key, e.g. --set train.steps=50\n"
+    "  --resume DIR    continue from a checkpoint folder (or a run folder: its latest);\n"
+    "                  without CONFIG the checkpoint's own config is used\n"
+    "  --json          print one JSON object with the results as the last stdout line\n"
+    "  --quiet         no progress output (errors are still printed)\n"
+    "\n"
+    "Ctrl-C (SIGINT) or SIGTERM stops after the current step and saves a checkpoint.\n";
+
+struct Args {
+  std::string config;
+  std::string db;
+  std::string resume;
+  std::vector<std::string> overrides;
+  bool json = false;
+  bool quiet = false;
+};
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "mok train: %s\n\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+// Prints "error:"/"warning:" events only (for --quiet).
+class ErrorPrinter : public MetricSink {
+ public:
+  void on_event(const std::string& text) override {
+    if (text.rfind("error:", 0) == 0 || text.rfind("warning:", 0) == 0) std::fprintf(stderr, "%s\n", text.c_str());
+  }
+};
+
+Trainer* volatile g_trainer = nullptr;
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  g_signal = sig;
+  if (Trainer* t = g_trainer) t->request_stop();
+  std::signal(sig, SIG_DFL);  // a second signal ends the process at once
+}
+
+void print_json(const TrainResult& r, const std::string& error) {
+  JsonWriter j;
+  j.begin_object();
+  j.key("run_id").value(r.run_id);
+  j.key("status").value(run_status_name(r.status));
+  j.key("steps").value(r.steps);
+  j.key("train_loss").value(r.train_loss);
+  j.key("val_loss").value(r.val_loss);
+  j.key("val_bpb").value(r.val_bpb);
+  j.key("val_ppl").value(r.val_ppl);
+  j.key("tokens_per_s").value(r.tokens_per_s);
+  j.key("peak_saved_activation_bytes").value(r.peak_saved_activation_bytes);
+  j.key("peak_bytes").value(r.peak_bytes);
+  j.key("comm_bytes_remote").value(r.comm_bytes_remote);
+  j.key("wall_s").value(r.wall_s);
+  j.key("tokens").value(r.tokens);
+  j.key("parameters").value(r.parameter_count);
+  j.key("checkpoint").value(r.checkpoint_dir);
+  if (!error.empty()) j.key("error").value(error);
+  j.end_object();
+  std::printf("%s\n", j.str().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_train(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) return nullptr;
+      (void)what;
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (arg == "--set") {
+      const char* v = value("--set");
+      if (!v) return usage_error("--set needs key=value");
+      a.overrides.push_back(v);
+    } else if (arg.rfind("--set=", 0) == 0) {
+      a.overrides.push_back(arg.substr(6));
+    } else if (arg == "--db") {
+      const char* v = value("--db");
+      if (!v) return usage_error("--db needs a path");
+      a.db = v;
+    } else if (arg == "--resume") {
+      const char* v = value("--resume");
+      if (!v) return usage_error("--resume needs a checkpoint folder");
+      a.resume = v;
+    } else if (arg == "--json") {
+      a.json = true;
+    } else if (arg == "--quiet" || arg == "-q") {
+      a.quiet = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return usage_error("unknown option '" + arg + "'");
+    } else if (a.config.empty()) {
+      a.config = arg;
+    } else {
+      return usage_error("unexpected argument '" + arg + "'");
+    }
+  }
+  if (a.config.empty() && a.resume.empty()) return usage_error("missing CONFIG");
+
+  // Everything is checked before anything is written.
+  ExperimentConfig config;
+  std::string resume_dir;
+  try {
+    if (!a.resume.empty()) resume_dir = resolve_checkpoint_dir(a.resume);
+    if (!a.config.empty()) {
+      config = load_experiment_config(a.config, a.overrides);
+    } else {
+      const std::string stored = (std::filesystem::path(resume_dir) / CheckpointFiles::config).string();
+      config = parse_experiment_config(read_checkpoint_config(resume_dir), stored, a.overrides);
+    }
+    if (const std::string why = Trainer::unsupported_reason(config); !why.empty()) {
+      throw std::runtime_error((a.config.empty() ? resume_dir : a.config) + ": " + why);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    if (a.json) {
+      TrainResult none;
+      print_json(none, e.what());
+    }
+    return 2;
+  }
+
+  TrainerOptions options;
+  options.db_path = a.db.empty() ? config.logging.db : a.db;
+  options.resume_path = resume_dir;
+  Trainer trainer(config, options);
+
+  ProgressBar progress(stderr, ProgressBar::stderr_is_terminal() && config.logging.progress);
+  ErrorPrinter errors;
+  std::vector<MetricSink*> sinks;
+  if (a.quiet) sinks.push_back(&errors);
+  else sinks.push_back(&progress);
+
+  g_trainer = &trainer;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const TrainResult r = trainer.run(sinks);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  g_trainer = nullptr;
+
+  if (a.json) {
+    print_json(r, r.status == RunStatus::failed ? r.message : std::string());
+  } else {
+    std::printf("run %lld %s: %lld steps, train loss %.4f, val loss %.4f, val %.4f bpb, ppl %.2f, "
+                "%.0f tokens/s, %.1f s%s%s\n",
+                static_cast<long long>(r.run_id), run_status_name(r.status),
+                static_cast<long long>(r.steps), r.train_loss, r.val_loss, r.val_bpb, r.val_ppl,
+                r.tokens_per_s, r.wall_s, r.checkpoint_dir.empty() ? "" : ", checkpoint ",
+                r.checkpoint_dir.c_str());
+  }
+  if (r.status == RunStatus::failed) {
+    if (a.quiet || a.json) std::fprintf(stderr, "mok train: %s\n", r.message.c_str());
+    return 1;
+  }
+  if (r.status == RunStatus::stopped) return 130;
+  return 0;
 }
 
 }  // namespace mok::cli

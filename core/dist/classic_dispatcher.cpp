@@ -1,5 +1,3 @@
-// Built once the model layer (core/model/expert_dispatcher.h) is part of the tree.
-#if __has_include("core/model/expert_dispatcher.h")
 #include "core/dist/classic_dispatcher.h"
 
 #include <cstring>
@@ -263,4 +261,3 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vect
 
 MOK_NN_END
 
-#endif  // __has_include(expert_dispatcher.h)

@@ -12,7 +12,6 @@ class TestDistClassicDispatcher : public QObject {
   void byteCountersMatchRoutedPairs();
 };
 
-#if __has_include("core/model/expert_dispatcher.h")
 
 #include <cmath>
 #include <cstring>
@@ -206,16 +205,6 @@ void TestDistClassicDispatcher::byteCountersMatchRoutedPairs() {
   }
 }
 
-#else  // the dispatcher needs the model layer; without it nothing can be checked
-
-static const char* kNoModel =
-    "core/model/expert_dispatcher.h is missing: the classic dispatcher is built once the model "
-    "layer is in the tree";
-void TestDistClassicDispatcher::matchesLocalDispatcherForAnyRankCount() { QFAIL(kNoModel); }
-void TestDistClassicDispatcher::repeatedRunsAreBitwiseIdentical() { QFAIL(kNoModel); }
-void TestDistClassicDispatcher::byteCountersMatchRoutedPairs() { QFAIL(kNoModel); }
-
-#endif
 
 QTEST_GUILESS_MAIN(TestDistClassicDispatcher)
 #include "test_dist_classic_dispatcher.moc"

@@ -1,0 +1,19 @@
+#pragma once
+// Global gradient-norm clipping. The squared norm is summed parameter by parameter in
+// parameter order, each parameter in fixed chunks (parallel_sum), so the norm is bitwise
+// the same for any thread count.
+
+#include <vector>
+
+#include "core/model/parameter.h"
+
+namespace mok {
+
+// L2 norm of all gradients together.
+double global_grad_norm(const std::vector<Parameter*>& params);
+
+// Scales every gradient by max_norm / norm when norm > max_norm (max_norm <= 0: never).
+// Returns the norm before clipping.
+double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);
+
+}  // namespace mok

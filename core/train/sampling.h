@@ -1,0 +1,22 @@
+#pragma once
+// Next-token sampling from logits: temperature, top-k and top-p (nucleus) filtering, then a
+// draw from a counter-based RNG, so a seed fixes the text. Temperature 0 is greedy
+// (argmax, lowest id on ties).
+
+#include <cstdint>
+#include <span>
+
+#include "core/util/counter_rng.h"
+
+namespace mok {
+
+struct SamplingOptions {
+  double temperature = 0.8;  // 0 → greedy
+  int top_k = 0;             // keep the k most likely ids; 0 → all
+  double top_p = 1.0;        // keep the smallest set whose probability reaches p; 1 → all
+};
+
+// logits: (vocab). Throws std::invalid_argument on bad options or empty logits.
+int32_t sample_token(std::span<const float> logits, const SamplingOptions& options, CounterRng& rng);
+
+}  // namespace mok

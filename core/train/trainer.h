@@ -1,0 +1,95 @@
+#pragma once
+// Trainer: runs one experiment on this process: data → model → steps → metrics, validation
+// and checkpoints, to a list of MetricSinks (and the run store when a db path is given).
+//
+//   Trainer trainer(config, {.db_path = "runs/mok.db"});
+//   TrainResult r = trainer.run({&progress_bar});      // blocks; call on a worker thread
+//   trainer.request_stop();                             // from any thread: stop after the step
+//
+// One step = grad_accum micro-batches (forward, backward scaled by 1/grad_accum), global
+// gradient clipping, the scheduled learning rate, one AdamW update, one metric row.
+// Validation (val/loss, val/bpb, val/ppl over eval_batches fixed batches) runs every
+// eval_every steps and after the last step; checkpoints every checkpoint_every steps, at the
+// end, and when stopped. Everything is a pure function of (config, seed): the same config
+// gives bitwise identical metrics for any thread count, and a run resumed from a checkpoint
+// continues with bitwise the metrics of an uninterrupted one (except wall-time figures).
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/config/experiment_config.h"
+#include "core/events/metric_event.h"
+
+namespace mok {
+
+struct TrainerOptions {
+  std::string db_path;           // run store to record the run in; "" → none
+  std::string resume_path;       // checkpoint folder, or run folder (its latest checkpoint)
+  std::string checkpoint_root;   // "" → config.logging.checkpoint_dir
+  bool write_checkpoints = true;
+  std::string config_yaml;       // the config text recorded; "" → experiment_config_to_yaml
+  std::string device_label = "cpu";
+};
+
+struct TrainResult {
+  RunStatus status = RunStatus::failed;
+  std::string message;           // why it failed or stopped
+  int64_t run_id = 0;            // in the store; 0 without one
+  int64_t steps = 0;             // optimizer steps completed (including resumed ones)
+  int64_t tokens = 0;            // training tokens consumed in total
+  double train_loss = 0.0;       // of the last step
+  double val_loss = 0.0, val_bpb = 0.0, val_ppl = 0.0;  // of the last validation pass
+  double tokens_per_s = 0.0;     // training tokens / training-step time, this session
+  int64_t peak_saved_activation_bytes = 0;  // max over steps
+  int64_t peak_bytes = 0;                   // max over steps (all categories together)
+  int64_t comm_bytes_remote = 0;            // bytes sent to other ranks, in total
+  double wall_s = 0.0;           // run wall time (resumed runs include earlier sessions)
+  std::string checkpoint_dir;    // the last checkpoint written ("" when none)
+  int64_t parameter_count = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(const ExperimentConfig& config, TrainerOptions options = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Runs to the end, or until stopped. Errors (data, model, store, checkpoint I/O) end the
+  // run with status failed and the message; they are not thrown.
+  TrainResult run(const std::vector<MetricSink*>& sinks);
+
+  // Thread-safe, async-signal-safe (a lock-free store): stop after the current step, save a
+  // checkpoint, finish with status stopped.
+  void request_stop() { stop_.store(true, std::memory_order_relaxed); }
+  bool stop_requested() const { return stop_.load(std::memory_order_relaxed); }
+  // Thread-safe: while paused, the run waits between steps (wall time does not advance).
+  void set_paused(bool paused);
+  bool paused() const { return paused_.load(); }
+
+  const ExperimentConfig& config() const { return config_; }
+
+  // Why this trainer cannot run `config` (e.g. more ranks than it supports), or "" when it
+  // can. run() checks it first, before anything is written.
+  static std::string unsupported_reason(const ExperimentConfig& config);
+
+ private:
+  struct Session;
+  TrainResult run_session(Session& s);
+  void wait_while_paused(Session& s);
+
+  ExperimentConfig config_;
+  TrainerOptions options_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};
+  std::mutex pause_mutex_;
+  std::condition_variable pause_cv_;
+};
+
+static_assert(std::atomic<bool>::is_always_lock_free, "request_stop must be signal-safe");
+
+}  // namespace mok
