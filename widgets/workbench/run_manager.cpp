@@ -3,6 +3,7 @@
 #include <atomic>
 #include <filesystem>
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
 
@@ -72,11 +73,37 @@ struct RunManager::Job {
 void RunManager::handle_started(int job, int64_t run_id, int64_t total_steps) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
-  it->second->info.run_id = run_id;
   it->second->info.total_steps = total_steps;
   if (it->second->info.status != RunStatus::paused) it->second->info.status = RunStatus::running;
-  emit job_started(job, run_id);
+  if (run_id > 0) {
+    it->second->info.run_id = run_id;
+    emit job_started(job, run_id);
+  } else {
+    resolve_run_id(job);
+  }
   emit job_changed(job);
+}
+
+// A new run is created in the store by the trainer's own store sink, after RunStarted went
+// out with run_id 0; find it: the newest running run of this process with the job's name
+// that no other job has claimed. (The trainer's result confirms the id at the end.)
+void RunManager::resolve_run_id(int job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || it->second->info.run_id > 0 || db_path_.isEmpty()) return;
+  try {
+    RunStore store = RunStore::open_readonly(db_path_.toStdString());
+    RunFilter filter;
+    filter.status = RunStatus::running;
+    for (const mok::RunSummary& s : store.list_runs(filter)) {
+      if (QString::fromStdString(s.name) != it->second->info.name || job_of_run(s.id)) continue;
+      const auto rec = store.find_run(s.id);
+      if (!rec || rec->pid != QCoreApplication::applicationPid()) continue;
+      it->second->info.run_id = s.id;
+      emit job_started(job, s.id);
+      return;
+    }
+  } catch (...) {
+  }
 }
 
 RunManager::RunManager(QObject* parent) : QObject(parent) {
@@ -190,6 +217,10 @@ void RunManager::drain(int job) {
   if (it == jobs_.end() || !it->second->sink) return;
   std::vector<MetricRow> rows = it->second->sink->take();
   if (rows.empty()) return;
+  if (it->second->info.run_id == 0) {
+    resolve_run_id(job);
+    if (it->second->info.run_id) emit job_changed(job);
+  }
   it->second->info.last_step = rows.back().step;
   emit metrics_arrived(job, rows);
 }
@@ -203,7 +234,10 @@ void RunManager::on_thread_done(int job) {
 #ifdef MOK_GUI_HAVE_TRAINER
   j.info.status = j.result.status;
   j.info.message = QString::fromStdString(j.result.message);
-  if (j.result.run_id) j.info.run_id = j.result.run_id;
+  if (j.result.run_id && j.result.run_id != j.info.run_id) {
+    j.info.run_id = j.result.run_id;
+    emit job_started(job, j.info.run_id);
+  }
   j.trainer.reset();
 #endif
   emit job_changed(job);

@@ -79,6 +79,7 @@ class RunManager : public QObject {
   void start(Job& j);
   void drain(int job);
   void handle_started(int job, int64_t run_id, int64_t total_steps);
+  void resolve_run_id(int job);
   void on_thread_done(int job);
 
   QString db_path_;
