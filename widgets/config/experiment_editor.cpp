@@ -119,8 +119,8 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   auto* memory_box = new QGroupBox(tr("Memory per device (estimate)"));
   (new QVBoxLayout(memory_box))->addWidget(memory_ = new MemoryEstimateBar);
   side_layout->addWidget(schedule_box, 3);
-  side_layout->addWidget(routing_box, 2);
   side_layout->addWidget(memory_box, 3);
+  side_layout->addWidget(routing_box, 2);
   split->addWidget(scrolled(side));
   for (ConfigField* f : schedule_->fields()) register_field(f);
   for (ConfigField* f : routing_->fields()) register_field(f);
@@ -129,7 +129,7 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   split->setStretchFactor(2, 4);
 
   issue_list_ = new QListWidget;
-  issue_list_->setMaximumHeight(70);
+  issue_list_->setMaximumHeight(54);
   layout->addWidget(issue_list_);
   connect(issue_list_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
     if (ConfigField* f = field(item->data(Qt::UserRole).toString())) {

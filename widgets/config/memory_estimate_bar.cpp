@@ -15,7 +15,7 @@ MemoryEstimateBar::MemoryEstimateBar(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   plot_ = new QCustomPlot;
-  plot_->setMinimumHeight(170);
+  plot_->setMinimumHeight(190);
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 2)));
   plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
@@ -32,7 +32,10 @@ void MemoryEstimateBar::set_device_capacity(double bytes) { device_capacity_ = b
 void MemoryEstimateBar::show_config(const ExperimentConfig& c) {
   estimate_ = estimate_memory(c);
   capacity_ = device_capacity_ > 0 ? device_capacity_ : (c.parallel.device == "cpu" ? host_memory_bytes() : 80e9);
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  // GiB for real models, MiB for toy ones, so the bar is never a sliver.
+  const bool small = estimate_.total_bytes() < 1024.0 * 1024.0 * 1024.0;
+  const double kGiB = small ? 1024.0 * 1024.0 : 1024.0 * 1024.0 * 1024.0;
+  plot_->yAxis->setLabel(small ? tr("MiB (estimate)") : tr("GiB (estimate)"));
   plot_->clearPlottables();
   plot_->clearItems();
   const int ranks = std::clamp(c.parallel.ranks, 1, 16);
@@ -63,7 +66,7 @@ void MemoryEstimateBar::show_config(const ExperimentConfig& c) {
   line->point1->setCoords(0, capacity_ / kGiB);
   line->point2->setCoords(1, capacity_ / kGiB);
   line->setPen(QPen(QColor(198, 40, 40), 1.5, Qt::DashLine));
-  const double top = std::max(total, capacity_ * 0.02) / kGiB;
+  const double top = std::max(total / kGiB, 1e-6);
   // Show the capacity line only when it is within reach of the bar, else note it in text.
   const bool capacity_visible = capacity_ < total * 4.0;
   line->setVisible(capacity_visible);

@@ -31,7 +31,7 @@ RankScheduleEditor::RankScheduleEditor(QWidget* parent) : QWidget(parent) {
   }
   layout->addLayout(form);
   plot_ = new QCustomPlot;
-  plot_->setMinimumHeight(150);
+  plot_->setMinimumHeight(120);
   plot_->xAxis->setLabel(tr("step"));
   plot_->yAxis->setLabel(tr("rank"));
   plot_->setNotAntialiasedElements(QCP::aeAll);
@@ -48,7 +48,8 @@ void RankScheduleEditor::show_config(const ExperimentConfig& config) {
   plot_->clearItems();
   QVector<double> steps, ranks, lo, hi;
   int64_t exact_until = -1;
-  int top = std::max(config.kittens.max_rank, config.kittens.rank);
+  // Scale to the curve (and the adaptive band), not to an unused max_rank.
+  int top = config.kittens.schedule == "adaptive" ? std::max(config.kittens.max_rank, config.kittens.rank) : 1;
   for (const RankAtStep& p : curve) {
     steps << double(p.step);
     ranks << double(p.rank);

@@ -16,7 +16,14 @@ StackedMemoryPlot::StackedMemoryPlot(QWidget* parent) : CoalescedPlot(parent) {
   plot()->yAxis->setLabel(tr("MiB"));
   plot()->legend->setVisible(true);
   plot()->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
-  plot()->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  // The stack fills the axis rect, so the legend sits beside it, not on it.
+  auto* side = new QCPLayoutGrid;
+  plot()->plotLayout()->addElement(0, 1, side);
+  plot()->axisRect()->insetLayout()->take(plot()->legend);
+  side->addElement(0, 0, plot()->legend);
+  side->setMargins(QMargins(0, 0, 4, 0));
+  plot()->plotLayout()->setColumnStretchFactor(1, 0.001);
+  plot()->legend->setBorderPen(Qt::NoPen);
 }
 
 void StackedMemoryPlot::set_categories(const QStringList& names) {

@@ -38,6 +38,7 @@ ComparePage::ComparePage(RunManager* runs, QWidget* parent) : QWidget(parent), r
   ll->setContentsMargins(0, 0, 0, 0);
   ll->addWidget(new QLabel(tr("Runs to compare")));
   list_ = new QListWidget;
+  list_->setMinimumWidth(230);
   ll->addWidget(list_, 1);
   auto* refresh = new QPushButton(tr("Refresh list"));
   ll->addWidget(refresh);

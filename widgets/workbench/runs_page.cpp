@@ -104,7 +104,8 @@ RunsPage::RunsPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
   dl->addWidget(tabs, 1);
   split->addWidget(details);
   split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
+  split->setStretchFactor(1, 1);
+  split->setSizes({900, 380});
 
   connect(search_, &QLineEdit::textChanged, proxy_, &RunFilterProxy::set_search_text);
   connect(status_, &QComboBox::currentIndexChanged, this, [this] { proxy_->set_status_filter(status_->currentData().toString()); });
@@ -241,6 +242,7 @@ void RunsPage::refresh() {
     for (const RunRecord& r : model_->runs())
       if (!present.contains(r.id)) gone.push_back(r.id);
     for (int64_t id : gone) model_->remove(id);
+    table_->resizeColumnsToContents();
     show_details();
   } catch (const std::exception& e) {
     emit message(QString::fromUtf8(e.what()));
