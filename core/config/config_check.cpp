@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/config/config_schema.h"
+#include "core/config/tensor_kinds.h"
 #include "core/dist/expert_placement.h"
 
 namespace mok {
@@ -92,15 +93,15 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
 
   // 1. Each key on its own: ranges and choices from the schema.
   for (const ConfigKeySpec& s : experiment_config_schema()) {
-    if (s.per_layer()) {
-      const ConfigLayerMapSpec* m = find_config_layer_map(s.layer_map);
-      for (int layer : m->layers(c)) {
-        if (auto v = s.get(c, layer)) {
+    if (s.in_map()) {
+      const ConfigMapSpec* m = find_config_map(s.map);
+      for (const std::string& entry : m->entries(c)) {
+        if (auto v = s.get(c, entry)) {
           std::string msg = check_value(s, *v);
-          if (!msg.empty()) issue(s.path_for_layer(layer), msg);
+          if (!msg.empty()) issue(s.path_for(entry), msg);
         }
       }
-    } else if (auto v = s.get(c, 0)) {
+    } else if (auto v = s.get(c, "")) {
       std::string msg = check_value(s, *v);
       if (!msg.empty()) issue(s.path, msg);
     }
@@ -143,8 +144,9 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
     issue("parallel.comm", "comm nccl needs parallel.device cuda (device is " + p.device + ")");
 
   const KittensConfig& k = c.kittens;
-  bool kitten_used = k.mode == "kitten";
-  for (const auto& [layer, o] : k.layers) kitten_used = kitten_used || o.mode == "kitten";
+  // Compact copies are made in kitten and custom mode (by default or in some layer).
+  bool kitten_used = k.mode != "exact";
+  for (const auto& [layer, o] : k.layers) kitten_used = kitten_used || o.mode == "kitten" || o.mode == "custom";
   if (k.min_rank > k.max_rank) {
     issue("kittens.min_rank", "kittens.min_rank (" + str(k.min_rank) + ") exceeds kittens.max_rank (" +
                                   str(k.max_rank) + ")");
@@ -162,6 +164,18 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
     const std::string at = "kittens.layers." + str(layer);
     if (layer < 0 || layer >= m.layers) {
       issue(at, "layer index " + str(layer) + " is out of range: model.layers is " + str(m.layers));
+      continue;
+    }
+    if (o.rank != -1) check_rank(at + ".rank", o.rank);
+  }
+  for (const auto& [kind, o] : k.kinds) {
+    const std::string at = "kittens.kinds." + config_entry_text(kind);
+    if (!is_kitten_tensor_kind_prefix(kind)) {
+      const std::string hint = suggest_kitten_tensor_kind(kind);
+      issue(at, "unknown tensor kind '" + kind + "'" +
+                    (hint.empty() ? std::string("; kinds are prefixes of the model's saved tensors, e.g. moe.expert, "
+                                                "attn.qkv.input, attn_norm.input")
+                                  : "; did you mean '" + hint + "'?"));
       continue;
     }
     if (o.rank != -1) check_rank(at + ".rank", o.rank);

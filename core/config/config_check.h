@@ -13,7 +13,7 @@
 namespace mok {
 
 struct ConfigIssue {
-  std::string key_path;  // "model.top_k", "kittens.layers.7"
+  std::string key_path;  // "model.top_k", "kittens.layers.7", "kittens.kinds.moe.expert.bits"
   std::string message;
 
   friend bool operator==(const ConfigIssue&, const ConfigIssue&) = default;

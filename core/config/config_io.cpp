@@ -51,8 +51,8 @@ std::string describe(const YAML::Node& n) {
 bool is_section(const std::string& path) {
   const std::string prefix = path + ".";
   for (const ConfigKeySpec& s : experiment_config_schema())
-    if (!s.per_layer() && s.path.compare(0, prefix.size(), prefix) == 0) return true;
-  for (const ConfigLayerMapSpec& m : experiment_config_layer_maps())
+    if (!s.in_map() && s.path.compare(0, prefix.size(), prefix) == 0) return true;
+  for (const ConfigMapSpec& m : experiment_config_maps())
     if (m.path.compare(0, prefix.size(), prefix) == 0) return true;
   return false;
 }
@@ -63,6 +63,19 @@ std::string join(const std::string& parent, const std::string& name) {
 
 std::string unknown_key_message(const std::string& suggestion) {
   return suggestion.empty() ? "unknown key" : "unknown key; did you mean '" + suggestion + "'?";
+}
+
+// An unknown field `name` in entry `entry` of map `m`: a did-you-mean among the entry's own
+// fields, else the list of them (a key of another section is no help inside an entry).
+std::string unknown_map_field_message(const ConfigMapSpec& m, const std::string& entry, const std::string& name) {
+  const std::string row_prefix = m.path + "." + m.placeholder() + ".";
+  const std::string hint = suggest_config_key(m.path + "." + m.placeholder(), name);
+  if (hint.compare(0, row_prefix.size(), row_prefix) == 0)
+    return unknown_key_message(m.entry_path(entry) + hint.substr(row_prefix.size() - 1));
+  std::string fields;
+  for (const ConfigKeySpec& s : experiment_config_schema())
+    if (s.map == m.path) fields += (fields.empty() ? "" : ", ") + s.field_name();
+  return "unknown key; " + m.path + " entries take " + fields;
 }
 
 template <class T>
@@ -114,16 +127,16 @@ class Reader {
       if (!seen.insert(name).second) fail(at(k), full, "duplicate key");
       if (name.find('.') != std::string::npos) {
         fail(at(k), full,
-             find_config_key(full) || find_config_layer_map(full) || is_section(full)
+             find_config_key(full) || find_config_map(full) || is_section(full)
                  ? "dotted keys are for --set only; in a file, nest the key under its section"
                  : unknown_key_message(""));
       }
       locs_[full] = at(k);
       const ConfigKeySpec* spec = find_config_key(full);
-      if (spec && !spec->per_layer()) {
-        read_leaf(v, *spec, 0, full);
-      } else if (const ConfigLayerMapSpec* m = find_config_layer_map(full)) {
-        read_layer_map(v, *m, full);
+      if (spec && !spec->in_map()) {
+        read_leaf(v, *spec, "", full);
+      } else if (const ConfigMapSpec* m = find_config_map(full)) {
+        read_map(v, *m, full);
       } else if (is_section(full)) {
         read_section(v, full);
       } else {
@@ -132,7 +145,7 @@ class Reader {
     }
   }
 
-  void read_leaf(const YAML::Node& n, const ConfigKeySpec& s, int layer, const std::string& path) {
+  void read_leaf(const YAML::Node& n, const ConfigKeySpec& s, const std::string& entry, const std::string& path) {
     const std::string expected = expected_text(s.type);
     if (n.IsNull()) fail(locs_.count(path) ? locs_[path] : at(n), path, "missing value (expected " + expected + ")");
     if (!n.IsScalar()) {
@@ -141,7 +154,7 @@ class Reader {
     }
     const std::string& text = n.Scalar();
     if (s.type == ConfigType::String) {
-      s.set(config_, layer, ConfigValue(text));
+      s.set(config_, entry, ConfigValue(text));
       return;
     }
     // Numbers and booleans must be plain scalars: a quoted "16" is a string.
@@ -151,26 +164,26 @@ class Reader {
         int64_t v = 0;
         if (!parse_number(text, v)) fail(at(n), path, "expected " + expected + ", got " + describe(n));
         if (v < INT_MIN || v > INT_MAX) fail(at(n), path, "integer " + text + " is too large");
-        s.set(config_, layer, ConfigValue(v));
+        s.set(config_, entry, ConfigValue(v));
         return;
       }
       case ConfigType::UInt: {
         uint64_t v = 0;
         if (!parse_number(text, v)) fail(at(n), path, "expected " + expected + ", got " + describe(n));
-        s.set(config_, layer, ConfigValue(v));
+        s.set(config_, entry, ConfigValue(v));
         return;
       }
       case ConfigType::Real: {
         double v = 0;
         if (!parse_number(text, v) || !std::isfinite(v))
           fail(at(n), path, "expected " + std::string(expected) + ", got " + describe(n));
-        s.set(config_, layer, ConfigValue(v));
+        s.set(config_, entry, ConfigValue(v));
         return;
       }
       case ConfigType::Bool: {
         static const std::set<std::string> yes = {"true", "True", "TRUE"}, no = {"false", "False", "FALSE"};
-        if (yes.count(text)) s.set(config_, layer, ConfigValue(true));
-        else if (no.count(text)) s.set(config_, layer, ConfigValue(false));
+        if (yes.count(text)) s.set(config_, entry, ConfigValue(true));
+        else if (no.count(text)) s.set(config_, entry, ConfigValue(false));
         else fail(at(n), path, "expected " + expected + ", got " + describe(n));
         return;
       }
@@ -178,31 +191,45 @@ class Reader {
     }
   }
 
-  // A per-layer map replaces what was there: {2: {rank: 32}, 3: {mode: exact}}.
-  void read_layer_map(const YAML::Node& n, const ConfigLayerMapSpec& m, const std::string& path) {
+  // A map replaces what was there: {2: {rank: 32}, 3: {mode: exact}} or
+  // {moe.expert: {method: lowbit, bits: 4}}.
+  void read_map(const YAML::Node& n, const ConfigMapSpec& m, const std::string& path) {
     m.clear(config_);
     if (n.IsNull()) return;
     if (!n.IsMap())
-      fail(at_or(n, path), path, "expected a map from layer index to overrides, e.g. {2: {rank: 32}}, got " + describe(n));
-    std::set<int> seen;
+      fail(at_or(n, path), path,
+           std::string("expected a map from ") + m.entry_noun() + " to overrides, e.g. " + m.example + ", got " +
+               describe(n));
+    std::set<std::string> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
       const YAML::Node k = it->first;
-      int layer = -1;
       const std::string name = k.IsScalar() ? k.Scalar() : std::string("?");
-      if (!k.IsScalar() || k.Tag() != "?" || !parse_number(std::string_view(name), layer) || layer < 0)
-        fail(at(k), join(path, name), "layer index must be a non-negative integer, got " + describe(k));
-      const std::string full = join(path, std::to_string(layer));
-      if (!seen.insert(layer).second) fail(at(k), full, "duplicate layer index");
+      std::string entry;
+      if (m.key == ConfigMapKey::LayerIndex) {
+        int layer = -1;
+        if (!k.IsScalar() || k.Tag() != "?" || !parse_number(std::string_view(name), layer) || layer < 0)
+          fail(at(k), join(path, name), "layer index must be a non-negative integer, got " + describe(k));
+        entry = std::to_string(layer);
+      } else {
+        if (!k.IsScalar()) fail(at(k), path, std::string("expected a ") + m.entry_noun() + " name, got " + describe(k));
+        entry = name;
+      }
+      const std::string full = m.entry_path(entry);
+      if (!seen.insert(entry).second) fail(at(k), full, std::string("duplicate ") + m.entry_noun());
       locs_[full] = at(k);
-      read_layer_entry(YAML::Node(it->second), m, layer, full);
+      read_entry(YAML::Node(it->second), m, entry, full);
     }
   }
 
-  // One layer's overrides: {rank: 32, method: rsvd}; keys not given keep inheriting.
-  void read_layer_entry(const YAML::Node& n, const ConfigLayerMapSpec& m, int layer, const std::string& path) {
-    m.add(config_, layer);
+  // One entry's overrides: {rank: 32, method: rsvd}; keys not given keep inheriting.
+  void read_entry(const YAML::Node& n, const ConfigMapSpec& m, const std::string& entry, const std::string& path) {
+    m.add(config_, entry);
     if (n.IsNull()) return;
-    if (!n.IsMap()) fail(at_or(n, path), path, "expected a map of per-layer keys, got " + describe(n));
+    if (!n.IsMap()) {
+      fail(at_or(n, path), path,
+           std::string("expected a map of ") + (m.key == ConfigMapKey::LayerIndex ? "per-layer" : "per-kind") +
+               " keys, got " + describe(n));
+    }
     std::set<std::string> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
       const YAML::Node k = it->first;
@@ -210,17 +237,14 @@ class Reader {
       const std::string name = k.Scalar();
       const std::string full = join(path, name);
       if (!seen.insert(name).second) fail(at(k), full, "duplicate key");
-      const ConfigKeySpec* spec = find_config_key(m.path + ".<L>." + name);
-      if (!spec) {
-        std::string hint = suggest_config_key(m.path + ".<L>", name);
-        const size_t at_l = hint.find("<L>");
-        if (at_l != std::string::npos) hint.replace(at_l, 3, std::to_string(layer));
-        fail(at(k), full, unknown_key_message(hint));
-      }
+      const ConfigKeySpec* spec = find_config_map_field(m, name);
+      if (!spec) fail(at(k), full, unknown_map_field_message(m, entry, name));
       locs_[full] = at(k);
-      read_leaf(YAML::Node(it->second), *spec, layer, full);
+      read_leaf(YAML::Node(it->second), *spec, entry, full);
     }
   }
+
+  ExperimentConfig& config() { return config_; }
 
  private:
   ExperimentConfig& config_;
@@ -229,6 +253,51 @@ class Reader {
   int line_base_;
   int col_base_;
 };
+
+using KeySegments = std::vector<std::pair<std::string, int>>;  // (segment, 1-based column)
+
+// `--set MAP.ENTRY=VALUE` or `--set MAP.ENTRY.FIELD=VALUE`, the segments after the map path
+// starting at `first`. A layer index is one segment; a kind name is every segment up to the
+// field, so `kittens.kinds.moe.expert.bits=4` sets field bits of entry "moe.expert". A map
+// (or empty) value with no field name sets the entry: `kittens.kinds.moe.expert={bits: 4}`.
+void apply_map_override(Reader& reader, const ConfigMapSpec& m, const KeySegments& segs, size_t first,
+                        const YAML::Node& value, const Loc& value_loc, const std::string& src, int index,
+                        const std::string& key, LocMap& locs) {
+  const size_t n = segs.size() - first;  // ≥ 1
+  auto joined = [&](size_t from, size_t to) {
+    std::string t;
+    for (size_t j = from; j < to; ++j) t += (j > from ? "." : "") + segs[j].first;
+    return t;
+  };
+  std::string entry;
+  size_t field_at = segs.size();  // index of the field segment; segs.size() = no field
+  if (m.key == ConfigMapKey::LayerIndex) {
+    int layer = -1;
+    const auto& [idx_text, idx_col] = segs[first];
+    if (!parse_number(std::string_view(idx_text), layer) || layer < 0)
+      throw ConfigError(src, index, idx_col, join(m.path, idx_text),
+                        "layer index must be a non-negative integer, got '" + idx_text + "'");
+    entry = std::to_string(layer);
+    if (n >= 2) field_at = first + 1;
+    if (n >= 3)
+      throw ConfigError(src, index, segs[first + 2].second, key,
+                        "'" + join(m.entry_path(entry), segs[first + 1].first) + "' is a single value, not a section");
+  } else {
+    const bool entry_value = value.IsMap() || value.IsNull();
+    if (n >= 2 && (find_config_map_field(m, segs.back().first) || !entry_value)) field_at = segs.size() - 1;
+    entry = joined(first, field_at);
+  }
+  const std::string entry_path = m.entry_path(entry);
+  locs[entry_path] = value_loc;
+  if (field_at == segs.size()) return reader.read_entry(value, m, entry, entry_path);
+  const auto& [field, field_col] = segs[field_at];
+  const std::string field_path = join(entry_path, field);
+  const ConfigKeySpec* fs = find_config_map_field(m, field);
+  if (!fs) throw ConfigError(src, index, field_col, field_path, unknown_map_field_message(m, entry, field));
+  m.add(reader.config(), entry);
+  locs[field_path] = value_loc;
+  reader.read_leaf(value, *fs, entry, field_path);
+}
 
 void apply_override_at(ExperimentConfig& config, const std::string& a, int index, LocMap& locs) {
   const std::string src = "--set";
@@ -239,7 +308,7 @@ void apply_override_at(ExperimentConfig& config, const std::string& a, int index
   const int value_col = static_cast<int>(eq) + 2;
 
   // Key segments with their 1-based columns.
-  std::vector<std::pair<std::string, int>> segs;
+  KeySegments segs;
   for (size_t start = 0;;) {
     const size_t dot = key.find('.', start);
     const std::string seg = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
@@ -266,38 +335,18 @@ void apply_override_at(ExperimentConfig& config, const std::string& a, int index
     path = join(path, seg);
     const bool last = i + 1 == segs.size();
     const ConfigKeySpec* spec = find_config_key(path);
-    if (spec && !spec->per_layer()) {
+    if (spec && !spec->in_map()) {
       if (!last)
         throw ConfigError(src, index, segs[i + 1].second, join(path, segs[i + 1].first),
                           "'" + path + "' is a single value, not a section");
       locs[path] = value_loc;
-      reader.read_leaf(value, *spec, 0, path);
+      reader.read_leaf(value, *spec, "", path);
       return;
     }
-    if (const ConfigLayerMapSpec* m = find_config_layer_map(path)) {
+    if (const ConfigMapSpec* m = find_config_map(path)) {
       locs[path] = value_loc;
-      if (last) return reader.read_layer_map(value, *m, path);
-      int layer = -1;
-      const auto& [idx_text, idx_col] = segs[i + 1];
-      if (!parse_number(std::string_view(idx_text), layer) || layer < 0)
-        throw ConfigError(src, index, idx_col, join(path, idx_text),
-                          "layer index must be a non-negative integer, got '" + idx_text + "'");
-      const std::string entry = join(path, std::to_string(layer));
-      locs[entry] = value_loc;
-      if (i + 2 == segs.size()) return reader.read_layer_entry(value, *m, layer, entry);
-      const auto& [field, field_col] = segs[i + 2];
-      const ConfigKeySpec* fs = find_config_key(m->path + ".<L>." + field);
-      if (!fs) {
-        std::string hint = suggest_config_key(m->path + ".<L>", field);
-        const size_t at_l = hint.find("<L>");
-        if (at_l != std::string::npos) hint.replace(at_l, 3, std::to_string(layer));
-        throw ConfigError(src, index, field_col, join(entry, field), unknown_key_message(hint));
-      }
-      if (i + 3 != segs.size())
-        throw ConfigError(src, index, segs[i + 3].second, key, "'" + join(entry, field) + "' is a single value, not a section");
-      m->add(config, layer);
-      locs[join(entry, field)] = value_loc;
-      return reader.read_leaf(value, *fs, layer, join(entry, field));
+      if (last) return reader.read_map(value, *m, path);
+      return apply_map_override(reader, *m, segs, i + 1, value, value_loc, src, index, key, locs);
     }
     if (is_section(path)) {
       if (last) {
@@ -431,24 +480,26 @@ std::string experiment_config_to_yaml(const ExperimentConfig& config) {
   OutNode root;
   std::set<std::string> maps_done;
   for (const ConfigKeySpec& s : experiment_config_schema()) {
-    if (!s.per_layer()) {
+    if (!s.in_map()) {
       OutNode& n = node_at(root, s.path);
       n.leaf = true;
-      n.value = format_config_value(*s.get(config, 0));
+      n.value = format_config_value(*s.get(config, ""));
       continue;
     }
-    if (!maps_done.insert(s.layer_map).second) continue;
-    const ConfigLayerMapSpec* m = find_config_layer_map(s.layer_map);
+    if (!maps_done.insert(s.map).second) continue;
+    const ConfigMapSpec* m = find_config_map(s.map);
     OutNode& n = node_at(root, m->path);
     n.is_map_leaf = true;
-    for (int layer : m->layers(config)) {
+    for (const std::string& entry : m->entries(config)) {
       std::string fields;
       for (const ConfigKeySpec& f : experiment_config_schema()) {
-        if (f.layer_map != m->path) continue;
-        if (auto v = f.get(config, layer))
+        if (f.map != m->path) continue;
+        if (auto v = f.get(config, entry))
           fields += (fields.empty() ? "" : ", ") + f.field_name() + ": " + format_config_value(*v);
       }
-      n.block.push_back(std::to_string(layer) + ": {" + fields + "}");
+      // A kind name prints as a YAML string (quoted when it could read as something else).
+      const std::string key = m->key == ConfigMapKey::LayerIndex ? entry : format_config_value(ConfigValue(entry));
+      n.block.push_back(key + ": {" + fields + "}");
     }
   }
   std::string out;

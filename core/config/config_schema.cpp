@@ -55,10 +55,10 @@ Row key(std::string path, T ExperimentConfig::*field, std::string meaning) {
   r.spec.path = std::move(path);
   r.spec.type = type_of<T>();
   r.spec.meaning = std::move(meaning);
-  r.spec.get = [field](const ExperimentConfig& c, int) -> std::optional<ConfigValue> {
+  r.spec.get = [field](const ExperimentConfig& c, const std::string&) -> std::optional<ConfigValue> {
     return to_value(c.*field);
   };
-  r.spec.set = [field](ExperimentConfig& c, int, const ConfigValue& v) { c.*field = from_value<T>(v); };
+  r.spec.set = [field](ExperimentConfig& c, const std::string&, const ConfigValue& v) { c.*field = from_value<T>(v); };
   return r;
 }
 
@@ -69,54 +69,84 @@ Row key(std::string path, S ExperimentConfig::*section, T S::*field, std::string
   r.spec.path = std::move(path);
   r.spec.type = type_of<T>();
   r.spec.meaning = std::move(meaning);
-  r.spec.get = [section, field](const ExperimentConfig& c, int) -> std::optional<ConfigValue> {
+  r.spec.get = [section, field](const ExperimentConfig& c, const std::string&) -> std::optional<ConfigValue> {
     return to_value(c.*section.*field);
   };
-  r.spec.set = [section, field](ExperimentConfig& c, int, const ConfigValue& v) {
+  r.spec.set = [section, field](ExperimentConfig& c, const std::string&, const ConfigValue& v) {
     c.*section.*field = from_value<T>(v);
   };
   return r;
 }
 
-// A field of a per-layer override map; `unset` is the value that means "inherit".
-template <class S, class E, class T>
-Row layer_key(std::string path, S ExperimentConfig::*section, std::map<int, E> S::*map, T E::*field,
-              T unset, std::string meaning) {
+// The map key type K ↔ the entry text rows and specs are addressed with.
+bool entry_key(const std::string& text, int& out) {
+  if (text.empty()) return false;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), out);
+  return r.ec == std::errc() && r.ptr == text.data() + text.size();
+}
+bool entry_key(const std::string& text, std::string& out) {
+  out = text;
+  return true;
+}
+std::string entry_text(int key) { return std::to_string(key); }
+std::string entry_text(const std::string& key) { return key; }
+
+template <class K>
+constexpr ConfigMapKey map_key_of() {
+  if constexpr (std::is_same_v<K, int>) return ConfigMapKey::LayerIndex;
+  else return ConfigMapKey::Name;
+}
+
+// A field of a map of overrides; `unset` is the value that means "inherit".
+template <class S, class K, class E, class T>
+Row map_key(std::string path, S ExperimentConfig::*section, std::map<K, E> S::*map, T E::*field, T unset,
+            std::string meaning) {
   Row r;
   r.spec.path = std::move(path);
-  r.spec.layer_map = r.spec.path.substr(0, r.spec.path.find(".<L>."));
+  const char* ph = map_key_of<K>() == ConfigMapKey::LayerIndex ? ".<L>." : ".<K>.";
+  r.spec.map = r.spec.path.substr(0, r.spec.path.find(ph));
   r.spec.type = type_of<T>();
   r.spec.meaning = std::move(meaning);
-  r.spec.get = [=](const ExperimentConfig& c, int layer) -> std::optional<ConfigValue> {
+  r.spec.get = [=](const ExperimentConfig& c, const std::string& entry) -> std::optional<ConfigValue> {
+    K key{};
+    if (!entry_key(entry, key)) return std::nullopt;
     const auto& m = c.*section.*map;
-    auto it = m.find(layer);
+    auto it = m.find(key);
     if (it == m.end() || it->second.*field == unset) return std::nullopt;
     return to_value(it->second.*field);
   };
-  r.spec.set = [=](ExperimentConfig& c, int layer, const ConfigValue& v) {
-    (c.*section.*map)[layer].*field = from_value<T>(v);
+  r.spec.set = [=](ExperimentConfig& c, const std::string& entry, const ConfigValue& v) {
+    K key{};
+    if (entry_key(entry, key)) (c.*section.*map)[key].*field = from_value<T>(v);
   };
   return r;
 }
 
-template <class S, class E>
-ConfigLayerMapSpec layer_map(std::string path, S ExperimentConfig::*section, std::map<int, E> S::*map,
-                             std::string meaning) {
-  ConfigLayerMapSpec m;
+template <class S, class K, class E>
+ConfigMapSpec map_spec(std::string path, S ExperimentConfig::*section, std::map<K, E> S::*map,
+                       std::string key_text, std::string example, std::string meaning) {
+  ConfigMapSpec m;
   m.path = std::move(path);
+  m.key = map_key_of<K>();
   m.meaning = std::move(meaning);
-  m.layers = [=](const ExperimentConfig& c) {
-    std::vector<int> out;
-    for (const auto& [layer, entry] : c.*section.*map) out.push_back(layer);
+  m.key_text = std::move(key_text);
+  m.example = std::move(example);
+  m.entries = [=](const ExperimentConfig& c) {
+    std::vector<std::string> out;
+    for (const auto& [key, entry] : c.*section.*map) out.push_back(entry_text(key));
     return out;
   };
-  m.add = [=](ExperimentConfig& c, int layer) { (c.*section.*map)[layer]; };
+  m.add = [=](ExperimentConfig& c, const std::string& entry) {
+    K key{};
+    if (entry_key(entry, key)) (c.*section.*map)[key];
+  };
   m.clear = [=](ExperimentConfig& c) { (c.*section.*map).clear(); };
   return m;
 }
 
 const std::vector<std::string> kKittenModes = {"exact", "kitten", "custom"};
 const std::vector<std::string> kKittenMethods = {"sketch", "rsvd", "subspace", "lowbit"};
+const std::vector<std::string> kKindMethods = {"exact", "sketch", "rsvd", "subspace", "lowbit", "recompute", "lowrank"};
 
 // ============================================================================================
 // THE SCHEMA. One row per key, in the order `mok config print` writes them.
@@ -126,7 +156,8 @@ const std::vector<std::string> kKittenMethods = {"sketch", "rsvd", "subspace", "
 //   add(key("routing.jitter", &E::routing, &RoutingConfig::jitter, "one-line meaning").range(0, 1));
 // Constraints: .at_least(x) .at_most(x) .range(lo, hi) .above(x) .below(x) (exclusive)
 // .one_of({...}) .not_empty(). Cross-key rules go in check_experiment_config
-// (config_check.cpp). A per-layer field: a layer_key(...) row with its "inherit" value.
+// (config_check.cpp). A field of kittens.layers / kittens.kinds: a map_key(...) row with its
+// "inherit" value.
 // Then regenerate docs/config.md (see there); test_config fails until every field has a
 // row and the docs match.
 // ============================================================================================
@@ -262,15 +293,27 @@ std::vector<ConfigKeySpec> build_schema() {
   add(key("kittens.elementwise", &E::kittens, &KittensConfig::elementwise,
           "norm inputs, q/k/v, activations: auto (8-bit in kitten mode, exact otherwise), exact, recompute, lowbit")
           .one_of({"auto", "exact", "recompute", "lowbit"}));
-  add(layer_key("kittens.layers.<L>.mode", &E::kittens, &KittensConfig::layers, &KittenLayerOverride::mode,
-                std::string(), "per-layer override of kittens.mode")
-          .one_of(kKittenModes));
-  add(layer_key("kittens.layers.<L>.method", &E::kittens, &KittensConfig::layers,
-                &KittenLayerOverride::method, std::string(), "per-layer override of kittens.method")
-          .one_of(kKittenMethods));
-  add(layer_key("kittens.layers.<L>.rank", &E::kittens, &KittensConfig::layers, &KittenLayerOverride::rank,
-                -1, "per-layer override of kittens.rank")
+  add(map_key("kittens.kinds.<K>.method", &E::kittens, &KittensConfig::kinds, &KittenKindOverride::method,
+               std::string(), "how tensors of this kind are kept; `lowrank` = kittens.method at the scheduled rank")
+          .one_of(kKindMethods));
+  add(map_key("kittens.kinds.<K>.rank", &E::kittens, &KittensConfig::kinds, &KittenKindOverride::rank, -1,
+              "fixed rank for this kind (low-rank methods) instead of the scheduled one")
           .range(1, 1 << 16));
+  add(map_key("kittens.kinds.<K>.bits", &E::kittens, &KittensConfig::kinds, &KittenKindOverride::bits, -1,
+              "lowbit: bits per value; sketch/subspace: bits of the P factor (0 = full precision)")
+          .one_of({"0", "4", "8"}));
+  add(map_key("kittens.layers.<L>.mode", &E::kittens, &KittensConfig::layers, &KittenLayerOverride::mode,
+              std::string(), "per-layer override of kittens.mode")
+          .one_of(kKittenModes));
+  add(map_key("kittens.layers.<L>.method", &E::kittens, &KittensConfig::layers, &KittenLayerOverride::method,
+              std::string(), "per-layer override of kittens.method")
+          .one_of(kKittenMethods));
+  add(map_key("kittens.layers.<L>.rank", &E::kittens, &KittensConfig::layers, &KittenLayerOverride::rank, -1,
+              "per-layer override of kittens.rank")
+          .range(1, 1 << 16));
+  add(map_key("kittens.layers.<L>.bits", &E::kittens, &KittensConfig::layers, &KittenLayerOverride::bits, -1,
+              "per-layer override of kittens.bits")
+          .one_of({"4", "8"}));
 
   add(key("routing.dispatcher", &E::routing, &RoutingConfig::dispatcher,
           "`classic` ships every (token, expert) pair; `mok` ships a token once per rank and may shadow experts")
@@ -284,6 +327,16 @@ std::vector<ConfigKeySpec> build_schema() {
   add(key("routing.locality_margin", &E::routing, &RoutingConfig::locality_margin,
           "locality policy: largest router-score gap at which a local expert is preferred")
           .range(0, 1e6));
+  add(key("routing.shadow", &E::routing, &RoutingConfig::shadow,
+          "mok: fetch remote experts' weights (shadow copies) when the cost model says it is "
+          "cheaper (`auto`), `never`, or `always`")
+          .one_of({"auto", "never", "always"}));
+  add(key("routing.cost_link_gbps", &E::routing, &RoutingConfig::cost_link_gbps,
+          "mok cost model: link bandwidth in GB/s; 0 takes parallel.link_gbps, or 25 without one")
+          .range(0, 1e6));
+  add(key("routing.cost_compute_gflops", &E::routing, &RoutingConfig::cost_compute_gflops,
+          "mok cost model: a rank's rate for the shadow gradient add, GFLOP/s")
+          .above(0));
 
   add(key("parallel.device", &E::parallel, &ParallelConfig::device, "where the model runs")
           .one_of({"cpu", "cuda"}));
@@ -317,18 +370,23 @@ std::vector<ConfigKeySpec> build_schema() {
   const ExperimentConfig defaults;
   std::vector<ConfigKeySpec> out;
   for (Row& r : rows) {
-    auto v = r.spec.get(defaults, 0);
-    r.spec.default_text = r.spec.per_layer() ? "inherit" : format_config_value(*v);
+    r.spec.default_text = r.spec.in_map() ? "inherit" : format_config_value(*r.spec.get(defaults, ""));
     out.push_back(std::move(r.spec));
   }
   return out;
 }
 
-std::vector<ConfigLayerMapSpec> build_layer_maps() {
+std::vector<ConfigMapSpec> build_maps() {
   using E = ExperimentConfig;
+  // In the order their rows appear in the schema.
   return {
-      layer_map("kittens.layers", &E::kittens, &KittensConfig::layers,
-                "per-layer overrides keyed by layer index, e.g. `{2: {rank: 32, method: rsvd}}`"),
+      map_spec("kittens.kinds", &E::kittens, &KittensConfig::kinds,
+               "tensor-kind prefix, e.g. `moe.expert`, `attn.qkv.input`; `\"\"` = every linear input",
+               "{moe.expert: {method: lowbit, bits: 4}}",
+               "per tensor kind overrides, matched by prefix (longest wins), e.g. "
+               "`{moe.expert: {method: lowbit, bits: 4}}`"),
+      map_spec("kittens.layers", &E::kittens, &KittensConfig::layers, "layer index < model.layers",
+               "{2: {rank: 32}}", "per-layer overrides keyed by layer index, e.g. `{2: {rank: 32, method: rsvd}}`"),
   };
 }
 
@@ -393,11 +451,19 @@ std::string number_text(double v) {
 
 std::string ConfigKeySpec::field_name() const { return last_segment(path); }
 
-std::string ConfigKeySpec::path_for_layer(int layer) const {
+std::string config_entry_text(const std::string& entry) { return entry.empty() ? "\"\"" : entry; }
+
+std::string ConfigKeySpec::path_for(const std::string& entry) const {
   std::string p = path;
-  const size_t at = p.find("<L>");
-  if (at != std::string::npos) p.replace(at, 3, std::to_string(layer));
+  for (const char* ph : {"<L>", "<K>"}) {
+    const size_t at = p.find(ph);
+    if (at != std::string::npos) p.replace(at, 3, config_entry_text(entry));
+  }
   return p;
+}
+
+std::string ConfigMapSpec::entry_path(const std::string& entry) const {
+  return path + "." + config_entry_text(entry);
 }
 
 const std::vector<ConfigKeySpec>& experiment_config_schema() {
@@ -405,8 +471,8 @@ const std::vector<ConfigKeySpec>& experiment_config_schema() {
   return schema;
 }
 
-const std::vector<ConfigLayerMapSpec>& experiment_config_layer_maps() {
-  static const std::vector<ConfigLayerMapSpec> maps = build_layer_maps();
+const std::vector<ConfigMapSpec>& experiment_config_maps() {
+  static const std::vector<ConfigMapSpec> maps = build_maps();
   return maps;
 }
 
@@ -416,10 +482,14 @@ const ConfigKeySpec* find_config_key(std::string_view path) {
   return nullptr;
 }
 
-const ConfigLayerMapSpec* find_config_layer_map(std::string_view path) {
-  for (const ConfigLayerMapSpec& m : experiment_config_layer_maps())
+const ConfigMapSpec* find_config_map(std::string_view path) {
+  for (const ConfigMapSpec& m : experiment_config_maps())
     if (m.path == path) return &m;
   return nullptr;
+}
+
+const ConfigKeySpec* find_config_map_field(const ConfigMapSpec& m, std::string_view field) {
+  return find_config_key(m.path + "." + m.placeholder() + "." + std::string(field));
 }
 
 std::string suggest_config_key(std::string_view parent, std::string_view key) {
@@ -441,7 +511,7 @@ std::string suggest_config_key(std::string_view parent, std::string_view key) {
   if (!best.empty()) return best;
   // Not a typo of a sibling: perhaps a key put in the wrong section (model.lr → train.lr).
   for (const ConfigKeySpec& s : experiment_config_schema()) {
-    if (s.per_layer()) continue;
+    if (s.in_map()) continue;
     const int d = edit_distance(key, s.field_name());
     if (d < best_d) best_d = d, best = s.path;
   }
@@ -515,11 +585,11 @@ std::string config_schema_markdown() {
   };
   std::set<std::string> maps_done;
   for (const ConfigKeySpec& s : experiment_config_schema()) {
-    if (s.per_layer() && maps_done.insert(s.layer_map).second) {
-      const ConfigLayerMapSpec* m = find_config_layer_map(s.layer_map);
-      row(m->path, "map", "`{}`", "layer index < model.layers", m->meaning);
+    if (s.in_map() && maps_done.insert(s.map).second) {
+      const ConfigMapSpec* m = find_config_map(s.map);
+      row(m->path, "map", "`{}`", "keys: " + m->key_text, m->meaning);
     }
-    const std::string def = s.per_layer() ? s.default_text : "`" + s.default_text + "`";
+    const std::string def = s.in_map() ? s.default_text : "`" + s.default_text + "`";
     row(s.path, config_type_name(s.type), def, config_allowed_text(s), s.meaning);
   }
   return out;
@@ -535,9 +605,9 @@ std::string config_schema_text() {
   };
   std::set<std::string> maps_done;
   for (const ConfigKeySpec& s : experiment_config_schema()) {
-    if (s.per_layer() && maps_done.insert(s.layer_map).second) {
-      const ConfigLayerMapSpec* m = find_config_layer_map(s.layer_map);
-      out += pad(m->path, w) + "  " + pad("map", 6) + "  default {}\n";
+    if (s.in_map() && maps_done.insert(s.map).second) {
+      const ConfigMapSpec* m = find_config_map(s.map);
+      out += pad(m->path, w) + "  " + pad("map", 6) + "  default {}  keys " + m->key_text + "\n";
       out += pad("", w) + "  " + m->meaning + "\n";
     }
     out += pad(s.path, w) + "  " + pad(config_type_name(s.type), 6) + "  default " + s.default_text +

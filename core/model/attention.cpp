@@ -26,9 +26,9 @@ Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool k
   Tensor qkv = qkv_.forward(x, keep && keep_input,
                             qkv_saved_.output_tag(keep));
   rope_apply(qkv.data(), n, 3 * d_, 2 * heads_, seq, 0, *rope_, false);  // q and k heads
-  Tensor o({n, d_});
+  Tensor o = Tensor::uninitialized({n, d_});
   Tensor lse;
-  if (keep) lse = Tensor({batch, heads_, seq}, MemTag{MemCategory::saved_activations, layer_, "attn.lse"});
+  if (keep) lse = Tensor::uninitialized({batch, heads_, seq}, MemTag{MemCategory::saved_activations, layer_, "attn.lse"});
   causal_attention_forward(qkv.data(), batch, seq, heads_, hd_, o.data(), keep ? lse.data() : nullptr);
   Tensor y = out_.forward(o, keep);
   if (keep) {
@@ -43,7 +43,7 @@ Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool k
 Tensor Attention::backward(const Tensor& dy, const Tensor* recomputed_x) {
   const int64_t n = static_cast<int64_t>(batch_) * seq_;
   Tensor d_o = out_.backward(dy);
-  Tensor dqkv({n, 3 * d_});
+  Tensor dqkv = Tensor::uninitialized({n, 3 * d_});  // every column block written by its head
   causal_attention_backward(qkv_saved_.get().data(), d_o.data(), lse_.data(), batch_, seq_, heads_, hd_,
                             dqkv.data());
   qkv_saved_.reset();
@@ -65,7 +65,7 @@ Tensor Attention::forward_cached(const Tensor& x, LayerKvCache& cache, int pos0)
     std::memcpy(cache.k.data() + (pos0 + r) * d_, qkv.data() + r * 3 * d_ + d_, d_ * sizeof(real));
     std::memcpy(cache.v.data() + (pos0 + r) * d_, qkv.data() + r * 3 * d_ + 2 * d_, d_ * sizeof(real));
   }
-  Tensor o({n, d_});
+  Tensor o = Tensor::uninitialized({n, d_});
   parallel_for(heads_, 1, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       AttentionHeadView a;

@@ -17,7 +17,7 @@ CrossEntropySum CrossEntropy::forward(Tensor logits, const int32_t* targets, boo
 Tensor CrossEntropy::backward(real scale) {
   Tensor d = std::move(grad_);
   const real f = count_ ? scale / static_cast<real>(count_) : real(0);
-  Tensor out(d.shape());
+  Tensor out = Tensor::uninitialized(d.shape());
   parallel_for(d.numel(), 4096, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) out[i] = d[i] * f;
   });

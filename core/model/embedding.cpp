@@ -18,7 +18,7 @@ Tensor Embedding::forward(const int32_t* tokens, int64_t n, bool keep) {
     if (tokens[t] < 0 || tokens[t] >= vocab)
       throw std::invalid_argument("Embedding: token id " + std::to_string(tokens[t]) +
                                   " outside the vocabulary of " + std::to_string(vocab));
-  Tensor x({n, d});
+  Tensor x = Tensor::uninitialized({n, d});
   parallel_for(n, 64, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       std::memcpy(x.data() + t * d, w_.value.data() + tokens[t] * d, d * sizeof(real));

@@ -35,7 +35,7 @@ Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag) {
   if (x.numel() != n * d_in())
     throw std::invalid_argument("Linear " + w_.name + ": input " + x.shape_string() +
                                 " does not have " + std::to_string(d_in()) + " columns");
-  Tensor y({n, d_out()}, std::move(out_tag));
+  Tensor y = Tensor::uninitialized({n, d_out()}, std::move(out_tag));  // GEMM with beta 0
   matmul(x.data(), w_.value.data(), y.data(), n, d_in(), d_out());
   if (keep) {
     if (!saved_) saved_ = policy_ ? policy_->make(layer_, kind_) : make_exact_saved_linear_input();
@@ -46,7 +46,7 @@ Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag) {
 
 Tensor Linear::input_grad(const Tensor& dy) const {
   const int64_t n = dy.dim(0);
-  Tensor dx({n, d_in()});
+  Tensor dx = Tensor::uninitialized({n, d_in()});
   matmul_nt(dy.data(), w_.value.data(), dx.data(), n, d_out(), d_in());
   return dx;
 }

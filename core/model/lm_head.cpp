@@ -20,7 +20,7 @@ void LmHead::set_policy(SavedInputPolicy* policy) {
 Tensor LmHead::forward(const Tensor& x, bool keep, MemTag out_tag) {
   if (untied_) return untied_->forward(x, keep, std::move(out_tag));
   const int64_t n = x.dim(0);
-  Tensor logits({n, vocab_}, std::move(out_tag));
+  Tensor logits = Tensor::uninitialized({n, vocab_}, std::move(out_tag));
   matmul_nt(x.data(), tied_->value.data(), logits.data(), n, d_, vocab_);  // x·Eᵀ
   if (keep) {
     if (!saved_) saved_ = policy_ ? policy_->make(-1, "head.input") : make_exact_saved_linear_input();
@@ -32,7 +32,7 @@ Tensor LmHead::forward(const Tensor& x, bool keep, MemTag out_tag) {
 Tensor LmHead::backward(const Tensor& dlogits) {
   if (untied_) return untied_->backward(dlogits);
   const int64_t n = dlogits.dim(0);
-  Tensor dx({n, d_});
+  Tensor dx = Tensor::uninitialized({n, d_});
   matmul(dlogits.data(), tied_->value.data(), dx.data(), n, vocab_, d_);  // dlogits·E
   // dE (vocab, d) += (xᵀ·dlogits)ᵀ: the policy forms (d, vocab); add it transposed.
   Tensor dw({d_, vocab_});

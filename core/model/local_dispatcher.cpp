@@ -18,7 +18,7 @@ std::vector<std::vector<int64_t>> pairs_by_expert(const RoutingDecision& r) {
 
 // rows (m, d) of src picked by pairs/k (token index of each pair)
 Tensor gather_rows(const Tensor& src, const std::vector<int64_t>& pairs, int k, int64_t d) {
-  Tensor out({static_cast<int64_t>(pairs.size()), d});
+  Tensor out = Tensor::uninitialized({static_cast<int64_t>(pairs.size()), d});
   parallel_for(static_cast<int64_t>(pairs.size()), 64, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
       std::memcpy(out.data() + i * d, src.data() + (pairs[i] / k) * d, d * sizeof(real));
@@ -49,7 +49,8 @@ void combine_pairs(const Tensor& per_pair, const std::vector<int32_t>& expert, c
 Tensor LocalDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool keep) {
   const int64_t n = x.dim(0), d = x.dim(1);
   auto pairs = pairs_by_expert(r);
-  Tensor per_pair({n * r.k, d});  // (n·k, d) expert output per pair, ungated
+  // (n·k, d) expert output per pair, ungated; rows of dropped pairs stay unwritten and unread
+  Tensor per_pair = Tensor::uninitialized({n * r.k, d});
   for (int e = 0; e < r.experts; ++e) {
     if (pairs[e].empty()) continue;
     if (!bank.experts[e]) throw std::logic_error("LocalDispatcher: expert " + std::to_string(e) + " is not here");
@@ -61,7 +62,7 @@ Tensor LocalDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exper
         std::memcpy(per_pair.data() + pe[i] * d, ye.data() + i * d, d * sizeof(real));
     });
   }
-  Tensor y({n, d});
+  Tensor y = Tensor::uninitialized({n, d});
   combine_pairs(per_pair, r.expert, r.gate.data(), n, r.k, d, y);
   if (keep) {
     pairs_ = std::move(pairs);
@@ -76,7 +77,7 @@ Tensor LocalDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector
   const int64_t n = n_, d = dy.dim(1);
   const int k = k_;
   dgate.assign(n * k, real(0));
-  Tensor per_pair_dx({n * k, d});
+  Tensor per_pair_dx = Tensor::uninitialized({n * k, d});  // read only where expert_of ≥ 0
   std::vector<int32_t> expert_of(n * k, -1);
   for (int e = 0; e < static_cast<int>(pairs_.size()); ++e) {
     const auto& pe = pairs_[e];
@@ -95,7 +96,7 @@ Tensor LocalDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector
         std::memcpy(per_pair_dx.data() + pe[i] * d, dxe.data() + i * d, d * sizeof(real));
     });
   }
-  Tensor dx({n, d});
+  Tensor dx = Tensor::uninitialized({n, d});
   combine_pairs(per_pair_dx, expert_of, nullptr, n, k, d, dx);  // gates already applied
   pairs_.clear();
   gate_.clear();

@@ -11,10 +11,10 @@ RmsNorm::RmsNorm(const std::string& name, int64_t d, double eps, int layer, std:
 
 Tensor RmsNorm::forward(const Tensor& x, bool keep) {
   const int64_t n = x.dim(0), d = g_.value.numel();
-  Tensor y({n, d});
+  Tensor y = Tensor::uninitialized({n, d});
   if (keep) {
     x_.keep(x.clone(x_.output_tag(true)));
-    rstd_ = Tensor({n}, MemTag{MemCategory::saved_activations, layer_, kind_ + ".rstd"});
+    rstd_ = Tensor::uninitialized({n}, MemTag{MemCategory::saved_activations, layer_, kind_ + ".rstd"});
   }
   rms_norm_forward(x.data(), g_.value.data(), eps_, n, d, y.data(), keep ? rstd_.data() : nullptr);
   return y;
@@ -23,7 +23,7 @@ Tensor RmsNorm::forward(const Tensor& x, bool keep) {
 Tensor RmsNorm::recompute_output() const {
   const Tensor& x = x_.get();
   const int64_t n = x.dim(0), d = g_.value.numel();
-  Tensor y({n, d});
+  Tensor y = Tensor::uninitialized({n, d});
   rms_norm_apply(x.data(), g_.value.data(), rstd_.data(), n, d, y.data());
   return y;
 }
@@ -31,7 +31,7 @@ Tensor RmsNorm::recompute_output() const {
 Tensor RmsNorm::backward(const Tensor& dy) {
   const Tensor& x = x_.get();
   const int64_t n = x.dim(0), d = g_.value.numel();
-  Tensor dx({n, d});
+  Tensor dx = Tensor::uninitialized({n, d});
   rms_norm_backward(dy.data(), x.data(), g_.value.data(), rstd_.data(), n, d, dx.data(), g_.grad.data());
   x_.reset();
   rstd_.reset();

@@ -17,7 +17,7 @@ Tensor SwiGluMlp::forward(const Tensor& x, bool keep, bool keep_input, bool keep
   keep_hidden = keep_hidden && !recompute_hidden_;
   Tensor a = up_.forward(x, keep && keep_input,
                          a_.output_tag(keep));
-  Tensor h({n, f_});
+  Tensor h = Tensor::uninitialized({n, f_});
   swiglu_forward(a.data(), n, f_, h.data());
   Tensor y = down_.forward(h, keep && keep_hidden);
   if (keep) {
@@ -36,12 +36,12 @@ Tensor SwiGluMlp::backward_gated(const Tensor& dy, const real* gate, real* dgate
   const int64_t n = dy.dim(0);
   Tensor h;  // (n, f), recomputed from a when needed
   if (gate || !hidden_kept_) {
-    h = Tensor({n, f_});
+    h = Tensor::uninitialized({n, f_});
     swiglu_forward(a_.get().data(), n, f_, h.data());
   }
   Tensor dh = down_.input_grad(dy);  // (n, f) = dy·Wdownᵀ, before the gate
   if (gate) {
-    Tensor dy_gated({n, d_});
+    Tensor dy_gated = Tensor::uninitialized({n, d_});
     parallel_for(n, 16, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         real* dhr = dh.data() + r * f_;
@@ -60,7 +60,7 @@ Tensor SwiGluMlp::backward_gated(const Tensor& dy, const real* gate, real* dgate
     down_.weight_grad(dy, hidden_kept_ ? nullptr : &h);
   }
   h.reset();
-  Tensor da({n, 2 * f_});
+  Tensor da = Tensor::uninitialized({n, 2 * f_});
   swiglu_backward(a_.get().data(), dh.data(), n, f_, da.data());
   a_.reset();
   dh.reset();

@@ -41,20 +41,13 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
       for (int e = 0; e < E; ++e) s += (p[e] = std::exp(l[e] - m));
       for (int e = 0; e < E; ++e) p[e] /= s;
       lse[t] = m + std::log(s);
-      // top-k by repeated selection: largest p, ties to the lower index
+      // top-k by repeated selection: largest p, ties to the lower index (MoK: with the
+      // locality preference when set, core/routing/locality_policy.h)
       int32_t* ch = r.expert.data() + t * k;
       real* g = r.gate.data() + t * k;
+      select_top_k(p, E, k, &locality_, ch);
       real chosen_sum = 0;
-      for (int slot = 0; slot < k; ++slot) {
-        int best = -1;
-        for (int e = 0; e < E; ++e) {
-          bool taken = false;
-          for (int q = 0; q < slot; ++q) taken |= ch[q] == e;
-          if (!taken && (best < 0 || p[e] > p[best])) best = e;
-        }
-        ch[slot] = best;
-        chosen_sum += p[best];
-      }
+      for (int slot = 0; slot < k; ++slot) chosen_sum += p[ch[slot]];
       for (int slot = 0; slot < k; ++slot) g[slot] = p[ch[slot]] / chosen_sum;
     }
   });

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/model/linear.h"
+#include "core/routing/locality_policy.h"
 #include "core/routing/routing_decision.h"
 
 MOK_NN_BEGIN
@@ -35,6 +36,10 @@ class TopKRouter {
   // scaled. loss_scale multiplies the aux and z gradients. Returns dx (n, d).
   Tensor backward(const std::vector<real>& dgate, real loss_scale);
 
+  // MoK locality-aware routing: prefer this rank's experts within a margin (off by default).
+  void set_locality(LocalityPolicy policy) { locality_ = std::move(policy); }
+  const LocalityPolicy& locality() const { return locality_; }
+
   Linear& proj() { return proj_; }
   int experts() const { return experts_; }
   int k() const { return k_; }
@@ -48,6 +53,7 @@ class TopKRouter {
   ByteBuffer choice_;    // (n·k) int32 chosen experts, before capacity
   std::vector<double> f_;  // (E) routed fraction per expert, for the aux gradient
   int64_t n_ = 0;
+  LocalityPolicy locality_;  // MoK: empty = plain top-k
 };
 
 MOK_NN_END

@@ -1,23 +1,28 @@
 #include "core/tensor/tensor.h"
 
+#include "core/tensor/block_cache.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 MOK_NN_BEGIN
 
-namespace {
-constexpr int64_t kAlignBytes = 64;  // cache line; also what AVX-512 loads like
+ByteBuffer::ByteBuffer(int64_t bytes, MemTag tag) : ByteBuffer(bytes, std::move(tag), true) {}
+
+ByteBuffer ByteBuffer::uninitialized(int64_t bytes, MemTag tag) {
+  return ByteBuffer(bytes, std::move(tag), false);
 }
 
-ByteBuffer::ByteBuffer(int64_t bytes, MemTag tag)
+ByteBuffer::ByteBuffer(int64_t bytes, MemTag tag, bool zero_fill)
     : bytes_(bytes), tag_(std::move(tag)), tracker_(&MemoryTracker::current()) {
   if (bytes < 0) throw std::invalid_argument("ByteBuffer: negative size");
   if (bytes == 0) return;
-  const int64_t rounded = (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
-  data_ = static_cast<uint8_t*>(std::aligned_alloc(kAlignBytes, rounded));
-  if (!data_) throw std::bad_alloc();
-  std::memset(data_, 0, rounded);
+  data_ = static_cast<uint8_t*>(BlockCache::allocate(bytes));
+#ifndef NDEBUG
+  if (!zero_fill) std::memset(data_, 0xff, bytes);  // NaN for float/double: reads show up
+#endif
+  if (zero_fill) std::memset(data_, 0, bytes);
   tracker_->add(tag_, bytes_);
 }
 
@@ -26,7 +31,7 @@ ByteBuffer::~ByteBuffer() { reset(); }
 void ByteBuffer::reset() {
   if (data_) {
     tracker_->remove(tag_, bytes_);
-    std::free(data_);
+    BlockCache::release(data_, bytes_);
   }
   data_ = nullptr;
   bytes_ = 0;
@@ -51,17 +56,24 @@ ByteBuffer& ByteBuffer::operator=(ByteBuffer&& other) noexcept {
   return *this;
 }
 
-Tensor::Tensor(std::vector<int64_t> shape, MemTag tag) : shape_(std::move(shape)) {
+Tensor::Tensor(std::vector<int64_t> shape, MemTag tag) : Tensor(std::move(shape), std::move(tag), true) {}
+
+Tensor Tensor::uninitialized(std::vector<int64_t> shape, MemTag tag) {
+  return Tensor(std::move(shape), std::move(tag), false);
+}
+
+Tensor::Tensor(std::vector<int64_t> shape, MemTag tag, bool zero_fill) : shape_(std::move(shape)) {
   numel_ = 1;
   for (int64_t d : shape_) {
     if (d < 0) throw std::invalid_argument("Tensor: negative dimension in " + shape_string());
     numel_ *= d;
   }
-  buffer_ = ByteBuffer(numel_ * static_cast<int64_t>(sizeof(real)), std::move(tag));
+  const int64_t bytes = numel_ * static_cast<int64_t>(sizeof(real));
+  buffer_ = zero_fill ? ByteBuffer(bytes, std::move(tag)) : ByteBuffer::uninitialized(bytes, std::move(tag));
 }
 
 Tensor Tensor::clone(MemTag tag) const {
-  Tensor t(shape_, std::move(tag));
+  Tensor t = uninitialized(shape_, std::move(tag));
   if (numel_) std::memcpy(t.data(), data(), bytes());
   return t;
 }

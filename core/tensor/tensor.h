@@ -19,6 +19,8 @@ class ByteBuffer {
  public:
   ByteBuffer() = default;
   ByteBuffer(int64_t bytes, MemTag tag);  // zero-filled
+  // Contents undefined: only for a caller that writes every byte before reading any.
+  static ByteBuffer uninitialized(int64_t bytes, MemTag tag);
   ~ByteBuffer();
   ByteBuffer(ByteBuffer&& other) noexcept;
   ByteBuffer& operator=(ByteBuffer&& other) noexcept;
@@ -32,6 +34,7 @@ class ByteBuffer {
   void reset();  // frees the bytes now
 
  private:
+  ByteBuffer(int64_t bytes, MemTag tag, bool zero_fill);
   uint8_t* data_ = nullptr;
   int64_t bytes_ = 0;
   MemTag tag_;
@@ -45,6 +48,9 @@ class Tensor {
   explicit Tensor(std::vector<int64_t> shape, MemTag tag = {});
   Tensor(std::initializer_list<int64_t> shape, MemTag tag = {})
       : Tensor(std::vector<int64_t>(shape), std::move(tag)) {}
+  // Contents undefined: for an op that overwrites every element of its output before
+  // anything reads it (saves the zero-fill pass over fresh activations).
+  static Tensor uninitialized(std::vector<int64_t> shape, MemTag tag = {});
 
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
@@ -75,6 +81,7 @@ class Tensor {
   std::string shape_string() const;
 
  private:
+  Tensor(std::vector<int64_t> shape, MemTag tag, bool zero_fill);
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
   ByteBuffer buffer_;

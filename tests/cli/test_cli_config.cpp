@@ -96,7 +96,7 @@ class TestCliConfig : public QObject {
   void printRoundTrips() {
     QTemporaryDir dir;
     const Result r = run_mok({"config", "print", "experiments/quickstart.yaml", "--set", "train.steps=7", "--set",
-                              "kittens.layers.1.rank=8"});
+                              "kittens.layers.1.rank=8", "--set", "kittens.kinds.moe.expert.bits=4"});
     QCOMPARE(r.code, 0);
     const QString printed = dir.filePath("printed.yaml");
     write_file(printed, r.out.toUtf8());
@@ -107,6 +107,8 @@ class TestCliConfig : public QObject {
     mok::ExperimentConfig expected =
         mok::load_experiment_config(MOK_SOURCE_DIR "/experiments/quickstart.yaml", {"train.steps=7"});
     expected.kittens.layers[1].rank = 8;
+    expected.kittens.kinds["moe.expert"].bits = 4;
+    QVERIFY(r.out.contains("  kinds:\n    moe.expert: {bits: 4}\n"));
     QVERIFY(mok::load_experiment_config(printed.toStdString()) == expected);
   }
 
@@ -126,6 +128,7 @@ class TestCliConfig : public QObject {
     QCOMPARE(text.out, QString::fromStdString(mok::config_schema_text()));
     QCOMPARE(run_mok({"config", "--schema"}).out, text.out);
     QVERIFY(text.out.contains("kittens.layers.<L>.rank"));
+    QVERIFY(text.out.contains("kittens.kinds.<K>.bits"));
   }
 
   void usage() {

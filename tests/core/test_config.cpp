@@ -4,12 +4,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
 
 #include "core/config/config_io.h"
+#include "core/config/tensor_kinds.h"
 
 using namespace mok;
 
@@ -36,7 +38,7 @@ constexpr int field_count() {
 int rows_under(const std::string& prefix) {
   int n = 0;
   for (const ConfigKeySpec& s : experiment_config_schema())
-    if (!s.per_layer() && s.path.rfind(prefix, 0) == 0) ++n;
+    if (!s.in_map() && s.path.rfind(prefix, 0) == 0) ++n;
   return n;
 }
 
@@ -102,10 +104,22 @@ ExperimentConfig everything_changed() {
   c.kittens.target_error = 0.125;
   c.kittens.refresh_every = 7;
   c.kittens.bits = 4;
-  c.kittens.layers[0] = {"exact", "", -1};
-  c.kittens.layers[2] = {"", "lowbit", 8};
+  c.kittens.final_rank = 3;
+  c.kittens.schedule_steps = 90;
+  c.kittens.step_every = 20;
+  c.kittens.step_factor = 1.0 / 3.0;
+  c.kittens.power_iters = 2;
+  c.kittens.factor_bits = 8;
+  c.kittens.rounding = "stochastic";
+  c.kittens.elementwise = "recompute";
+  c.kittens.kinds[""] = {"rsvd", 12, 0};               // the catch-all: every linear input
+  c.kittens.kinds["moe.expert"] = {"lowbit", -1, 4};
+  c.kittens.kinds["attn.qkv.input"] = {"exact", -1, -1};
+  c.kittens.kinds["moe.shared.down"] = {};
+  c.kittens.layers[0] = {"exact", "", -1, -1};
+  c.kittens.layers[2] = {"", "lowbit", 8, 4};
   c.kittens.layers[5] = {};
-  c.routing = {"mok", "locality", 1.25, 0.05};
+  c.routing = {"mok", "locality", 1.25, 0.05, "never", 12.5, 7.5};  // + MoK cost-model keys
   c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5, true, "round_robin"};
   c.logging = {"", false, "out dir/ckpt-caf\u00e9\x01"};
   c.logging.db = "yes";
@@ -151,6 +165,13 @@ class TestConfig : public QObject {
     QCOMPARE(back.kittens.layers.size(), size_t(3));
     QCOMPARE(back.kittens.layers.at(2).rank, 8);
     QCOMPARE(back.kittens.layers.at(2).mode, std::string());
+    QCOMPARE(back.kittens.layers.at(2).bits, 4);
+    QCOMPARE(back.kittens.kinds.size(), size_t(4));
+    QCOMPARE(back.kittens.kinds.at("").method, std::string("rsvd"));
+    QCOMPARE(back.kittens.kinds.at("moe.expert").bits, 4);
+    QVERIFY(back.kittens.kinds.at("moe.shared.down") == KittenKindOverride{});
+    QVERIFY(yaml.find("    \"\": {method: rsvd, rank: 12, bits: 0}\n") != std::string::npos);
+    QVERIFY(yaml.find("    moe.expert: {method: lowbit, bits: 4}\n") != std::string::npos);
     QCOMPARE(back.data.val_fraction, 0.1 + 0.2);  // exact, not 0.3
     QCOMPARE(back.name, c.name);
   }
@@ -192,46 +213,62 @@ class TestConfig : public QObject {
     QCOMPARE(rows_under("data."), field_count<DataConfig>());
     QCOMPARE(rows_under("model."), field_count<ModelConfig>());
     QCOMPARE(rows_under("train."), field_count<TrainConfig>());
-    QCOMPARE(rows_under("kittens.") + 1, field_count<KittensConfig>());  // + the layers map
+    QCOMPARE(rows_under("kittens.") + 2, field_count<KittensConfig>());  // + the kinds and layers maps
     QCOMPARE(rows_under("routing."), field_count<RoutingConfig>());
     QCOMPARE(rows_under("parallel."), field_count<ParallelConfig>());
     QCOMPARE(rows_under("logging."), field_count<LoggingConfig>());
     std::set<std::string> top;  // name, seed and the sections
     for (const ConfigKeySpec& s : experiment_config_schema()) top.insert(s.path.substr(0, s.path.find('.')));
     QCOMPARE(static_cast<int>(top.size()), field_count<ExperimentConfig>());
-    int layer_rows = 0;
-    for (const ConfigKeySpec& s : experiment_config_schema()) layer_rows += s.per_layer();
+    int layer_rows = 0, kind_rows = 0, other_map_rows = 0;
+    for (const ConfigKeySpec& s : experiment_config_schema()) {
+      if (s.map == "kittens.layers") ++layer_rows;
+      else if (s.map == "kittens.kinds") ++kind_rows;
+      else other_map_rows += s.in_map();
+    }
     QCOMPARE(layer_rows, field_count<KittenLayerOverride>());
+    QCOMPARE(kind_rows, field_count<KittenKindOverride>());
+    QCOMPARE(other_map_rows, 0);
+    QCOMPARE(experiment_config_maps().size(), size_t(2));
+    for (const ConfigMapSpec& m : experiment_config_maps()) QVERIFY(find_config_map(m.path) == &m);
   }
 
   void everyRowReachesItsOwnField() {
     // Changing one row's value changes that row only: no two rows share a field.
     ExperimentConfig d = everything_changed();
-    const int layer = 2;
-    d.kittens.layers[layer] = {"kitten", "lowbit", 8};
+    d.kittens.layers[2] = {"kitten", "lowbit", 8, 4};
+    d.kittens.kinds["moe.expert"] = {"subspace", 16, 8};
+    // The entry each map row is read at (plain rows ignore it).
+    auto entry = [](const ConfigKeySpec& s) { return std::string(s.map == "kittens.kinds" ? "moe.expert" : "2"); };
     const ExperimentConfig base;
     for (const ConfigKeySpec& s : experiment_config_schema()) {
-      QVERIFY2(s.get(d, layer) != s.get(base, layer), ("everything_changed() keeps " + s.path).c_str());
+      const std::string e = entry(s);
+      QVERIFY2(s.get(d, e) != s.get(base, e), ("everything_changed() keeps " + s.path).c_str());
       ExperimentConfig c = base;
-      s.set(c, layer, *s.get(d, layer));
-      QVERIFY2(s.get(c, layer) == s.get(d, layer), s.path.c_str());
+      s.set(c, e, *s.get(d, e));
+      QVERIFY2(s.get(c, e) == s.get(d, e), s.path.c_str());
       for (const ConfigKeySpec& other : experiment_config_schema()) {
         if (&other == &s) continue;
-        QVERIFY2(other.get(c, layer) == other.get(base, layer), (s.path + " also changes " + other.path).c_str());
+        const std::string oe = entry(other);
+        QVERIFY2(other.get(c, oe) == other.get(base, oe), (s.path + " also changes " + other.path).c_str());
       }
     }
   }
 
   void printedKeysAreExactlyTheSchemaKeys() {
     ExperimentConfig c;
-    c.kittens.layers[0] = {"kitten", "rsvd", 8};
+    c.kittens.layers[0] = {"kitten", "rsvd", 8, 4};
+    c.kittens.kinds["moe.expert"] = {"rsvd", 8, 4};
     std::set<std::string> printed;
     flatten(YAML::Load(experiment_config_to_yaml(c)), "", printed);
     std::set<std::string> schema;
-    for (const ConfigKeySpec& s : experiment_config_schema()) schema.insert(s.path_for_layer(0));
+    for (const ConfigKeySpec& s : experiment_config_schema())
+      schema.insert(s.path_for(s.map == "kittens.kinds" ? "moe.expert" : "0"));
     QCOMPARE(printed, schema);
-    // With no overrides the map prints as {}.
-    QVERIFY(experiment_config_to_yaml(ExperimentConfig{}).find("  layers: {}\n") != std::string::npos);
+    // With no overrides the maps print as {}.
+    const std::string plain = experiment_config_to_yaml(ExperimentConfig{});
+    QVERIFY(plain.find("  layers: {}\n") != std::string::npos);
+    QVERIFY(plain.find("  kinds: {}\n") != std::string::npos);
   }
 
   void schemaRowsAreWellFormed() {
@@ -245,6 +282,10 @@ class TestConfig : public QObject {
     QCOMPARE(find_config_key("model.d_model")->default_text, std::string("128"));
     QCOMPARE(find_config_key("train.lr")->default_text, std::string("0.003"));
     QCOMPARE(find_config_key("kittens.layers.<L>.rank")->default_text, std::string("inherit"));
+    QCOMPARE(find_config_key("kittens.kinds.<K>.bits")->default_text, std::string("inherit"));
+    QCOMPARE(find_config_key("kittens.kinds.<K>.bits")->path_for("moe.expert"), std::string("kittens.kinds.moe.expert.bits"));
+    QCOMPARE(find_config_key("kittens.kinds.<K>.bits")->path_for(""), std::string("kittens.kinds.\"\".bits"));
+    QCOMPARE(find_config_key("kittens.layers.<L>.bits")->path_for("3"), std::string("kittens.layers.3.bits"));
   }
 
   void docsContainTheGeneratedTable() {
@@ -440,6 +481,142 @@ class TestConfig : public QObject {
     QCOMPARE(e.file, std::string("--set"));
     QCOMPARE(e.line, 2);
     QCOMPARE(e.column, 13);
+  }
+
+  // --- kittens.kinds: a map keyed by tensor kind ------------------------------------------------
+
+  void kindsParseAndPrint() {
+    const ExperimentConfig c = parse_experiment_config(
+        "kittens:\n  mode: custom\n  kinds:\n    moe.expert: {method: lowbit, bits: 4}\n"
+        "    \"attn.qkv.input\": {method: exact}\n    \"\": {method: sketch, rank: 8, bits: 8}\n"
+        "    attn_norm: {method: recompute}\n",
+        "t.yaml");
+    QCOMPARE(c.kittens.kinds.size(), size_t(4));
+    QVERIFY((c.kittens.kinds.at("moe.expert") == KittenKindOverride{"lowbit", -1, 4}));
+    QVERIFY((c.kittens.kinds.at("attn.qkv.input") == KittenKindOverride{"exact", -1, -1}));
+    QVERIFY((c.kittens.kinds.at("") == KittenKindOverride{"sketch", 8, 8}));
+    QCOMPARE(c.kittens.kinds.at("attn_norm").method, std::string("recompute"));
+    const std::string yaml = experiment_config_to_yaml(c);
+    QVERIFY(yaml.find("  kinds:\n    \"\": {method: sketch, rank: 8, bits: 8}\n    attn.qkv.input: {method: exact}\n"
+                      "    attn_norm: {method: recompute}\n    moe.expert: {method: lowbit, bits: 4}\n") !=
+            std::string::npos);
+    QVERIFY(parse_experiment_config(yaml, "printed") == c);
+    // The map in a file replaces; an empty one clears.
+    QVERIFY(parse_experiment_config("kittens: {kinds: {}}\n", "t.yaml").kittens.kinds.empty());
+    QVERIFY(parse_experiment_config("kittens: {kinds: }\n", "t.yaml").kittens.kinds.empty());
+    // An entry with nothing in it inherits everything.
+    QVERIFY((parse_experiment_config("kittens: {kinds: {head: }}\n", "t.yaml").kittens.kinds.at("head") ==
+             KittenKindOverride{}));
+  }
+
+  void kindsErrors() {
+    struct Case {
+      const char* yaml;
+      const char* what;
+    };
+    const Case cases[] = {
+        {"kittens: {kinds: [moe]}\n",
+         "t.yaml:1:18: kittens.kinds: expected a map from tensor kind to overrides, e.g. {moe.expert: {method: "
+         "lowbit, bits: 4}}, got a list"},
+        {"kittens: {kinds: {moe: 4}}\n", "t.yaml:1:24: kittens.kinds.moe: expected a map of per-kind keys, got '4'"},
+        {"kittens: {kinds: {[a]: {}}}\n", "t.yaml:1:19: kittens.kinds: expected a tensor kind name, got a list"},
+        {"kittens:\n  kinds:\n    moe.expert: {bist: 4}\n",
+         "t.yaml:3:18: kittens.kinds.moe.expert.bist: unknown key; did you mean 'kittens.kinds.moe.expert.bits'?"},
+        {"kittens:\n  kinds:\n    moe.expert: {mode: exact}\n",
+         "t.yaml:3:18: kittens.kinds.moe.expert.mode: unknown key; kittens.kinds entries take method, rank, bits"},
+        {"kittens:\n  kinds:\n    moe.expert: {}\n    moe.expert: {}\n",
+         "t.yaml:4:5: kittens.kinds.moe.expert: duplicate tensor kind"},
+        {"kittens: {kinds: {head: {bits: \"4\"}}}\n",
+         "t.yaml:1:32: kittens.kinds.head.bits: expected an integer, got the quoted string \"4\""},
+        // Value checks: the same choices and ranges as the section's own keys.
+        {"kittens:\n  kinds:\n    moe.expert: {bits: 5}\n",
+         "t.yaml:3:18: kittens.kinds.moe.expert.bits: must be one of 0, 4, 8; got '5'"},
+        {"kittens:\n  kinds:\n    moe.expert: {method: svd}\n",
+         "t.yaml:3:18: kittens.kinds.moe.expert.method: must be one of exact, sketch, rsvd, subspace, lowbit, "
+         "recompute, lowrank; got 'svd'"},
+        {"kittens:\n  kinds:\n    moe.expert: {rank: 0}\n",
+         "t.yaml:3:18: kittens.kinds.moe.expert.rank: must be in [1, 65536], got 0"},
+        {"kittens:\n  kinds:\n    head: {rank: 100}\n",
+         "t.yaml:3:12: kittens.kinds.head.rank: rank 100 is outside [kittens.min_rank, kittens.max_rank] = [4, 64]"},
+        // Kind names: a prefix of a kind the model saves, else a did-you-mean.
+        {"kittens:\n  kinds:\n    moe.expret: {bits: 4}\n",
+         "t.yaml:3:5: kittens.kinds.moe.expret: unknown tensor kind 'moe.expret'; did you mean 'moe.expert'?"},
+        {"kittens:\n  kinds:\n    attn.qvk.input: {}\n",
+         "t.yaml:3:5: kittens.kinds.attn.qvk.input: unknown tensor kind 'attn.qvk.input'; did you mean "
+         "'attn.qkv.input'?"},
+        {"kittens: {kinds: {zzzzzzzz: {}}}\n",
+         "t.yaml:1:19: kittens.kinds.zzzzzzzz: unknown tensor kind 'zzzzzzzz'; kinds are prefixes of the model's "
+         "saved tensors, e.g. moe.expert, attn.qkv.input, attn_norm.input"},
+        {"kittens:\n  layers:\n    1: {bits: 6}\n",
+         "t.yaml:3:9: kittens.layers.1.bits: must be one of 4, 8; got '6'"},
+    };
+    for (const Case& c : cases) COMPARE_STR(std::string(parse_error(c.yaml).what()), std::string(c.what));
+    // Prefixes of known kinds, whole or not, are fine: the policy matches by prefix.
+    for (const char* kind : {"moe", "moe.expert.up", "moe.expert.up.input", "attn.q", "head", "final_norm.input"})
+      QVERIFY2(parse_error(std::string("kittens: {kinds: {\"") + kind + "\": {}}}\n").line == -1, kind);
+  }
+
+  void kindsOverrides() {
+    ExperimentConfig c;
+    apply_override(c, "kittens.kinds.moe.expert.bits=4");
+    apply_override(c, "kittens.kinds.moe.expert.method=lowbit");
+    apply_override(c, "kittens.kinds.attn.qkv.input={method: exact}");
+    apply_override(c, "kittens.kinds.head={rank: 8}");
+    QCOMPARE(c.kittens.kinds.size(), size_t(3));
+    QVERIFY((c.kittens.kinds.at("moe.expert") == KittenKindOverride{"lowbit", -1, 4}));
+    QVERIFY((c.kittens.kinds.at("attn.qkv.input") == KittenKindOverride{"exact", -1, -1}));
+    QVERIFY((c.kittens.kinds.at("head") == KittenKindOverride{"", 8, -1}));
+    apply_override(c, "kittens.kinds.moe.expert={rank: 16}");  // sets the given keys, keeps the rest
+    QVERIFY((c.kittens.kinds.at("moe.expert") == KittenKindOverride{"lowbit", 16, 4}));
+    apply_override(c, "kittens.kinds={\"\": {method: lowbit, bits: 4}, moe: {method: sketch}}");  // replaces
+    QCOMPARE(c.kittens.kinds.size(), size_t(2));
+    QVERIFY((c.kittens.kinds.at("") == KittenKindOverride{"lowbit", -1, 4}));
+    QCOMPARE(c.kittens.kinds.at("moe").method, std::string("sketch"));
+    apply_override(c, "kittens.layers.1.bits=4");
+    QCOMPARE(c.kittens.layers.at(1).bits, 4);
+
+    auto err = [](const std::string& a) -> std::string {
+      ExperimentConfig x;
+      try {
+        apply_override(x, a);
+      } catch (const ConfigError& e) {
+        return e.what();
+      }
+      return "no error";
+    };
+    COMPARE_STR(err("kittens.kinds.moe.expert.bist=4"),
+                "--set:1:26: kittens.kinds.moe.expert.bist: unknown key; did you mean 'kittens.kinds.moe.expert.bits'?");
+    COMPARE_STR(err("kittens.kinds.moe.expert.bits=four"),
+                "--set:1:31: kittens.kinds.moe.expert.bits: expected an integer, got 'four'");
+    COMPARE_STR(err("kittens.kinds.moe=4"), "--set:1:19: kittens.kinds.moe: expected a map of per-kind keys, got '4'");
+    COMPARE_STR(err("kittens.kinds=[1]"),
+                "--set:1:15: kittens.kinds: expected a map from tensor kind to overrides, e.g. {moe.expert: {method: "
+                "lowbit, bits: 4}}, got a list");
+    COMPARE_STR(err("kittens.kinds.moe.expert.bits="),
+                "--set:1:31: kittens.kinds.moe.expert.bits: missing value (expected an integer)");
+    COMPARE_STR(err("kittens.layers.1.bits.x=4"),
+                "--set:1:23: kittens.layers.1.bits.x: 'kittens.layers.1.bits' is a single value, not a section");
+    COMPARE_STR(err("kittens.kindz.moe.bits=4"),
+                "--set:1:9: kittens.kindz: unknown key; did you mean 'kittens.kinds'?");
+    // Value checks after --set point at the argument.
+    const ConfigError e = parse_error("name: x\n", {"kittens.kinds.moe.expret.bits=4"});
+    COMPARE_STR(e.what(), "--set:1:31: kittens.kinds.moe.expret: unknown tensor kind 'moe.expret'; did you mean "
+                          "'moe.expert'?");
+    const ConfigError r = parse_error("name: x\n", {"kittens.kinds.moe.bits=3"});
+    COMPARE_STR(r.what(), "--set:1:24: kittens.kinds.moe.bits: must be one of 0, 4, 8; got '3'");
+  }
+
+  void knownTensorKinds() {
+    // Every kind the kitten policy is asked about: linear inputs and elementwise tensors.
+    const auto& kinds = kitten_tensor_kinds();
+    for (const char* k : {"attn.qkv.input", "moe.expert.down.input", "moe.router.input", "head.input", "attn.qkv",
+                          "ffn_norm.input", "mlp.act.input"})
+      QVERIFY2(std::find(kinds.begin(), kinds.end(), std::string(k)) != kinds.end(), k);
+    QVERIFY(is_kitten_tensor_kind_prefix(""));
+    QVERIFY(is_kitten_tensor_kind_prefix("moe.exp"));
+    QVERIFY(!is_kitten_tensor_kind_prefix("moe.expert.up.input.x"));
+    QCOMPARE(suggest_kitten_tensor_kind("mlp.dwon"), std::string("mlp.down"));
+    QCOMPARE(suggest_kitten_tensor_kind("qqqqqqqqqq"), std::string());
   }
 
   // --- check_experiment_config ------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <vector>
 
@@ -34,6 +35,18 @@ int main(int argc, char** argv) {
   }
   std::printf("parameters %lld, threads %d, batch %d, seq %d\n",
               static_cast<long long>(model.parameter_count()), threads, batch, seq);
+  // FNV-1a over the bits of the loss and every gradient: equal fingerprints mean a speed
+  // change left the results bitwise identical.
+  auto fingerprint = [&](double loss) {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](const void* p, size_t n) {
+      const auto* b = static_cast<const unsigned char*>(p);
+      for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    };
+    mix(&loss, sizeof loss);
+    for (Parameter* p : model.parameters()) mix(p->grad.data(), p->grad.bytes());
+    return h;
+  };
   double total_ms = 0, total_cpu_ms = 0;
   for (int s = 0; s <= steps; ++s) {
     model.zero_grad();
@@ -47,8 +60,8 @@ int main(int argc, char** argv) {
     const double bwd = std::chrono::duration<double, std::milli>(t2 - t1).count();
     const double cpu = 1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
     if (s > 0) total_ms += fwd + bwd, total_cpu_ms += cpu;  // step 0 is warm-up
-    std::printf("step %d: loss %.4f forward %.1f ms backward %.1f ms (cpu %.1f ms)\n", s, st.loss, fwd,
-                bwd, cpu);
+    std::printf("step %d: loss %.4f forward %.1f ms backward %.1f ms (cpu %.1f ms) fingerprint %016llx\n", s,
+                st.loss, fwd, bwd, cpu, static_cast<unsigned long long>(fingerprint(st.loss)));
   }
   std::printf("mean step %.1f ms wall, %.1f ms cpu (%.0f tokens/s); peak saved activations %.1f MiB\n", total_ms / steps, total_cpu_ms / steps,
               batch * seq / (total_ms / steps / 1000.0),

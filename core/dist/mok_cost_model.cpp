@@ -1,0 +1,72 @@
+#include "core/dist/mok_cost_model.h"
+
+#include <cmath>
+#include <stdexcept>
+
+MOK_NN_BEGIN
+
+ShadowMode parse_shadow_mode(const std::string& text) {
+  if (text == "auto") return ShadowMode::automatic;
+  if (text == "never") return ShadowMode::never;
+  if (text == "always") return ShadowMode::always;
+  throw std::invalid_argument("shadow mode '" + text + "': expected auto, never or always");
+}
+
+const char* shadow_mode_name(ShadowMode mode) {
+  switch (mode) {
+    case ShadowMode::automatic: return "auto";
+    case ShadowMode::never: return "never";
+    case ShadowMode::always: return "always";
+  }
+  return "?";
+}
+
+MokCostModel::MokCostModel(MokCostParams params, int64_t d_model, int64_t expert_hidden)
+    : params_(params), d_(d_model), f_(expert_hidden) {
+  if (d_model <= 0 || expert_hidden <= 0)
+    throw std::invalid_argument("MokCostModel: d_model and expert_hidden must be positive");
+  if (!(params.link_gbps > 0.0)) throw std::invalid_argument("MokCostModel: link_gbps must be > 0");
+  if (params.latency_us < 0.0 || !(params.compute_gflops > 0.0))
+    throw std::invalid_argument("MokCostModel: latency_us must be >= 0 and compute_gflops > 0");
+}
+
+MokCostEstimate MokCostModel::estimate(double rows, bool training) const {
+  const double B = static_cast<double>(sizeof(real));
+  const double bw = params_.link_gbps * 1e9;
+  const int passes = training ? 2 : 1;
+  const double P = static_cast<double>(expert_values());
+  MokCostEstimate c;
+  c.ship_bytes = static_cast<int64_t>(std::llround(passes * 2.0 * rows * d_ * B));
+  c.shadow_bytes = static_cast<int64_t>(passes * P * B);
+  c.ship_seconds = passes * 2.0 * rows * d_ * B / bw;
+  c.shadow_seconds = passes * P * B / bw +
+                     (training ? P / (params_.compute_gflops * 1e9) : 0.0);
+  c.shadow = c.shadow_seconds < c.ship_seconds;  // ties → ship
+  return c;
+}
+
+double MokCostModel::crossover_rows(bool training) const {
+  // ship(u) = shadow  ⇔  u = shadow_seconds / (passes·2·d·B / bw)
+  const double B = static_cast<double>(sizeof(real));
+  const double bw = params_.link_gbps * 1e9;
+  const int passes = training ? 2 : 1;
+  return estimate(0.0, training).shadow_seconds / (passes * 2.0 * d_ * B / bw);
+}
+
+std::vector<uint8_t> MokCostModel::decide(const std::vector<double>& rows,
+                                          const std::vector<int>& owner, int self,
+                                          bool training) const {
+  if (rows.size() != owner.size()) throw std::invalid_argument("MokCostModel::decide: size mismatch");
+  std::vector<uint8_t> shadow(rows.size(), 0);
+  for (size_t e = 0; e < rows.size(); ++e) {
+    if (owner[e] == self || rows[e] <= 0.0) continue;
+    switch (params_.mode) {
+      case ShadowMode::never: break;
+      case ShadowMode::always: shadow[e] = 1; break;
+      case ShadowMode::automatic: shadow[e] = estimate(rows[e], training).shadow ? 1 : 0; break;
+    }
+  }
+  return shadow;
+}
+
+MOK_NN_END

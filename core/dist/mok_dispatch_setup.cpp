@@ -1,0 +1,51 @@
+#include "core/dist/mok_dispatch_setup.h"
+
+#include <stdexcept>
+
+#include "core/dist/classic_dispatcher.h"
+#include "core/dist/mok_dispatcher.h"
+
+MOK_NN_BEGIN
+
+MokCostParams mok_cost_params(const ExperimentConfig& c) {
+  MokCostParams p;
+  const bool emulated = c.parallel.link_gbps > 0.0;
+  p.link_gbps = c.routing.cost_link_gbps > 0.0 ? c.routing.cost_link_gbps
+                : emulated                      ? c.parallel.link_gbps
+                                                : 25.0;
+  p.latency_us = emulated ? c.parallel.link_latency_us : 2.0;
+  p.compute_gflops = c.routing.cost_compute_gflops;
+  p.mode = parse_shadow_mode(c.routing.shadow);
+  return p;
+}
+
+std::unique_ptr<ExpertDispatcher> make_expert_dispatcher(const ExperimentConfig& c, Communicator& comm,
+                                                         const ExpertPlacement& placement, int layer) {
+  if (c.routing.dispatcher == "classic") return std::make_unique<ClassicDispatcher>(comm, placement);
+  if (c.routing.dispatcher == "mok") {
+    MokOptions opt;
+    opt.cost = mok_cost_params(c);
+    opt.layer = layer;
+    opt.expert_hidden = c.model.expert_hidden;
+    return std::make_unique<MokDispatcher>(comm, placement, opt);
+  }
+  throw std::invalid_argument("routing.dispatcher '" + c.routing.dispatcher + "': expected classic or mok");
+}
+
+LocalityPolicy locality_policy_for(const ExpertPlacement& placement, int rank, double margin) {
+  LocalityPolicy p;
+  p.local.assign(static_cast<size_t>(placement.experts()), 0);
+  for (int e : placement.experts_on(rank)) p.local[e] = 1;
+  p.margin = margin;
+  return p;
+}
+
+void apply_routing_policy(const ExperimentConfig& c, const ExpertPlacement& placement, int rank,
+                          TopKRouter& router) {
+  if (c.routing.policy == "locality")
+    router.set_locality(locality_policy_for(placement, rank, c.routing.locality_margin));
+  else
+    router.set_locality(LocalityPolicy{});
+}
+
+MOK_NN_END

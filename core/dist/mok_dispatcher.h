@@ -1,0 +1,115 @@
+#pragma once
+// MokDispatcher: expert-parallel MoE dispatch that ships a token once per destination rank
+// and, per step and per (source rank, expert), may fetch the expert instead ("shadow").
+//
+// Same placement, same contract and same construction as ClassicDispatcher
+// (core/dist/classic_dispatcher.h); the math is the same up to float reduction order.
+//
+//   forward   0. decide: for each remote expert e, this rank counts the rows it would ship
+//                because of e and asks the MokCostModel: ship or shadow.
+//             1. plan: one row per (token, destination rank) holding ≥ 1 shipped expert of
+//                that token, with k entries (expert on that rank, gate) in slot order,
+//                padded with −1. The own rank is a destination too (a self-copy, never
+//                remote).
+//             2. one small all-to-all (control): every rank's decisions and pair counts
+//                (E int64) and the rows it sends to each peer, so owners know who shadows
+//                what.
+//             3. weights: each owner sends the weights of its shadowed experts to the
+//                ranks that shadow them (purpose weights); they land in shadow copies.
+//             4. entries and gates in one message per peer (control); 5. rows (dispatch).
+//             6. the destination expands: each of its experts runs on the rows naming it,
+//                in source-rank order and token order (the global token order when ranks
+//                hold consecutive shards, as with one rank), then reduces each row's
+//                partial output Σ_j gate_j · E_j(x) over its entries in slot order and
+//                sends one row back (combine).
+//             7. the source runs its shadow copies on their tokens (token order) and
+//                combines: y[t] = Σ over the token's groups (one per destination rank and
+//                one per shadowed pair), in the order of each group's first slot.
+//   backward  dy rows go out once per group row (combine), the destination runs each
+//             expert's gated backward and reduces the row's dx over its entries in slot
+//             order, returning one row (dispatch) and the k gate gradients (control).
+//             Shadow copies run backward here; their weight gradients go to the owner
+//             (purpose gradients), which adds them after its own in source-rank order.
+// No atomics; every sum has a fixed order; ties go to ship. Repeated runs are bitwise
+// identical. With one rank the results equal LocalDispatcher's bit for bit.
+//
+// Every rank must call forward/backward together (they are collectives), with the same
+// `keep`. Shadow copies are plain SwiGLU experts (saved inputs kept exactly even when the
+// owner's expert uses a compact saved-input policy).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dist/communicator.h"
+#include "core/dist/expert_placement.h"
+#include "core/dist/mok_cost_model.h"
+#include "core/dist/mok_step_log.h"
+#include "core/model/expert_dispatcher.h"
+#include "core/real.h"
+
+MOK_NN_BEGIN
+
+struct MokOptions {
+  MokCostParams cost;        // link, compute rate, shadow mode
+  int layer = 0;             // block index, for the memory tags of shadow copies
+  int64_t expert_hidden = 0; // f; 0 → taken from any expert held here
+};
+
+class MokDispatcher final : public ExpertDispatcher {
+ public:
+  MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options = {});
+
+  Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank,
+                 bool keep) override;
+  Tensor backward(const Tensor& dy, ExpertBank& bank, std::vector<real>& dgate) override;
+  std::string name() const override { return "mok"; }
+
+  // The last dispatch on this rank (complete after backward when training).
+  const MokStepLog& last_log() const { return log_; }
+  // Optional: every completed step is appended here (not owned; null = none).
+  void set_decision_log(MokDecisionLog* log) { decision_log_ = log; }
+  const ExpertPlacement& placement() const { return placement_; }
+  const MokOptions& options() const { return options_; }
+  void set_shadow_mode(ShadowMode mode) { options_.cost.mode = mode; }
+
+ private:
+  SwiGluMlp& shadow_copy(int expert, int64_t d, int64_t f);
+  void finish_log(const CommStats& before, bool complete);
+
+  Communicator& comm_;
+  ExpertPlacement placement_;
+  MokOptions options_;
+  MokStepLog log_;
+  MokDecisionLog* decision_log_ = nullptr;
+  int64_t steps_ = 0;
+  CommStats fwd_before_;  // stats at the start of the last forward
+
+  // Shadow copies of remote experts, created on first use and refreshed every step.
+  std::map<int, std::unique_ptr<SwiGluMlp>> shadows_;
+
+  // Kept from forward for backward (keep = true).
+  int64_t n_ = 0;
+  int k_ = 0;
+  int64_t row_bytes_ = 0;             // d · sizeof(real)
+  int64_t classic_in_pairs_ = 0;      // pairs other ranks route to experts here
+  std::vector<uint8_t> shadow_all_;     // (R × E) rank s shadows expert e this step
+  std::vector<int> my_shadowed_;        // experts shadowed here, ascending
+  std::vector<std::vector<int64_t>> shadow_pairs_;  // [i] → pairs t·k+s of my_shadowed_[i]
+  std::vector<int64_t> send_rows_, recv_rows_;      // (R) group rows to / from each rank
+  std::vector<int64_t> send_token_;     // token of each sent row (send order)
+  std::vector<int32_t> send_slot_;      // (rows·k) slot of entry j of a sent row, −1 pad
+  std::vector<int32_t> recv_entry_;     // (recv rows·k) local expert index of entry j, −1 pad
+  std::vector<real> recv_gate_;         // (recv rows·k) gate of entry j
+  std::vector<int64_t> recv_pos_;       // (recv rows·k) row of entry j in its expert's batch
+  std::vector<int64_t> expert_batch_;   // (L) rows in each local expert's batch
+  std::vector<std::vector<int64_t>> expert_entries_;  // [l] → entry indices i·k+j, in order
+  std::vector<int64_t> head_pair_;      // (sent rows) pair index t·k+s of each row's first slot
+  std::vector<int32_t> head_of_;        // (n·k) ≥ 0 where a group starts, −1 elsewhere
+  std::vector<real> gate_;              // (n·k) the routing gates
+  bool kept_ = false;
+};
+
+MOK_NN_END

@@ -1,0 +1,95 @@
+// MokCostModel: on known token counts it picks the cheaper side of the ship/shadow
+// crossover (≈ 1.5·f rows when the gradient add is negligible), ties go to
+// ship, forced modes are obeyed, own experts are never shadowed, and the decision is the
+// same on every call.
+#include <QtTest>
+
+#include <cmath>
+
+#include "core/dist/mok_cost_model.h"
+
+using namespace mok;
+
+class TestMokCostModel : public QObject {
+  Q_OBJECT
+ private slots:
+  void crossoverIsOneAndAHalfHidden();
+  void picksTheCheaperSide();
+  void computeMovesTheCrossoverLatencyDoesNot();
+  void forcedModesAndOwnExperts();
+  void parsesModes();
+};
+
+void TestMokCostModel::crossoverIsOneAndAHalfHidden() {
+  // No latency, free compute: shadow = passes·3df·B/bw, ship = passes·2ud·B/bw.
+  for (int64_t f : {int64_t{64}, int64_t{256}, int64_t{1024}}) {
+    const MokCostModel m(MokCostParams{25.0, 0.0, 1e12, ShadowMode::automatic}, 128, f);
+    QVERIFY(std::fabs(m.crossover_rows(true) - 1.5 * f) <= 1e-3 * f);
+    QVERIFY(std::fabs(m.crossover_rows(false) - 1.5 * f) <= 1e-3 * f);
+  }
+}
+
+void TestMokCostModel::picksTheCheaperSide() {
+  const int64_t d = 128, f = 64;
+  const MokCostModel m(MokCostParams{25.0, 2.0, 50.0, ShadowMode::automatic}, d, f);
+  for (bool training : {true, false}) {
+    const double x = m.crossover_rows(training);
+    // the gradient add (training only) makes shadowing a little dearer
+    if (training) QVERIFY(x > 1.5 * f); else QVERIFY(std::fabs(x - 1.5 * f) < 1e-9 * f);
+    for (double rows : {1.0, 10.0, x * 0.9, x * 0.999, x * 1.001, x * 1.1, 4 * x, 1000.0}) {
+      const MokCostEstimate c = m.estimate(rows, training);
+      QCOMPARE(c.shadow, c.shadow_seconds < c.ship_seconds);
+      QCOMPARE(c.shadow, rows > x);
+      // bytes: ship 2·u·d·B per pass, shadow 3·d·f·B per pass
+      const int passes = training ? 2 : 1;
+      QCOMPARE(c.shadow_bytes, static_cast<int64_t>(passes * 3 * d * f * sizeof(real)));
+      QCOMPARE(c.ship_bytes,
+               static_cast<int64_t>(std::llround(passes * 2.0 * rows * d * sizeof(real))));
+    }
+    // decide() on a known count vector: experts 0, 1 owned elsewhere below / above the line.
+    const std::vector<double> rows = {x * 0.5, x * 2.0, x * 3.0, 0.0};
+    const std::vector<int> owner = {1, 1, 0, 1};
+    const auto s = m.decide(rows, owner, 0, training);
+    QCOMPARE(s, (std::vector<uint8_t>{0, 1, 0, 0}));  // expert 2 is ours; expert 3 unused
+  }
+}
+
+void TestMokCostModel::computeMovesTheCrossoverLatencyDoesNot() {
+  const MokCostModel fast(MokCostParams{250.0, 0.0, 1e12, ShadowMode::automatic}, 64, 64);
+  const MokCostModel lat(MokCostParams{250.0, 20.0, 1e12, ShadowMode::automatic}, 64, 64);
+  const MokCostModel slow_add(MokCostParams{250.0, 0.0, 0.1, ShadowMode::automatic}, 64, 64);
+  // Messages are batched per rank pair: latency does not price one expert.
+  QCOMPARE(lat.crossover_rows(true), fast.crossover_rows(true));
+  QVERIFY(slow_add.crossover_rows(true) > fast.crossover_rows(true));
+  // The gradient add only exists when training.
+  QVERIFY(std::fabs(slow_add.crossover_rows(false) - fast.crossover_rows(false)) < 1e-9);
+  // Exactly at the crossover the costs tie: ship.
+  const MokCostModel m(MokCostParams{8.0, 0.0, 1e300, ShadowMode::automatic}, 4, 2);
+  QVERIFY(!m.estimate(3.0, true).shadow);  // 1.5·f = 3 rows, exact in binary
+  QVERIFY(m.estimate(3.0 + 1e-9, true).shadow);
+}
+
+void TestMokCostModel::forcedModesAndOwnExperts() {
+  const std::vector<double> rows = {0.5, 5000.0, 7.0, 0.0};
+  const std::vector<int> owner = {1, 1, 2, 2};
+  const MokCostModel never(MokCostParams{25.0, 2.0, 50.0, ShadowMode::never}, 128, 64);
+  const MokCostModel always(MokCostParams{25.0, 2.0, 50.0, ShadowMode::always}, 128, 64);
+  QCOMPARE(never.decide(rows, owner, 0, true), (std::vector<uint8_t>{0, 0, 0, 0}));
+  QCOMPARE(always.decide(rows, owner, 0, true), (std::vector<uint8_t>{1, 1, 1, 0}));
+  QCOMPARE(always.decide(rows, owner, 1, true), (std::vector<uint8_t>{0, 0, 1, 0}));
+  const MokCostModel automatic(MokCostParams{25.0, 2.0, 50.0, ShadowMode::automatic}, 128, 64);
+  QCOMPARE(automatic.decide(rows, owner, 0, true), automatic.decide(rows, owner, 0, true));
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                           MokCostModel(MokCostParams{0.0, 2.0, 50.0, ShadowMode::automatic}, 128, 64));
+}
+
+void TestMokCostModel::parsesModes() {
+  QCOMPARE(parse_shadow_mode("auto"), ShadowMode::automatic);
+  QCOMPARE(parse_shadow_mode("never"), ShadowMode::never);
+  QCOMPARE(parse_shadow_mode("always"), ShadowMode::always);
+  QCOMPARE(std::string(shadow_mode_name(ShadowMode::always)), std::string("always"));
+  QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_shadow_mode("sometimes"));
+}
+
+QTEST_GUILESS_MAIN(TestMokCostModel)
+#include "test_mok_cost_model.moc"
