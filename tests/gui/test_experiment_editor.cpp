@@ -21,7 +21,7 @@ class TestExperimentEditor : public QObject {
   void every_key_has_a_field_and_round_trips() {
     ExperimentEditor editor;
     for (const ConfigKeySpec& spec : experiment_config_schema()) {
-      if (spec.per_layer()) continue;
+      if (spec.in_map()) continue;
       QVERIFY2(editor.field(QString::fromStdString(spec.path)), spec.path.c_str());
     }
     QCOMPARE(editor.yaml_text().toStdString(), experiment_config_to_yaml(ExperimentConfig{}));

@@ -60,7 +60,7 @@ ConfigField::ConfigField(const ConfigKeySpec& spec, QWidget* parent)
 }
 
 QString ConfigField::text_of(const ConfigKeySpec& spec, const ExperimentConfig& config) {
-  std::optional<ConfigValue> v = spec.get(config, -1);
+  std::optional<ConfigValue> v = spec.get(config, std::string());
   if (!v) return {};
   if (auto* s = std::get_if<std::string>(&*v)) return QString::fromStdString(*s);
   return QString::fromStdString(format_config_value(*v));

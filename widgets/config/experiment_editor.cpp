@@ -77,7 +77,7 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   tabs_ = new QTabWidget;
   std::map<QString, QFormLayout*> forms;
   for (const ConfigKeySpec& spec : experiment_config_schema()) {
-    if (spec.per_layer()) continue;
+    if (spec.in_map()) continue;
     const QString section = section_of(spec.path);
     QFormLayout*& form = forms[section];
     if (!form) {
@@ -176,7 +176,7 @@ QString ExperimentEditor::yaml_text() const { return yaml_->toPlainText(); }
 
 void ExperimentEditor::refresh_fields(const QString& except_path, ConfigField* except) {
   for (const ConfigKeySpec& spec : experiment_config_schema()) {
-    if (spec.per_layer()) continue;
+    if (spec.in_map()) continue;
     const QString path = QString::fromStdString(spec.path);
     const QString text = ConfigField::text_of(spec, config_);
     for (ConfigField* f : fields_.values(path)) {
@@ -218,7 +218,7 @@ void ExperimentEditor::on_field_edited(const QString& path, const QString& text)
   yaml_error_key_.clear();
   yaml_error_.clear();
   try {
-    if (spec->type == ConfigType::String) spec->set(config_, -1, ConfigValue(text.toStdString()));
+    if (spec->type == ConfigType::String) spec->set(config_, std::string(), ConfigValue(text.toStdString()));
     else apply_override(config_, spec->path + "=" + text.trimmed().toStdString());
     edit_errors_.erase(path);
   } catch (const ConfigError& e) {

@@ -20,7 +20,7 @@ RankScheduleEditor::RankScheduleEditor(QWidget* parent) : QWidget(parent) {
   // Every kitten key that shapes the schedule; keys the schema gains later show up here too.
   for (const ConfigKeySpec& spec : experiment_config_schema()) {
     const std::string& p = spec.path;
-    if (spec.per_layer() || p.rfind("kittens.", 0) != 0) continue;
+    if (spec.in_map() || p.rfind("kittens.", 0) != 0) continue;
     const bool schedule_key = p == "kittens.mode" || p == "kittens.rank" || p.find("schedule") != std::string::npos ||
                               p.find("_rank") != std::string::npos || p == "kittens.warmup_steps" ||
                               p == "kittens.target_error" || p.find("step_") != std::string::npos;

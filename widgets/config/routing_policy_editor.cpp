@@ -16,7 +16,7 @@ RoutingPolicyEditor::RoutingPolicyEditor(QWidget* parent) : QWidget(parent) {
   auto* form = new QFormLayout;
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
   for (const ConfigKeySpec& spec : experiment_config_schema()) {
-    if (spec.per_layer() || spec.path.rfind("routing.", 0) != 0) continue;
+    if (spec.in_map() || spec.path.rfind("routing.", 0) != 0) continue;
     auto* field = new ConfigField(spec);
     form->addRow(QString::fromStdString(spec.field_name()), field);
     fields_ << field;
