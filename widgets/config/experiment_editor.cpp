@@ -1,0 +1,356 @@
+#include "widgets/config/experiment_editor.h"
+
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QFontDatabase>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTextBlock>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include "core/config/config_io.h"
+#include "widgets/config/config_field.h"
+#include "widgets/config/memory_estimate_bar.h"
+#include "widgets/config/rank_schedule_editor.h"
+#include "widgets/config/routing_policy_editor.h"
+
+namespace mok::gui {
+
+namespace {
+
+QString section_of(const std::string& path) {
+  const auto dot = path.find('.');
+  return dot == std::string::npos ? QStringLiteral("general") : QString::fromStdString(path.substr(0, dot));
+}
+
+QWidget* scrolled(QWidget* inner) {
+  auto* area = new QScrollArea;
+  area->setWidget(inner);
+  area->setWidgetResizable(true);
+  area->setFrameShape(QFrame::NoFrame);
+  return area;
+}
+
+}  // namespace
+
+QString ExperimentEditor::default_presets_dir() {
+  const QByteArray env = qgetenv("MOK_EXPERIMENTS_DIR");
+  if (!env.isEmpty()) return QString::fromLocal8Bit(env);
+  const QString beside = QCoreApplication::applicationDirPath() + "/../experiments";
+  if (QFileInfo(beside + "/quickstart.yaml").exists()) return QDir::cleanPath(beside);
+  return QStringLiteral(MOK_SOURCE_DIR "/experiments");
+}
+
+ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel(tr("Preset")));
+  presets_ = new QComboBox;
+  presets_->setMinimumWidth(220);
+  top->addWidget(presets_);
+  auto* load = new QPushButton(tr("Load"));
+  top->addWidget(load);
+  top->addStretch(1);
+  layout->addLayout(top);
+  connect(load, &QPushButton::clicked, this, [this] {
+    if (presets_->currentIndex() >= 0) load_preset(presets_->currentData().toString());
+  });
+
+  auto* split = new QSplitter(Qt::Horizontal);
+  layout->addWidget(split, 1);
+
+  // Form: one tab per section, generated from the schema rows (per-layer rows stay in YAML).
+  tabs_ = new QTabWidget;
+  std::map<QString, QFormLayout*> forms;
+  for (const ConfigKeySpec& spec : experiment_config_schema()) {
+    if (spec.in_map()) continue;
+    const QString section = section_of(spec.path);
+    QFormLayout*& form = forms[section];
+    if (!form) {
+      auto* page = new QWidget;
+      form = new QFormLayout(page);
+      form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+      tabs_->addTab(scrolled(page), section);
+    }
+    auto* field = new ConfigField(spec);
+    auto* label = new QLabel(QString::fromStdString(spec.field_name()));
+    label->setToolTip(QString::fromStdString(spec.meaning));
+    form->addRow(label, field);
+    form_fields_[field->path()] = field;
+    register_field(field);
+  }
+  split->addWidget(tabs_);
+
+  auto* yaml_box = new QWidget;
+  auto* yaml_layout = new QVBoxLayout(yaml_box);
+  yaml_layout->setContentsMargins(0, 0, 0, 0);
+  yaml_ = new QPlainTextEdit;
+  yaml_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  yaml_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  yaml_->setTabChangesFocus(false);
+  yaml_layout->addWidget(new QLabel(tr("YAML (edit either side)")));
+  yaml_layout->addWidget(yaml_, 1);
+  yaml_status_ = new QLabel;
+  yaml_status_->setWordWrap(true);
+  yaml_layout->addWidget(yaml_status_);
+  split->addWidget(yaml_box);
+
+  auto* side = new QWidget;
+  auto* side_layout = new QVBoxLayout(side);
+  side_layout->setContentsMargins(0, 0, 0, 0);
+  auto* schedule_box = new QGroupBox(tr("Rank schedule"));
+  (new QVBoxLayout(schedule_box))->addWidget(schedule_ = new RankScheduleEditor);
+  auto* routing_box = new QGroupBox(tr("Routing policy"));
+  (new QVBoxLayout(routing_box))->addWidget(routing_ = new RoutingPolicyEditor);
+  auto* memory_box = new QGroupBox(tr("Memory per device (estimate)"));
+  (new QVBoxLayout(memory_box))->addWidget(memory_ = new MemoryEstimateBar);
+  side_layout->addWidget(schedule_box, 3);
+  side_layout->addWidget(memory_box, 3);
+  side_layout->addWidget(routing_box, 2);
+  split->addWidget(scrolled(side));
+  for (ConfigField* f : schedule_->fields()) register_field(f);
+  for (ConfigField* f : routing_->fields()) register_field(f);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 3);
+  split->setStretchFactor(2, 4);
+
+  issue_list_ = new QListWidget;
+  issue_list_->setMaximumHeight(54);
+  layout->addWidget(issue_list_);
+  connect(issue_list_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
+    if (ConfigField* f = field(item->data(Qt::UserRole).toString())) {
+      for (int i = 0; i < tabs_->count(); ++i)
+        if (tabs_->widget(i)->isAncestorOf(f)) tabs_->setCurrentIndex(i);
+      f->editor()->setFocus();
+    }
+  });
+
+  yaml_timer_ = new QTimer(this);
+  yaml_timer_->setSingleShot(true);
+  yaml_timer_->setInterval(kYamlDebounceMs);
+  connect(yaml_timer_, &QTimer::timeout, this, &ExperimentEditor::on_yaml_timer);
+  connect(yaml_, &QPlainTextEdit::textChanged, this, [this] {
+    if (!writing_yaml_) yaml_timer_->start();
+  });
+
+  set_presets_dir(default_presets_dir());
+  set_config(ExperimentConfig{});
+}
+
+void ExperimentEditor::register_field(ConfigField* f) {
+  fields_.insert(f->path(), f);
+  connect(f, &ConfigField::edited, this, &ExperimentEditor::on_field_edited);
+}
+
+ConfigField* ExperimentEditor::field(const QString& path) const {
+  auto it = form_fields_.find(path);
+  return it == form_fields_.end() ? nullptr : it->second;
+}
+
+void ExperimentEditor::set_config(const ExperimentConfig& config) {
+  config_ = config;
+  edit_errors_.clear();
+  yaml_error_key_.clear();
+  yaml_error_.clear();
+  refresh_fields();
+  write_yaml();
+  validate();
+  emit config_changed();
+}
+
+QString ExperimentEditor::yaml_text() const { return yaml_->toPlainText(); }
+
+void ExperimentEditor::refresh_fields(const QString& except_path, ConfigField* except) {
+  for (const ConfigKeySpec& spec : experiment_config_schema()) {
+    if (spec.in_map()) continue;
+    const QString path = QString::fromStdString(spec.path);
+    const QString text = ConfigField::text_of(spec, config_);
+    for (ConfigField* f : fields_.values(path)) {
+      if (f == except) continue;
+      if (path == except_path && edit_errors_.count(path)) continue;
+      f->set_value_text(text);
+    }
+  }
+  schedule_->show_config(config_);
+  routing_->show_config(config_);
+  memory_->show_config(config_);
+}
+
+void ExperimentEditor::write_yaml() {
+  writing_yaml_ = true;
+  const QString text = QString::fromStdString(experiment_config_to_yaml(config_));
+  if (yaml_->toPlainText() != text) {
+    // Keep the scroll position: the user may be looking at one section.
+    const int scroll = yaml_->verticalScrollBar() ? yaml_->verticalScrollBar()->value() : 0;
+    yaml_->setPlainText(text);
+    yaml_->verticalScrollBar()->setValue(scroll);
+  }
+  yaml_->setExtraSelections({});
+  yaml_status_->setText(tr("<span style='color:gray'>in step with the form</span>"));
+  writing_yaml_ = false;
+}
+
+bool ExperimentEditor::edit_field(const QString& path, const QString& text) {
+  on_field_edited(path, text);
+  if (ConfigField* f = field(path)) f->set_value_text(text);
+  return !edit_errors_.count(path);
+}
+
+void ExperimentEditor::on_field_edited(const QString& path, const QString& text) {
+  const ConfigKeySpec* spec = find_config_key(path.toStdString());
+  if (!spec) return;
+  // A form edit supersedes a YAML text that did not parse.
+  yaml_timer_->stop();
+  yaml_error_key_.clear();
+  yaml_error_.clear();
+  try {
+    if (spec->type == ConfigType::String) spec->set(config_, std::string(), ConfigValue(text.toStdString()));
+    else apply_override(config_, spec->path + "=" + text.trimmed().toStdString());
+    edit_errors_.erase(path);
+  } catch (const ConfigError& e) {
+    edit_errors_[path] = QString::fromStdString(e.message);
+  } catch (const std::exception& e) {
+    edit_errors_[path] = QString::fromUtf8(e.what());
+  }
+  ConfigField* source = qobject_cast<ConfigField*>(sender());
+  refresh_fields(path, source);
+  write_yaml();
+  validate();
+  emit config_changed();
+}
+
+bool ExperimentEditor::apply_yaml_text(const QString& text, QString* error) {
+  writing_yaml_ = true;
+  if (yaml_->toPlainText() != text) yaml_->setPlainText(text);
+  writing_yaml_ = false;
+  yaml_timer_->stop();
+  on_yaml_timer();
+  if (error) *error = yaml_error_;
+  return yaml_error_.isEmpty();
+}
+
+void ExperimentEditor::on_yaml_timer() {
+  try {
+    ExperimentConfig parsed = parse_experiment_config(yaml_->toPlainText().toStdString(), "editor.yaml");
+    config_ = parsed;
+    edit_errors_.clear();
+    yaml_error_key_.clear();
+    yaml_error_.clear();
+    yaml_->setExtraSelections({});
+    yaml_status_->setText(tr("<span style='color:gray'>applied to the form</span>"));
+    refresh_fields();
+    validate();
+    emit config_changed();
+  } catch (const ConfigError& e) {
+    yaml_error_key_ = QString::fromStdString(e.key_path);
+    yaml_error_ = QString::fromUtf8(e.what());
+    show_yaml_error(e.line, yaml_error_);
+    validate();
+  }
+}
+
+void ExperimentEditor::show_yaml_error(int line, const QString& message) {
+  QList<QTextEdit::ExtraSelection> marks;
+  if (line > 0) {
+    QTextEdit::ExtraSelection sel;
+    sel.cursor = QTextCursor(yaml_->document()->findBlockByNumber(line - 1));
+    sel.format.setBackground(QColor(253, 236, 234));
+    sel.format.setProperty(QTextFormat::FullWidthSelection, true);
+    marks << sel;
+  }
+  yaml_->setExtraSelections(marks);
+  yaml_status_->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(message.toHtmlEscaped()));
+}
+
+void ExperimentEditor::validate() {
+  std::map<QString, QString> by_key;
+  QStringList list;
+  auto add = [&](const QString& key, const QString& message) {
+    if (!by_key.count(key)) by_key[key] = message;
+    list << (key.isEmpty() ? message : key + ": " + message);
+  };
+  for (const auto& [key, message] : edit_errors_) add(key, message);
+  if (!yaml_error_.isEmpty()) add(yaml_error_key_, yaml_error_);
+  for (const ConfigIssue& issue : check_experiment_config(config_)) {
+    const QString key = QString::fromStdString(issue.key_path);
+    if (!edit_errors_.count(key)) add(key, QString::fromStdString(issue.message));
+  }
+  for (auto it = fields_.cbegin(); it != fields_.cend(); ++it) {
+    auto found = by_key.find(it.key());
+    it.value()->set_issue(found == by_key.end() ? QString() : found->second);
+  }
+  issues_ = list;
+  issue_list_->clear();
+  if (list.isEmpty()) {
+    auto* ok = new QListWidgetItem(tr("✓ No problems: ready to launch"));
+    ok->setForeground(QColor(40, 140, 60));
+    issue_list_->addItem(ok);
+  }
+  for (const QString& text : list) {
+    auto* item = new QListWidgetItem(text);
+    item->setForeground(QColor(198, 40, 40));
+    item->setData(Qt::UserRole, text.section(": ", 0, 0));
+    issue_list_->addItem(item);
+  }
+  const bool valid = list.isEmpty();
+  if (valid != was_valid_) {
+    was_valid_ = valid;
+    emit validity_changed(valid);
+  }
+}
+
+QStringList ExperimentEditor::issues() const { return issues_; }
+
+void ExperimentEditor::set_presets_dir(const QString& dir) {
+  presets_dir_ = dir;
+  presets_->clear();
+  QDir d(dir);
+  for (const QFileInfo& fi : d.entryInfoList({"*.yaml", "*.yml"}, QDir::Files, QDir::Name))
+    presets_->addItem(fi.completeBaseName(), fi.absoluteFilePath());
+  // Nested suites (experiments/bench/*.yaml) appear as "bench/name".
+  for (const QFileInfo& sub : d.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
+    for (const QFileInfo& fi : QDir(sub.absoluteFilePath()).entryInfoList({"*.yaml", "*.yml"}, QDir::Files, QDir::Name))
+      presets_->addItem(sub.fileName() + "/" + fi.completeBaseName(), fi.absoluteFilePath());
+}
+
+QStringList ExperimentEditor::preset_names() const {
+  QStringList out;
+  for (int i = 0; i < presets_->count(); ++i) out << presets_->itemText(i);
+  return out;
+}
+
+bool ExperimentEditor::load_preset(const QString& name_or_path, QString* error) {
+  QString path = name_or_path;
+  const int i = presets_->findText(name_or_path);
+  if (i >= 0) path = presets_->itemData(i).toString();
+  try {
+    set_config(load_experiment_config(path.toStdString()));
+    if (i >= 0) presets_->setCurrentIndex(i);
+    return true;
+  } catch (const std::exception& e) {
+    yaml_status_->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
+    if (error) *error = QString::fromUtf8(e.what());
+    return false;
+  }
+}
+
+void ExperimentEditor::set_gpu_count(int gpus) {
+  for (ConfigField* f : fields_.values("parallel.device"))
+    f->set_choice_enabled("cuda", gpus > 0, tr("No GPU found on this machine"));
+}
+
+}  // namespace mok::gui

@@ -1,0 +1,97 @@
+#pragma once
+// ExperimentEditor: the experiment config as a form generated from the schema (one tab per
+// section), a YAML text view kept in step with it (edit either; YAML edits apply after a
+// short pause), the rank-schedule and routing-policy editors and the memory estimate, and
+// every validation problem shown at its field and in a list. Presets are the YAML files in
+// experiments/.
+
+#include <map>
+
+#include <QMultiMap>
+#include <QStringList>
+#include <QWidget>
+
+#include "core/config/experiment_config.h"
+
+class QComboBox;
+class QLabel;
+class QListWidget;
+class QPlainTextEdit;
+class QTabWidget;
+class QTimer;
+
+namespace mok::gui {
+
+class ConfigField;
+class MemoryEstimateBar;
+class RankScheduleEditor;
+class RoutingPolicyEditor;
+
+class ExperimentEditor : public QWidget {
+  Q_OBJECT
+
+ public:
+  static constexpr int kYamlDebounceMs = 400;
+
+  explicit ExperimentEditor(QWidget* parent = nullptr);
+
+  void set_config(const ExperimentConfig& config);
+  const ExperimentConfig& config() const { return config_; }
+  QString yaml_text() const;
+  // Replaces the YAML text as a user would and applies it now; false (and `error`) when it
+  // does not parse or check — the form then keeps the last good config.
+  bool apply_yaml_text(const QString& text, QString* error = nullptr);
+  // Applies an edit as if typed into the form field `path`.
+  bool edit_field(const QString& path, const QString& text);
+
+  ConfigField* field(const QString& path) const;  // the form's field for a key
+  QStringList issues() const;                     // "key: message", all current problems
+  bool is_valid() const { return issues_.isEmpty(); }
+
+  void set_presets_dir(const QString& dir);
+  QStringList preset_names() const;
+  bool load_preset(const QString& name_or_path, QString* error = nullptr);
+  void set_gpu_count(int gpus);
+
+  QPlainTextEdit* yaml_view() const { return yaml_; }
+  RankScheduleEditor* schedule_editor() const { return schedule_; }
+  RoutingPolicyEditor* routing_editor() const { return routing_; }
+  MemoryEstimateBar* memory_bar() const { return memory_; }
+
+  static QString default_presets_dir();
+
+ signals:
+  void config_changed();
+  void validity_changed(bool valid);
+
+ private:
+  void register_field(ConfigField* f);
+  void on_field_edited(const QString& path, const QString& text);
+  void on_yaml_timer();
+  void refresh_fields(const QString& except_path = QString(), ConfigField* except = nullptr);
+  void write_yaml();
+  void validate();
+  void show_yaml_error(int line, const QString& message);
+
+  ExperimentConfig config_;
+  QMultiMap<QString, ConfigField*> fields_;   // every editor of a key
+  std::map<QString, ConfigField*> form_fields_;
+  std::map<QString, QString> edit_errors_;    // key → message from a rejected edit
+  QString yaml_error_key_, yaml_error_;
+  QStringList issues_;
+  bool was_valid_ = true;
+  bool writing_yaml_ = false;
+
+  QComboBox* presets_ = nullptr;
+  QString presets_dir_;
+  QTabWidget* tabs_ = nullptr;
+  QPlainTextEdit* yaml_ = nullptr;
+  QLabel* yaml_status_ = nullptr;
+  QTimer* yaml_timer_ = nullptr;
+  QListWidget* issue_list_ = nullptr;
+  RankScheduleEditor* schedule_ = nullptr;
+  RoutingPolicyEditor* routing_ = nullptr;
+  MemoryEstimateBar* memory_ = nullptr;
+};
+
+}  // namespace mok::gui

@@ -1,0 +1,99 @@
+#include "widgets/config/memory_estimate.h"
+
+#include <algorithm>
+
+#include <unistd.h>
+
+#include "core/config/config_check.h"
+
+namespace mok::gui {
+
+double MemoryEstimate::total_bytes() const {
+  double t = 0.0;
+  for (const Part& p : parts) t += p.bytes;
+  return t;
+}
+
+double MemoryEstimate::bytes_of(const std::string& category) const {
+  for (const Part& p : parts)
+    if (p.category == category) return p.bytes;
+  return 0.0;
+}
+
+double host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
+}
+
+MemoryEstimate estimate_memory(const ExperimentConfig& c) {
+  constexpr double kFloat = 4.0;
+  const double d = std::max(1, c.model.d_model);
+  const double vocab = c.data.tokenizer == "bpe" ? std::max(256, c.data.vocab_size) : 256.0;
+  const int layers = std::max(0, c.model.layers);
+  const int ranks = std::max(1, c.parallel.ranks);
+  const double f = std::max(1, c.model.expert_hidden);
+  const double E = std::max(0, c.model.experts);
+  const double k = std::max(1, std::min(c.model.top_k, std::max(1, c.model.experts)));
+
+  std::vector<bool> moe(size_t(layers), E > 0);
+  try {
+    moe = parse_moe_layers(c.model.moe_layers, layers);
+    if (E == 0) std::fill(moe.begin(), moe.end(), false);
+  } catch (...) {
+  }
+
+  // Parameters: shared ones on every rank, routed experts split over the ranks.
+  double shared = vocab * d * (c.model.tie_embeddings ? 1.0 : 2.0) + d;
+  double experts_all = 0.0;
+  for (int l = 0; l < layers; ++l) {
+    shared += 4.0 * d * d + 2.0 * d;  // attention q, k, v, o and two norms
+    if (moe[size_t(l)]) {
+      shared += d * E + (c.model.shared_expert ? 3.0 * d * f : 0.0);
+      experts_all += E * 3.0 * d * f;  // SwiGLU: gate, up, down
+    } else {
+      shared += 3.0 * d * std::max(1, c.model.dense_hidden);
+    }
+  }
+  MemoryEstimate est;
+  est.parameter_count = shared + experts_all;
+  est.device_parameter_count = shared + experts_all / ranks;
+  const double param_bytes = est.device_parameter_count * kFloat;
+
+  // Saved activations per token and layer (values). Exact keeps the linear inputs, the
+  // attention outputs and log-sum-exp, norm outputs and the expert hidden activations.
+  const double tokens = double(std::max(1, c.train.batch)) / std::max(1, c.train.grad_accum) / ranks *
+                        std::max(1, c.data.seq_len);
+  const bool kitten = c.kittens.mode == "kitten";
+  const double r = std::min<double>(std::max(1, c.kittens.rank), d);
+  const double lin_in = kitten ? (c.kittens.method == "lowbit" ? d * c.kittens.bits / 32.0 : r) : d;
+  const double lin_in_f = kitten ? (c.kittens.method == "lowbit" ? f * c.kittens.bits / 32.0 : r) : f;
+  double saved_per_token = 0.0;
+  for (int l = 0; l < layers; ++l) {
+    double v = 2.0 * d             // two norm outputs (recomputable, counted once each)
+               + lin_in            // qkv projection input
+               + 3.0 * d           // q, k, v for attention backward
+               + d + c.model.heads // attention output and log-sum-exp
+               + lin_in;           // output projection input
+    if (moe[size_t(l)]) {
+      v += E + k * (lin_in + 2.0 * f + lin_in_f);  // router logits; per copy: expert input, gate/up, down input
+    } else {
+      const double h = std::max(1, c.model.dense_hidden);
+      v += lin_in + 2.0 * h + (kitten ? r : h);
+    }
+    saved_per_token += v;
+  }
+  const double saved_bytes = saved_per_token * tokens * kFloat;
+  const double workspace = tokens * vocab * kFloat * 2.0 + tokens * std::max(f * k, 4.0 * d) * kFloat;
+  const double comm = ranks > 1 ? 2.0 * tokens * k * d * kFloat : 0.0;
+
+  est.parts = {{"parameters", param_bytes},
+               {"gradients", param_bytes},
+               {"optimizer_state", 2.0 * param_bytes},
+               {"saved_activations", saved_bytes},
+               {"workspace", workspace},
+               {"communication", comm}};
+  return est;
+}
+
+}  // namespace mok::gui

@@ -1,0 +1,83 @@
+#include "widgets/config/memory_estimate_bar.h"
+
+#include <algorithm>
+
+#include <QLabel>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include "widgets/models/run_record.h"
+#include "widgets/plot/streaming_plot.h"
+
+namespace mok::gui {
+
+MemoryEstimateBar::MemoryEstimateBar(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  plot_ = new QCustomPlot;
+  plot_->setMinimumHeight(190);
+  plot_->legend->setVisible(true);
+  plot_->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 2)));
+  plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  plot_->yAxis->setLabel(tr("GiB (estimate)"));
+  plot_->xAxis->setLabel(tr("device"));
+  layout->addWidget(plot_, 1);
+  summary_ = new QLabel;
+  summary_->setWordWrap(true);
+  layout->addWidget(summary_);
+}
+
+void MemoryEstimateBar::set_device_capacity(double bytes) { device_capacity_ = bytes; }
+
+void MemoryEstimateBar::show_config(const ExperimentConfig& c) {
+  estimate_ = estimate_memory(c);
+  capacity_ = device_capacity_ > 0 ? device_capacity_ : (c.parallel.device == "cpu" ? host_memory_bytes() : 80e9);
+  // GiB for real models, MiB for toy ones, so the bar is never a sliver.
+  const bool small = estimate_.total_bytes() < 1024.0 * 1024.0 * 1024.0;
+  const double kGiB = small ? 1024.0 * 1024.0 : 1024.0 * 1024.0 * 1024.0;
+  plot_->yAxis->setLabel(small ? tr("MiB (estimate)") : tr("GiB (estimate)"));
+  plot_->clearPlottables();
+  plot_->clearItems();
+  const int ranks = std::clamp(c.parallel.ranks, 1, 16);
+  QVector<double> keys;
+  QVector<QString> labels;
+  for (int r = 0; r < ranks; ++r) keys << r, labels << (c.parallel.device == "cpu" ? tr("cpu %1") : tr("gpu %1")).arg(r);
+  QCPBars* below = nullptr;
+  int i = 0;
+  for (const MemoryEstimate::Part& part : estimate_.parts) {
+    auto* bars = new QCPBars(plot_->xAxis, plot_->yAxis);
+    bars->setName(QString::fromStdString(part.category));
+    QColor color = curve_color(i++);
+    bars->setPen(QPen(color.darker(130), 1));
+    bars->setBrush(color);
+    bars->setWidth(0.6);
+    QVector<double> v(keys.size(), part.bytes / kGiB);
+    bars->setData(keys, v, true);
+    if (below) bars->moveAbove(below);
+    below = bars;
+  }
+  QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+  ticker->addTicks(keys, labels);
+  plot_->xAxis->setTicker(ticker);
+  // Room on the right for the legend, so it never hides a bar.
+  plot_->xAxis->setRange(-0.7, ranks - 0.3 + 1.6);
+  const double total = estimate_.total_bytes();
+  auto* line = new QCPItemStraightLine(plot_);
+  line->point1->setCoords(0, capacity_ / kGiB);
+  line->point2->setCoords(1, capacity_ / kGiB);
+  line->setPen(QPen(QColor(198, 40, 40), 1.5, Qt::DashLine));
+  const double top = std::max(total / kGiB, 1e-6);
+  // Show the capacity line only when it is within reach of the bar, else note it in text.
+  const bool capacity_visible = capacity_ < total * 4.0;
+  line->setVisible(capacity_visible);
+  plot_->yAxis->setRange(0, (capacity_visible ? std::max(top, capacity_ / kGiB) : top) * 1.15);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+  const double share = capacity_ > 0 ? total / capacity_ : 0.0;
+  summary_->setText(tr("<b>%1</b> per device (estimate) of %2 capacity: %3%. %4 parameters (%5 per device).")
+                        .arg(format_bytes(total), format_bytes(capacity_))
+                        .arg(share * 100.0, 0, 'f', share < 0.01 ? 2 : 0)
+                        .arg(format_count(estimate_.parameter_count), format_count(estimate_.device_parameter_count)));
+  summary_->setStyleSheet(share > 1.0 ? "color: #c62828;" : "");
+}
+
+}  // namespace mok::gui

@@ -1,0 +1,79 @@
+#pragma once
+// LiveDashboard: every live figure of one run, fed MetricRows on the GUI thread:
+//   loss (train, val) · validation bpb and perplexity · tokens/s · memory by category
+//   (stacked) · saved-activation MiB and kitten rank per layer · bytes between ranks ·
+//   expert-load heat map (one layer at a time) · learning rate and gradient norm.
+// One PlotControlBar drives all plots (x-axis step/tokens/time, smoothing, log y,
+// outlier-robust autoscale); x zoom is linked across them.
+
+#include <map>
+#include <vector>
+
+#include <QWidget>
+
+#include "core/events/metric_event.h"
+
+class QComboBox;
+class QLabel;
+
+namespace mok::gui {
+
+class StreamingPlot;
+class StackedMemoryPlot;
+class ExpertLoadHeatMap;
+class LayerBarPlot;
+class PlotGroup;
+class CoalescedPlot;
+
+class LiveDashboard : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit LiveDashboard(QWidget* parent = nullptr);
+
+  void clear();
+  void add_rows(const std::vector<MetricRow>& rows);
+  void set_title(const QString& text);
+
+  int rows_seen() const { return rows_seen_; }
+  int64_t last_step() const { return last_step_; }
+  StreamingPlot* loss_plot() const { return loss_; }
+  StreamingPlot* validation_plot() const { return validation_; }
+  StreamingPlot* throughput_plot() const { return throughput_; }
+  StackedMemoryPlot* memory_plot() const { return memory_; }
+  LayerBarPlot* layer_plot() const { return layers_; }
+  StreamingPlot* comm_plot() const { return comm_; }
+  ExpertLoadHeatMap* heat_map() const { return heat_; }
+  PlotGroup* group() const { return group_; }
+  QList<CoalescedPlot*> plots() const;
+
+ private:
+  void on_heat_layer_changed();
+  void update_layer_bars();
+
+  PlotGroup* group_ = nullptr;
+  QLabel* title_ = nullptr;
+  StreamingPlot* loss_ = nullptr;
+  StreamingPlot* validation_ = nullptr;
+  StreamingPlot* throughput_ = nullptr;
+  StreamingPlot* optimizer_ = nullptr;
+  StackedMemoryPlot* memory_ = nullptr;
+  LayerBarPlot* layers_ = nullptr;
+  StreamingPlot* comm_ = nullptr;
+  ExpertLoadHeatMap* heat_ = nullptr;
+  QComboBox* heat_layer_ = nullptr;
+
+  int rows_seen_ = 0;
+  int64_t last_step_ = -1;
+  // Expert load per layer as rows (x, load per expert), kept so the layer can be switched.
+  struct LoadRow {
+    int64_t step, tokens;
+    double wall_s;
+    std::vector<double> load;
+  };
+  std::map<int, std::vector<LoadRow>> loads_;
+  std::map<int, double> saved_bytes_by_layer_;  // latest row
+  std::map<int, double> rank_by_layer_;
+};
+
+}  // namespace mok::gui

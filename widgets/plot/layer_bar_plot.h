@@ -1,0 +1,38 @@
+#pragma once
+// LayerBarPlot: the latest value per layer as bars (e.g. saved-activation MiB per layer),
+// with an optional second series per layer drawn as markers on the right axis (e.g. the
+// kitten rank each layer uses now).
+
+#include <vector>
+
+#include "widgets/plot/coalesced_plot.h"
+
+class QCPBars;
+class QCPGraph;
+
+namespace mok::gui {
+
+class LayerBarPlot : public CoalescedPlot {
+  Q_OBJECT
+
+ public:
+  explicit LayerBarPlot(QWidget* parent = nullptr);
+
+  void set_labels(const QString& bars_label, const QString& markers_label);
+  // GUI thread. Values indexed by layer; an empty vector hides that series.
+  void set_values(const std::vector<double>& bars, const std::vector<double>& markers);
+  std::vector<double> bar_values() const { return bars_; }
+
+ protected:
+  void drain() override;
+  bool data_x_range(double* lo, double* hi) const override;
+  void autoscale_y() override;
+
+ private:
+  std::vector<double> bars_;
+  std::vector<double> markers_;
+  QCPBars* bar_series_ = nullptr;
+  QCPGraph* marker_series_ = nullptr;
+};
+
+}  // namespace mok::gui

@@ -1,0 +1,93 @@
+#pragma once
+// StreamingPlot: live curves of scalar metrics (loss, perplexity, tokens/s...).
+//   - append() from any thread; points wait in a mutex-guarded queue until the next
+//     coalesced replot (CoalescedPlot), where they are added to QCustomPlot with sorted keys.
+//   - x-axis as step, tokens or wall time; log y; debiased EMA smoothing with the raw
+//     curve drawn faintly behind; outlier-robust y autoscale over the visible x range;
+//     hover shows every curve's value at the cursor with a tracer.
+//   - Adaptive sampling keeps 100k points per curve cheap to draw.
+
+#include <mutex>
+#include <vector>
+
+#include <QColor>
+
+#include "widgets/plot/coalesced_plot.h"
+#include "widgets/plot/robust_range.h"
+
+class QCPGraph;
+class QCPItemTracer;
+class QCPItemText;
+class QMouseEvent;
+
+namespace mok::gui {
+
+class StreamingPlot : public CoalescedPlot {
+  Q_OBJECT
+
+ public:
+  explicit StreamingPlot(QWidget* parent = nullptr);
+  ~StreamingPlot() override;
+
+  // GUI thread. Returns the curve id used by append().
+  int add_curve(const QString& name, const QColor& color = QColor());
+  int curve_count() const { return int(curves_.size()); }
+  int find_curve(const QString& name) const;  // -1 when absent
+  QString curve_name(int curve) const;
+  void set_curve_visible(int curve, bool on);
+  void remove_all_curves();
+  void clear_data();
+
+  // Thread-safe.
+  void append(int curve, const MetricPoint& p);
+  void append(int curve, const std::vector<MetricPoint>& points);
+
+  // GUI thread: points drained into the curve so far.
+  int point_count(int curve) const;
+  const std::vector<MetricPoint>& points(int curve) const;
+
+  // 0 = raw values, up to 0.999 = heavy smoothing.
+  void set_smoothing(double weight);
+  double smoothing() const { return smoothing_; }
+  // true: y range from the 1st..99th percentile of visible values; false: min..max.
+  void set_robust_autoscale(bool on);
+  void set_y_label(const QString& label);
+  void set_legend_visible(bool on);
+  void set_x_axis_mode(XAxisMode mode) override;
+  void set_log_y(bool on) override;
+
+  // Text the hover box shows at plot x `x` (what a user reads off the tracer).
+  QString hover_text_at(double x) const;
+
+ protected:
+  void drain() override;
+  bool data_x_range(double* lo, double* hi) const override;
+  void autoscale_y() override;
+
+ private:
+  struct Curve {
+    QString name;
+    QColor color;
+    std::vector<MetricPoint> points;
+    EmaSmoother ema;
+    QCPGraph* smooth = nullptr;  // what the user reads
+    QCPGraph* raw = nullptr;     // faint raw curve behind the smoothed one
+    bool visible = true;
+  };
+  void rebuild_graphs();
+  void push_to_graphs(Curve& c, size_t from);
+  void on_mouse_move(QMouseEvent* e);
+
+  std::vector<Curve> curves_;
+  mutable std::mutex pending_mutex_;
+  std::vector<std::pair<int, MetricPoint>> pending_;
+  double smoothing_ = 0.0;
+  bool robust_ = true;
+  QCPItemTracer* tracer_ = nullptr;
+  QCPItemText* hover_label_ = nullptr;
+};
+
+// A pleasant, distinguishable colour for curve `i`.
+QColor curve_color(int i);
+
+}  // namespace mok::gui
