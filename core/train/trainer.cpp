@@ -249,6 +249,8 @@ TrainResult Trainer::run_session(Session& s) {
   mo.vocab_size = s.tokenizer->vocab_size();
   mo.max_seq_len = cfg.data.seq_len;
   mo.seed = cfg.seed;
+  // Kitten rank schedules (linear, cosine) run over the whole planned run.
+  mo.train_steps = tc.steps;
   s.model = std::make_unique<LanguageModel>(mo);
   s.params = s.model->parameters();
   s.adam = std::make_unique<AdamW>(
@@ -416,6 +418,9 @@ TrainResult Trainer::run_session(Session& s) {
           }
         }
       }
+      // Kitten policy of the step just taken: kittens/rank/layer<L>, kittens/error/layer<L>
+      // (empty with kittens.mode: exact).
+      for (auto& kv : s.model->kitten_metrics()) v.push_back(std::move(kv));
       if (eval) validate(row);
       row.wall_s = s.wall_s();
       peaks.clear();
