@@ -420,7 +420,7 @@ TrainResult Trainer::run_session(Session& s) {
       }
       // Kitten policy of the step just taken: kittens/rank/layer<L>, kittens/error/layer<L>
       // (empty with kittens.mode: exact).
-      for (auto& kv : s.model->kitten_metrics()) v.push_back(std::move(kv));
+      for (const auto& [name, value] : s.model->kitten_metrics()) v.push_back({name, value});
       if (eval) validate(row);
       row.wall_s = s.wall_s();
       peaks.clear();
