@@ -2,7 +2,8 @@
 // with a linear rank schedule whose horizon is the run's length (schedule_steps 0) reports
 // kittens/rank/layer<L> and kittens/error/layer<L> in every metric row, and the ranks follow
 // scheduled_rank(config, step, train.steps) — which only holds when the trainer passes
-// train.steps to the model and calls set_step every step. Exact runs report no kitten metrics.
+// train.steps to the model and calls set_step every step. The all-low-bit defaults report
+// rank 0 and their quantization error; exact runs report no kitten metrics.
 #include <QtTest>
 
 #include <cmath>
@@ -129,6 +130,8 @@ class TestKittenTrain : public QObject {
     QCOMPARE(k.rows.size(), size_t(12));
     QCOMPARE(k.count_prefix(3, "kittens/rank/layer"), 2);
     QCOMPARE(k.count_prefix(3, "kittens/error/layer"), 2);
+    // The preset keeps every linear input low-bit: no low-rank input, so rank 0.
+    QCOMPARE(k.value(3, "kittens/rank/layer0"), 0.0);
     // 4-bit linear inputs: a small but non-zero reconstruction error.
     const double e = k.value(3, "kittens/error/layer1");
     QVERIFY2(e > 0.0 && e < 0.5, qPrintable(QString::number(e)));
