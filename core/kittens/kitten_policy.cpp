@@ -299,7 +299,18 @@ std::unique_ptr<SavedLinearInput> KittenPolicy::make_elementwise_copy(int layer,
   return std::make_unique<RecordingSavedLinearInput>(make_lowbit_saved_linear_input(o), stats_, layer, false);
 }
 
-int KittenPolicy::rank_in_force(int layer) const { return layer_exact(layer) ? 0 : layer_rank(layer); }
+int KittenPolicy::rank_in_force(int layer) const {
+  if (layer_exact(layer)) return 0;
+  // A layer whose linear inputs are all exact or low-bit (the kitten preset) has no rank:
+  // report 0 rather than the configured rank, so kittens/rank reads "no low-rank input".
+  static const char* const kLinearKinds[] = {
+      "attn.qkv.input",      "attn.out.input",      "mlp.up.input",        "mlp.down.input",
+      "moe.router.input",    "moe.expert.up.input", "moe.expert.down.input", "moe.shared.up.input",
+      "moe.shared.down.input", "head.input"};
+  for (const char* kind : kLinearKinds)
+    if (choose_linear(layer, kind).is_low_rank()) return layer_rank(layer);
+  return 0;
+}
 
 double KittenPolicy::measured_error(int layer) const {
   return layer >= 0 && layer < layers_ ? last_error_[layer] : -1.0;

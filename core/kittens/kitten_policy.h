@@ -93,7 +93,8 @@ class KittenPolicy {
   // nullptr for exact and recompute.
   std::unique_ptr<SavedLinearInput> make_elementwise_copy(int layer, std::string_view kind);
 
-  // Rank the low-rank inputs of `layer` use now (0 when the layer is exact now).
+  // Rank the low-rank inputs of `layer` use now (0 when the layer is exact now or keeps no
+  // linear input low-rank, e.g. the all-low-bit kitten preset).
   int rank_in_force(int layer) const;
   // Mean relative reconstruction error of `layer`'s compact saves during the last finished
   // step: of its low-rank inputs when it has any, else of its low-bit ones; -1 when none.

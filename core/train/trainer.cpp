@@ -363,6 +363,8 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
   mo.vocab_size = s.tokenizer->vocab_size();
   mo.max_seq_len = cfg.data.seq_len;
   mo.seed = cfg.seed;
+  // Kitten rank schedules (linear, cosine) run over the whole planned run.
+  mo.train_steps = tc.steps;
   // Expert parallelism: this rank builds only its own experts (same seed → every replica
   // starts from the same dense weights, and each expert from its R = 1 values).
   if (rc.parallel() && cfg.model.experts > 0) mo.local_experts = expert_ownership(rc.placement, rc.rank);
@@ -626,6 +628,9 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
           }
         }
       }
+      // Kitten policy of the step just taken: kittens/rank/layer<L>, kittens/error/layer<L>
+      // (empty with kittens.mode: exact; rank 0's figures when R > 1).
+      for (const auto& [name, value] : s.model->kitten_metrics()) v.push_back({name, value});
       if (eval) validate(row);  // collective when R > 1
       row.wall_s = s.wall_s();
       peaks.clear();
