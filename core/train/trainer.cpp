@@ -630,7 +630,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       }
       // Kitten policy of the step just taken: kittens/rank/layer<L>, kittens/error/layer<L>
       // (empty with kittens.mode: exact; rank 0's figures when R > 1).
-      for (const auto& [name, value] : s.model->kitten_metrics()) v.push_back({name, value});
+      for (const auto& [name, value] : model->kitten_metrics()) v.push_back({name, value});
       if (eval) validate(row);  // collective when R > 1
       row.wall_s = s.wall_s();
       peaks.clear();
