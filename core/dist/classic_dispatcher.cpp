@@ -7,28 +7,6 @@
 
 MOK_NN_BEGIN
 
-namespace {
-
-// dst[t] = Σ_s scale(t,s) · rows[p], p = t·k + s, slots in order; scale null → 1.
-void combine_slots(const Tensor& per_pair, const std::vector<int32_t>& expert, const real* scale,
-                   int64_t n, int k, int64_t d, Tensor& dst) {
-  parallel_for(n, 32, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      real* y = dst.data() + t * d;
-      for (int64_t j = 0; j < d; ++j) y[j] = 0;
-      for (int s = 0; s < k; ++s) {
-        const int64_t p = t * k + s;
-        if (expert[p] < 0) continue;
-        const real g = scale ? scale[p] : real(1);
-        const real* src = per_pair.data() + p * d;
-        for (int64_t j = 0; j < d; ++j) y[j] += g * src[j];
-      }
-    }
-  });
-}
-
-}  // namespace
-
 ClassicDispatcher::ClassicDispatcher(Communicator& comm, ExpertPlacement placement)
     : comm_(comm), placement_(std::move(placement)) {
   if (placement_.ranks() != comm_.size())
@@ -159,7 +137,7 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
       std::memcpy(per_pair.data() + send_pairs_[i] * d, got_y.data() + i * d, d * sizeof(real));
   });
   Tensor y({n, d});
-  combine_slots(per_pair, r.expert, r.gate.data(), n, k, d, y);
+  combine_pairs(per_pair, r.expert, r.gate.data(), n, k, d, y);
 
   counts_.pairs = sent_total;
   counts_.pairs_to_rank = send_rows_;
@@ -251,7 +229,7 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vect
     }
   });
   Tensor dx({n, d});
-  combine_slots(per_pair_dx, pair_expert_, nullptr, n, k, d, dx);  // gates already applied
+  combine_pairs(per_pair_dx, pair_expert_, nullptr, n, k, d, dx);  // gates already applied
 
   kept_ = false;
   recv_gate_.clear();

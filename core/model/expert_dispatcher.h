@@ -43,6 +43,12 @@ class ExpertDispatcher {
   virtual std::string name() const = 0;
 };
 
+// The combine every dispatcher shares: dst (n, d) row t = Σ_s scale[t·k+s] · per_pair[t·k+s]
+// over the k slots in slot order (no atomics, so the result is deterministic); slots whose
+// expert is < 0 (dropped) are skipped; scale null → 1 (e.g. when gates are already applied).
+void combine_pairs(const Tensor& per_pair, const std::vector<int32_t>& expert, const real* scale,
+                   int64_t n, int k, int64_t d, Tensor& dst);
+
 // All experts on this rank: gather each expert's tokens, run it, combine.
 class LocalDispatcher final : public ExpertDispatcher {
  public:

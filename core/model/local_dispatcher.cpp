@@ -26,7 +26,8 @@ Tensor gather_rows(const Tensor& src, const std::vector<int64_t>& pairs, int k, 
   return out;
 }
 
-// dst[t] = Σ_s scale(t,s) · per_pair[t·k + s], slots in order (scale null → 1)
+}  // namespace
+
 void combine_pairs(const Tensor& per_pair, const std::vector<int32_t>& expert, const real* scale,
                    int64_t n, int k, int64_t d, Tensor& dst) {
   parallel_for(n, 32, [&](int64_t t0, int64_t t1) {
@@ -44,7 +45,6 @@ void combine_pairs(const Tensor& per_pair, const std::vector<int32_t>& expert, c
   });
 }
 
-}  // namespace
 
 Tensor LocalDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool keep) {
   const int64_t n = x.dim(0), d = x.dim(1);
