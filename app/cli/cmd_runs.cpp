@@ -6,6 +6,8 @@
 //   mok runs note ID TEXT... [--db PATH] [--json]
 //   mok runs archive ID [--undo] [--db PATH] [--json]
 //   mok runs delete ID --yes [--db PATH] [--json]
+//   mok runs compare ID ID... [--metrics A,B,...] [--skip N] [--db PATH] [--json|--markdown]
+//   mok runs record ID NAME=VALUE... [--step S] [--db PATH] [--json]
 // Browsing opens the store read-only (never writes, never creates); editing opens it
 // read-write. Exit codes: 0 ok, 1 store error (message on stderr), 2 bad usage.
 
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "core/store/run_comparison.h"
 #include "core/store/run_store.h"
 #include "core/util/json_writer.h"
 
@@ -39,6 +42,12 @@ const char* kUsage =
     "  note ID TEXT...                                      replace the run's notes\n"
     "  archive ID [--undo]                                  hide from (or return to) the default list\n"
     "  delete ID --yes                                      delete the run and all its rows\n"
+    "  compare ID ID... [--metrics A,B] [--skip N] [--markdown]\n"
+    "                                                       figures side by side, ratios to the first run:\n"
+    "                                                       mean over steps after the first N (default 1);\n"
+    "                                                       val/* and infer/* metrics: their last value\n"
+    "  record ID NAME=VALUE... [--step S]                   add measured figures to a run (e.g. infer/*),\n"
+    "                                                       at step S (default: the run's last step)\n"
     "\n"
     "every subcommand takes --db PATH (default runs/mok.db).\n";
 
@@ -449,6 +458,124 @@ int runs_delete(int argc, char** argv) {
   return 0;
 }
 
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s + ",") {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+int64_t parse_count(const std::string& option, const std::string& s) {
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < 0) throw UsageError{"--" + option + " needs a whole number ≥ 0, not '" + s + "'"};
+  return v;
+}
+
+int runs_compare(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db", "metrics", "skip"}, {"json", "markdown"});
+  if (a.words.size() < 2) throw UsageError{"give at least two run IDs (the first is the baseline)"};
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < a.words.size(); ++i) ids.push_back(parse_id(a, i));
+  const std::vector<std::string> metrics =
+      split_list(a.get("metrics", "train/loss,val/bpb,perf/tokens_per_s,perf/step_ms,comm/remote_bytes"));
+  if (metrics.empty()) throw UsageError{"--metrics needs at least one metric name"};
+  const int64_t skip = parse_count("skip", a.get("skip", "1"));
+  RunStore store = RunStore::open_readonly(a.get("db", kDefaultDb));
+  const RunComparison c = compare_runs(store, ids, metrics, skip);
+
+  if (a.has("json")) {
+    JsonWriter j;
+    j.begin_object();
+    j.key("baseline").value(ids.front());
+    j.key("skip").value(skip);
+    j.key("runs").begin_array();
+    for (size_t r = 0; r < ids.size(); ++r) {
+      j.begin_object().key("id").value(ids[r]).key("name").value(c.names[r]);
+      j.key("figures").begin_object();
+      for (size_t m = 0; m < metrics.size(); ++m) {
+        j.key(metrics[m]);
+        if (std::isnan(c.figure[r][m])) j.null(); else j.value(c.figure[r][m]);
+      }
+      j.end_object().key("ratios").begin_object();
+      for (size_t m = 0; m < metrics.size(); ++m) {
+        j.key(metrics[m]);
+        if (std::isnan(c.ratio[r][m])) j.null(); else j.value(c.ratio[r][m]);
+      }
+      j.end_object().end_object();
+    }
+    j.end_array().end_object();
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+  if (a.has("markdown")) {  // one row per run, for reports: | run | metric (ratio) | …
+    std::string line = "| run |";
+    for (const auto& m : metrics) line += " " + m + " |";
+    std::printf("%s\n|---|", line.c_str());
+    for (size_t m = 0; m < metrics.size(); ++m) std::printf("---|");
+    std::printf("\n");
+    for (size_t r = 0; r < ids.size(); ++r) {
+      line = "| #" + std::to_string(ids[r]) + " " + c.names[r] + " |";
+      for (size_t m = 0; m < metrics.size(); ++m) {
+        line += " " + format_num(c.figure[r][m], 5);
+        if (r > 0 && !std::isnan(c.ratio[r][m])) line += " (" + format_num(c.ratio[r][m], 3) + "×)";
+        line += " |";
+      }
+      std::printf("%s\n", line.c_str());
+    }
+    return 0;
+  }
+  // One row per metric, one column per run: "value (ratio)".
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head = {"metric"};
+  for (size_t r = 0; r < ids.size(); ++r)
+    head.push_back("#" + std::to_string(ids[r]) + " " + shorten(c.names[r], 24) + (r == 0 ? " (base)" : ""));
+  rows.push_back(head);
+  for (size_t m = 0; m < metrics.size(); ++m) {
+    std::vector<std::string> row = {metrics[m] + (metric_uses_last_value(metrics[m]) ? " (last)" : " (mean)")};
+    for (size_t r = 0; r < ids.size(); ++r) {
+      std::string cell = format_num(c.figure[r][m], 5);
+      if (r > 0 && !std::isnan(c.ratio[r][m])) cell += " (" + format_num(c.ratio[r][m], 3) + "x)";
+      row.push_back(cell);
+    }
+    rows.push_back(row);
+  }
+  print_table(rows, std::vector<bool>(head.size(), true));
+  return 0;
+}
+
+int runs_record(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db", "step"}, {"json"});
+  const int64_t id = parse_id(a, 0);
+  if (a.words.size() < 2) throw UsageError{"give at least one NAME=VALUE"};
+  MetricRow row;
+  for (size_t i = 1; i < a.words.size(); ++i) {
+    const std::string& w = a.words[i];
+    const size_t eq = w.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError{"'" + w + "' is not NAME=VALUE"};
+    const std::string value = w.substr(eq + 1);
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !std::isfinite(v)) throw UsageError{"'" + value + "' in '" + w + "' is not a finite number"};
+    row.values.push_back({w.substr(0, eq), v});
+  }
+  RunStore store = RunStore::open(a.get("db", kDefaultDb));
+  const RunRecord rec = store.get_run(id);
+  row.step = a.has("step") ? parse_count("step", a.get("step")) : rec.summary.last_step;
+  row.tokens = rec.summary.tokens;
+  row.wall_s = rec.summary.wall_s;
+  store.append_metrics(id, row);
+  print_ok(a, id, ("recorded " + std::to_string(row.values.size()) + " value(s) at step " + std::to_string(row.step)).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_runs(int argc, char** argv) {
@@ -464,7 +591,8 @@ int cmd_runs(int argc, char** argv) {
   using Fn = int (*)(int, char**);
   const std::map<std::string, Fn> subs = {{"list", runs_list},     {"show", runs_show},  {"export-csv", runs_export_csv},
                                           {"tag", runs_tag},       {"note", runs_note},  {"archive", runs_archive},
-                                          {"delete", runs_delete}};
+                                          {"delete", runs_delete}, {"compare", runs_compare},
+                                          {"record", runs_record}};
   auto it = subs.find(sub);
   if (it == subs.end()) {
     std::fprintf(stderr, "mok runs: unknown subcommand '%s'\n\n%s", sub.c_str(), kUsage);

@@ -337,6 +337,10 @@ std::vector<ConfigKeySpec> build_schema() {
   add(key("routing.cost_compute_gflops", &E::routing, &RoutingConfig::cost_compute_gflops,
           "mok cost model: a rank's rate for the shadow gradient add, GFLOP/s")
           .above(0));
+  add(key("routing.overlap_chunks", &E::routing, &RoutingConfig::overlap_chunks,
+          "mok: chunks in which token transfers overlap expert compute (on a helper thread); "
+          "0 turns the overlap off. Results are bitwise the same for any value")
+          .range(0, 256));
 
   add(key("parallel.device", &E::parallel, &ParallelConfig::device, "where the model runs")
           .one_of({"cpu", "cuda"}));

@@ -118,6 +118,7 @@ struct RoutingConfig {
   std::string shadow = "auto";         // mok: auto (cost model) | never | always
   double cost_link_gbps = 0.0;         // mok cost model bandwidth; 0 → parallel.link_gbps, else 25
   double cost_compute_gflops = 50.0;   // mok cost model: rate of a rank's vector work
+  int overlap_chunks = 4;              // mok: chunks of transfer overlapping expert compute; 0 = none
 
   friend bool operator==(const RoutingConfig&, const RoutingConfig&) = default;
 };

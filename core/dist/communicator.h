@@ -21,7 +21,7 @@
 //
 // Subclasses implement one data primitive (exchange: a message to and from each peer, at
 // any addresses) and a barrier; everything else is built here, once, for all transports.
-// A Communicator is used by one thread (its rank's).
+// A Communicator is used by one thread at a time (its rank's, or that rank's CommWorker).
 
 #include <cstdint>
 #include <span>
@@ -51,6 +51,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* kind() const = 0;  // "local" or "mpi"
+  // Whether this rank's collectives may be issued from a thread other than the one that
+  // created the communicator (one thread at a time; see CommWorker).
+  virtual bool allows_helper_thread() const { return true; }
 
   // send: size() blocks back to back in peer order, send_bytes[p] bytes for peer p.
   // recv: size() blocks back to back in source order, recv_bytes[s] bytes from rank s.

@@ -27,6 +27,7 @@ std::unique_ptr<ExpertDispatcher> make_expert_dispatcher(const ExperimentConfig&
     opt.cost = mok_cost_params(c);
     opt.layer = layer;
     opt.expert_hidden = c.model.expert_hidden;
+    opt.overlap_chunks = c.routing.overlap_chunks;
     return std::make_unique<MokDispatcher>(comm, placement, opt);
   }
   throw std::invalid_argument("routing.dispatcher '" + c.routing.dispatcher + "': expected classic or mok");

@@ -1,5 +1,6 @@
 #include "core/dist/mok_dispatcher.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -36,6 +37,70 @@ void sum_heads(const Tensor& parts, const std::vector<int32_t>& head, int64_t n,
   });
 }
 
+// Chunk keys of rows listed peer by peer (rows_per_peer[q] rows whose experts live on the
+// rank computing peer q's rows, which holds experts_at[q] experts): the chunk of the row's
+// lowest and highest entry (k local expert indices each, −1 padded).
+void entry_chunks(const std::vector<int32_t>& entry, int k, const std::vector<int64_t>& rows_per_peer,
+                  const std::vector<int>& experts_at, int C, std::vector<int>& lowest,
+                  std::vector<int>& highest) {
+  lowest.clear();
+  highest.clear();
+  int64_t i = 0;
+  for (size_t q = 0; q < rows_per_peer.size(); ++q)
+    for (int64_t m = 0; m < rows_per_peer[q]; ++m, ++i) {
+      int lo = -1, hi = -1;
+      for (int j = 0; j < k; ++j) {
+        const int l = entry[static_cast<size_t>(i * k + j)];
+        if (l < 0) continue;
+        if (lo < 0 || l < lo) lo = l;
+        if (l > hi) hi = l;
+      }
+      if (lo < 0) throw std::logic_error("MokDispatcher: a row without entries");
+      lowest.push_back(expert_chunk(lo, experts_at[q], C));
+      highest.push_back(expert_chunk(hi, experts_at[q], C));
+    }
+}
+
+// token[i] placed at layout.pos[i]: the source rows of a chunk-major send buffer.
+std::vector<int64_t> layout_order(const ChunkLayout& layout, const std::vector<int64_t>& token) {
+  std::vector<int64_t> order(token.size());
+  for (size_t i = 0; i < token.size(); ++i) order[static_cast<size_t>(layout.pos[i])] = token[i];
+  return order;
+}
+
+// Rows (in `layout`) of entries i·k + j, in the entries' order.
+std::vector<int64_t> entry_rows(const std::vector<int64_t>& entries, int k, const ChunkLayout& layout) {
+  std::vector<int64_t> rows(entries.size());
+  for (size_t m = 0; m < entries.size(); ++m) rows[m] = layout.pos[static_cast<size_t>(entries[m] / k)];
+  return rows;
+}
+
+// Waits for a CommWorker's jobs when a scope is left by an exception: they use buffers of
+// that scope.
+struct DrainOnExit {
+  CommWorker& worker;
+  ~DrainOnExit() {
+    try {
+      worker.drain();
+    } catch (...) {
+    }
+  }
+};
+
+// A shadow copy keeps its saved inputs the way the owner's experts do (kitten policy of this
+// layer's experts, hidden recompute): every rank holds experts of the layer, all configured
+// alike, so any of them tells.
+void match_saved_inputs(SwiGluMlp& shadow, const ExpertBank& bank) {
+  for (const auto& e : bank.experts) {
+    if (!e) continue;
+    if (shadow.up().policy() != e->up().policy()) shadow.up().set_policy(e->up().policy());
+    if (shadow.down().policy() != e->down().policy()) shadow.down().set_policy(e->down().policy());
+    if (shadow.saved_policy() != e->saved_policy()) shadow.set_saved_policy(e->saved_policy());
+    shadow.set_recompute_hidden(e->recompute_hidden());
+    return;
+  }
+}
+
 void copy_param(real* dst, const Parameter& p) {
   std::memcpy(dst, p.value.data(), p.value.bytes());
 }
@@ -43,10 +108,19 @@ void copy_param(real* dst, const Parameter& p) {
 }  // namespace
 
 MokDispatcher::MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options)
-    : comm_(comm), placement_(std::move(placement)), options_(options) {
+    : comm_(comm), placement_(std::move(placement)), options_(options),
+      chunks_(std::max(1, options.overlap_chunks)),
+      worker_(std::make_unique<CommWorker>(options.overlap_chunks > 0 && comm.allows_helper_thread())) {
+  if (options.overlap_chunks < 0)
+    throw std::invalid_argument("MokDispatcher: overlap_chunks must be ≥ 0");
   if (placement_.ranks() != comm_.size())
     throw std::invalid_argument("MokDispatcher: placement for " + std::to_string(placement_.ranks()) +
                                 " ranks, communicator has " + std::to_string(comm_.size()));
+}
+
+const SwiGluMlp* MokDispatcher::shadow(int expert) const {
+  auto it = shadows_.find(expert);
+  return it == shadows_.end() ? nullptr : it->second.get();
 }
 
 SwiGluMlp& MokDispatcher::shadow_copy(int expert, int64_t d, int64_t f) {
@@ -224,6 +298,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       for (int e : placement_.experts_on(q))
         if (shadows(me, e)) {
           SwiGluMlp& sc = shadow_copy(e, d, f);
+          match_saved_inputs(sc, bank);
           std::memcpy(sc.up().weight().value.data(), recv_w.data() + off, 2 * d * f * sizeof(real));
           std::memcpy(sc.down().weight().value.data(), recv_w.data() + off + 2 * d * f,
                       f * d * sizeof(real));
@@ -232,13 +307,11 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   }
 
   int64_t sent_total = 0, recv_total = 0;
-  std::vector<int64_t> send_vals(R), recv_vals(R), send_meta(R), recv_meta(R);
+  std::vector<int64_t> send_meta(R), recv_meta(R);
   const int64_t meta_row = k * static_cast<int64_t>(sizeof(int32_t) + sizeof(real));
   for (int q = 0; q < R; ++q) {
     sent_total += send_rows_[q];
     recv_total += recv_rows_[q];
-    send_vals[q] = send_rows_[q] * d;
-    recv_vals[q] = recv_rows_[q] * d;
     send_meta[q] = send_rows_[q] * meta_row;
     recv_meta[q] = recv_rows_[q] * meta_row;
   }
@@ -267,14 +340,27 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     }
   }
 
-  // 5. the token rows.
-  Tensor send_x = gather(x, send_token_, 1, d);
-  Tensor recv_x({recv_total, d});
-  comm_.all_to_all_v(send_x.data(), send_vals, recv_x.data(), recv_vals, CommPurpose::dispatch);
-  send_x.reset();
-
-  // 6. expand: each local expert on the rows naming it (receive order), then one reduced
-  // row per received row.
+  // 5–8, in C chunks so that transfers overlap compute (see the header): the rows travel
+  // chunk by chunk on the CommWorker's thread while this thread runs the shadow copies and
+  // then each group of local experts as soon as its rows are in.
+  const int C = chunks_;
+  {
+    std::vector<int> peer_experts(static_cast<size_t>(R));
+    for (int q = 0; q < R; ++q) peer_experts[q] = static_cast<int>(placement_.experts_on(q).size());
+    std::vector<int> s_lo, s_hi, r_lo, r_hi;
+    entry_chunks(send_entry, k, send_rows_, peer_experts, C, s_lo, s_hi);
+    entry_chunks(recv_entry_, k, recv_rows_, std::vector<int>(static_cast<size_t>(R), L), C, r_lo, r_hi);
+    send_fwd_ = ChunkLayout(send_rows_, s_lo, C);
+    send_cmb_ = ChunkLayout(send_rows_, s_hi, C);
+    recv_fwd_ = ChunkLayout(recv_rows_, r_lo, C);
+    recv_cmb_ = ChunkLayout(recv_rows_, r_hi, C);
+    recv_done_fwd_.assign(static_cast<size_t>(C), {});
+    recv_done_bwd_.assign(static_cast<size_t>(C), {});
+    for (int64_t i = 0; i < recv_total; ++i) {
+      recv_done_fwd_[r_hi[i]].push_back(i);
+      recv_done_bwd_[r_lo[i]].push_back(i);
+    }
+  }
   expert_entries_.assign(static_cast<size_t>(L), {});
   recv_pos_.assign(static_cast<size_t>(recv_total * k), -1);
   for (int64_t i = 0; i < recv_total * k; ++i) {
@@ -284,35 +370,27 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     recv_pos_[i] = static_cast<int64_t>(expert_entries_[l].size());
     expert_entries_[l].push_back(i);
   }
-  std::vector<Tensor> ye(static_cast<size_t>(L));
-  for (int l = 0; l < L; ++l) {
-    if (expert_entries_[l].empty()) continue;
-    const int e = mine[l];
-    if (!bank.experts[e])
-      throw std::logic_error("MokDispatcher: expert " + std::to_string(e) + " is placed on rank " +
+  for (int l = 0; l < L; ++l)
+    if (!expert_entries_[l].empty() && !bank.experts[mine[l]])
+      throw std::logic_error("MokDispatcher: expert " + std::to_string(mine[l]) + " is placed on rank " +
                              std::to_string(me) + " but not held here");
-    Tensor xe = gather(recv_x, expert_entries_[l], k, d);
-    ye[l] = bank.experts[e]->forward(xe, keep);
-  }
-  recv_x.reset();
-  Tensor back_y({recv_total, d});
-  parallel_for(recv_total, 32, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      real* y = back_y.data() + i * d;
-      for (int64_t c = 0; c < d; ++c) y[c] = 0;
-      for (int j = 0; j < k; ++j) {
-        const int l = recv_entry_[i * k + j];
-        if (l < 0) continue;
-        const real g = recv_gate_[i * k + j];
-        const real* src = ye[l].data() + recv_pos_[i * k + j] * d;
-        for (int64_t c = 0; c < d; ++c) y[c] += g * src[c];
-      }
-    }
-  });
-  ye.clear();
 
-  // 7. shadow copies run here; each shadowed pair is its own group.
-  Tensor parts({n * k, d});  // group sums at their first slot
+  Tensor send_x = gather(x, layout_order(send_fwd_, send_token_), 1, d);  // send_fwd_ layout
+  Tensor recv_x({recv_total, d});   // recv_fwd_ layout
+  Tensor back_y({recv_total, d});   // recv_cmb_ layout: one reduced row per received row
+  Tensor got_y({sent_total, d});    // send_cmb_ layout
+  Tensor parts({n * k, d});         // group sums at their first slot
+  std::vector<Tensor> ye(static_cast<size_t>(L));
+  DrainOnExit drain_on_exit{*worker_};
+  std::vector<CommWorker::Ticket> arrived(static_cast<size_t>(C));
+  for (int c = 0; c < C; ++c)  // 5. the token rows, chunk by chunk
+    arrived[c] = worker_->submit([this, c, d, &send_x, &recv_x] {
+      comm_.all_to_all_v(send_x.data() + send_fwd_.offset(c) * d, send_fwd_.counts(c, d),
+                         recv_x.data() + recv_fwd_.offset(c) * d, recv_fwd_.counts(c, d),
+                         CommPurpose::dispatch);
+    });
+
+  // 7. meanwhile the shadow copies run here; each shadowed pair is its own group.
   for (size_t i = 0; i < my_shadowed_.size(); ++i) {
     const auto& pairs = shadow_pairs_[i];
     Tensor xe = gather(x, pairs, k, d);
@@ -327,13 +405,46 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     });
   }
 
-  // 8. reduced rows back to the sources; 9. sum the groups in slot order.
-  Tensor got_y({sent_total, d});
-  comm_.all_to_all_v(back_y.data(), recv_vals, got_y.data(), send_vals, CommPurpose::combine);
+  // 6. per chunk: its experts, each on all the rows naming it (receive order); then the rows
+  // whose last expert this was are reduced and go back (8, combine).
+  for (int c = 0; c < C; ++c) {
+    worker_->wait(arrived[c]);
+    for (int l = 0; l < L; ++l) {
+      if (expert_chunk(l, L, C) != c || expert_entries_[l].empty()) continue;
+      Tensor xe = gather(recv_x, entry_rows(expert_entries_[l], k, recv_fwd_), 1, d);
+      ye[l] = bank.experts[mine[l]]->forward(xe, keep);
+    }
+    const std::vector<int64_t>& done = recv_done_fwd_[c];
+    parallel_for(static_cast<int64_t>(done.size()), 32, [&](int64_t i0, int64_t i1) {
+      for (int64_t m = i0; m < i1; ++m) {
+        const int64_t i = done[m];
+        real* y = back_y.data() + recv_cmb_.pos[i] * d;
+        for (int64_t c2 = 0; c2 < d; ++c2) y[c2] = 0;
+        for (int j = 0; j < k; ++j) {
+          const int l = recv_entry_[i * k + j];
+          if (l < 0) continue;
+          const real g = recv_gate_[i * k + j];
+          const real* src = ye[l].data() + recv_pos_[i * k + j] * d;
+          for (int64_t c2 = 0; c2 < d; ++c2) y[c2] += g * src[c2];
+        }
+      }
+    });
+    worker_->submit([this, c, d, &back_y, &got_y] {
+      comm_.all_to_all_v(back_y.data() + recv_cmb_.offset(c) * d, recv_cmb_.counts(c, d),
+                         got_y.data() + send_cmb_.offset(c) * d, send_cmb_.counts(c, d),
+                         CommPurpose::combine);
+    });
+  }
+  worker_->drain();
+  ye.clear();
+  send_x.reset();
+  recv_x.reset();
   back_y.reset();
+
+  // 9. sum the groups in slot order.
   parallel_for(sent_total, 64, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
-      std::memcpy(parts.data() + head_pair_[i] * d, got_y.data() + i * d, d * sizeof(real));
+      std::memcpy(parts.data() + head_pair_[i] * d, got_y.data() + send_cmb_.pos[i] * d, d * sizeof(real));
   });
   Tensor y({n, d});
   sum_heads(parts, head_of_, n, k, d, y);
@@ -363,63 +474,38 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector<r
   const int L = static_cast<int>(mine.size());
   auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
   int64_t sent_total = 0, recv_total = 0;
-  std::vector<int64_t> send_k(R), recv_k(R), send_vals(R), recv_vals(R);
+  std::vector<int64_t> send_k(R), recv_k(R);
   for (int q = 0; q < R; ++q) {
     sent_total += send_rows_[q];
     recv_total += recv_rows_[q];
     send_k[q] = send_rows_[q] * k;
     recv_k[q] = recv_rows_[q] * k;
-    send_vals[q] = send_rows_[q] * d;
-    recv_vals[q] = recv_rows_[q] * d;
   }
 
-  // dy once per group row to the destination (the reverse of the combine).
-  Tensor send_dy = gather(dy, send_token_, 1, d);
-  Tensor recv_dy({recv_total, d});
-  comm_.all_to_all_v(send_dy.data(), send_vals, recv_dy.data(), recv_vals, CommPurpose::combine);
-  send_dy.reset();
-
-  // Gated backward of each local expert over its batch (forward's order), then one reduced
-  // dx row per received row and the gate gradient of every entry.
+  // dy once per group row to the destination (the reverse of the combine), in the
+  // forward's combine chunks, last chunk first: group c (run last to first) needs the rows
+  // whose highest expert is in group c or later. A row's dx goes back (the reverse of the
+  // dispatch) in the chunk of its lowest expert, once that group is done.
+  const int C = chunks_;
+  Tensor send_dy = gather(dy, layout_order(send_cmb_, send_token_), 1, d);  // send_cmb_ layout
+  Tensor recv_dy({recv_total, d});   // recv_cmb_ layout
+  Tensor back_dx({recv_total, d});   // recv_fwd_ layout
+  Tensor got_dx({sent_total, d});    // send_fwd_ layout
   std::vector<Tensor> dxe(static_cast<size_t>(L));
   std::vector<real> back_dgate(static_cast<size_t>(recv_total * k), real(0));
-  for (int l = 0; l < L; ++l) {
-    const auto& entries = expert_entries_[l];
-    if (entries.empty()) continue;
-    const int64_t m = static_cast<int64_t>(entries.size());
-    Tensor dye = gather(recv_dy, entries, k, d);
-    std::vector<real> ge(static_cast<size_t>(m)), dge(static_cast<size_t>(m));
-    for (int64_t i = 0; i < m; ++i) ge[i] = recv_gate_[entries[i]];
-    dxe[l] = bank.experts[mine[l]]->backward_gated(dye, ge.data(), dge.data());
-    for (int64_t i = 0; i < m; ++i) back_dgate[entries[i]] = dge[i];
-  }
-  recv_dy.reset();
-  Tensor back_dx({recv_total, d});
-  parallel_for(recv_total, 32, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      real* out = back_dx.data() + i * d;
-      for (int64_t c = 0; c < d; ++c) out[c] = 0;
-      for (int j = 0; j < k; ++j) {
-        const int l = recv_entry_[i * k + j];
-        if (l < 0) continue;
-        const real* src = dxe[l].data() + recv_pos_[i * k + j] * d;
-        for (int64_t c = 0; c < d; ++c) out[c] += src[c];
-      }
-    }
-  });
-  dxe.clear();
-
-  Tensor got_dx({sent_total, d});
-  comm_.all_to_all_v(back_dx.data(), recv_vals, got_dx.data(), send_vals, CommPurpose::dispatch);
-  back_dx.reset();
-  std::vector<real> got_dgate(static_cast<size_t>(sent_total * k));
-  comm_.all_to_all_v(back_dgate.data(), recv_k, got_dgate.data(), send_k, CommPurpose::control);
-
-  // Shadow copies: backward here, weight gradients to the owners.
   dgate.assign(static_cast<size_t>(n * k), real(0));
   Tensor parts({n * k, d});
-  bool any_shadow = false;
-  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
+  DrainOnExit drain_on_exit{*worker_};
+  std::vector<CommWorker::Ticket> arrived(static_cast<size_t>(C));
+  for (int c = C - 1; c >= 0; --c)
+    arrived[c] = worker_->submit([this, c, d, &send_dy, &recv_dy] {
+      comm_.all_to_all_v(send_dy.data() + send_cmb_.offset(c) * d, send_cmb_.counts(c, d),
+                         recv_dy.data() + recv_cmb_.offset(c) * d, recv_cmb_.counts(c, d),
+                         CommPurpose::combine);
+    });
+
+  // Meanwhile the shadow copies run backward here (their weight gradients go to the owners
+  // below).
   for (size_t i = 0; i < my_shadowed_.size(); ++i) {
     const auto& pairs = shadow_pairs_[i];
     const int64_t m = static_cast<int64_t>(pairs.size());
@@ -435,6 +521,52 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector<r
       std::memcpy(parts.data() + pairs[j] * d, dxs.data() + j * d, d * sizeof(real));
     }
   }
+
+  // Per chunk, last to first: the gated backward of each of its experts over the forward's
+  // batch, then one reduced dx row for every row whose lowest expert this was.
+  for (int c = C - 1; c >= 0; --c) {
+    worker_->wait(arrived[c]);
+    for (int l = 0; l < L; ++l) {
+      const auto& entries = expert_entries_[l];
+      if (expert_chunk(l, L, C) != c || entries.empty()) continue;
+      const int64_t m = static_cast<int64_t>(entries.size());
+      Tensor dye = gather(recv_dy, entry_rows(entries, k, recv_cmb_), 1, d);
+      std::vector<real> ge(static_cast<size_t>(m)), dge(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) ge[i] = recv_gate_[entries[i]];
+      dxe[l] = bank.experts[mine[l]]->backward_gated(dye, ge.data(), dge.data());
+      for (int64_t i = 0; i < m; ++i) back_dgate[entries[i]] = dge[i];
+    }
+    const std::vector<int64_t>& done = recv_done_bwd_[c];
+    parallel_for(static_cast<int64_t>(done.size()), 32, [&](int64_t i0, int64_t i1) {
+      for (int64_t m = i0; m < i1; ++m) {
+        const int64_t i = done[m];
+        real* out = back_dx.data() + recv_fwd_.pos[i] * d;
+        for (int64_t c2 = 0; c2 < d; ++c2) out[c2] = 0;
+        for (int j = 0; j < k; ++j) {
+          const int l = recv_entry_[i * k + j];
+          if (l < 0) continue;
+          const real* src = dxe[l].data() + recv_pos_[i * k + j] * d;
+          for (int64_t c2 = 0; c2 < d; ++c2) out[c2] += src[c2];
+        }
+      }
+    });
+    worker_->submit([this, c, d, &back_dx, &got_dx] {
+      comm_.all_to_all_v(back_dx.data() + recv_fwd_.offset(c) * d, recv_fwd_.counts(c, d),
+                         got_dx.data() + send_fwd_.offset(c) * d, send_fwd_.counts(c, d),
+                         CommPurpose::dispatch);
+    });
+  }
+  worker_->drain();
+  dxe.clear();
+  send_dy.reset();
+  recv_dy.reset();
+  back_dx.reset();
+
+  std::vector<real> got_dgate(static_cast<size_t>(sent_total * k));
+  comm_.all_to_all_v(back_dgate.data(), recv_k, got_dgate.data(), send_k, CommPurpose::control);
+
+  bool any_shadow = false;
+  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
   if (any_shadow) {
     const int64_t f = [&] {
       for (int e : my_shadowed_) return shadows_.at(e)->hidden();
@@ -484,7 +616,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector<r
   // Shipped groups: the reduced dx at the group's first slot, gate gradients per slot.
   parallel_for(sent_total, 64, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      std::memcpy(parts.data() + head_pair_[i] * d, got_dx.data() + i * d, d * sizeof(real));
+      std::memcpy(parts.data() + head_pair_[i] * d, got_dx.data() + send_fwd_.pos[i] * d, d * sizeof(real));
       const int64_t t = send_token_[i];
       for (int j = 0; j < k; ++j) {
         const int s = send_slot_[i * k + j];

@@ -25,6 +25,14 @@
 //             7. the source runs its shadow copies on their tokens (token order) and
 //                combines: y[t] = Σ over the token's groups (one per destination rank and
 //                one per shadowed pair), in the order of each group's first slot.
+//   overlap   5–7 run in C chunks (MokOptions::overlap_chunks). Each rank's local experts
+//             are cut into C consecutive groups; a row travels in the chunk of its lowest
+//             expert's group and comes back in the chunk of its highest. A CommWorker
+//             thread sends the chunks one after another while this thread runs the shadow
+//             copies, then each group as soon as its chunk is in, then hands the finished
+//             rows back to the worker. Backward runs the groups last to first. Every expert
+//             still runs once on all its rows in the same order and every sum keeps its
+//             order, so the results are bitwise the same for any C (tested).
 //   backward  dy rows go out once per group row (combine), the destination runs each
 //             expert's gated backward and reduces the row's dx over its entries in slot
 //             order, returning one row (dispatch) and the k gate gradients (control).
@@ -34,8 +42,8 @@
 // identical. With one rank the results equal LocalDispatcher's bit for bit.
 //
 // Every rank must call forward/backward together (they are collectives), with the same
-// `keep`. Shadow copies are plain SwiGLU experts (saved inputs kept exactly even when the
-// owner's expert uses a compact saved-input policy).
+// `keep`. Shadow copies are SwiGLU experts that keep their saved inputs the way the layer's
+// own experts do (the same kitten policy and hidden recompute).
 
 #include <cstdint>
 #include <map>
@@ -43,6 +51,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dist/chunk_layout.h"
+#include "core/dist/comm_worker.h"
 #include "core/dist/communicator.h"
 #include "core/dist/expert_placement.h"
 #include "core/dist/mok_cost_model.h"
@@ -56,6 +66,10 @@ struct MokOptions {
   MokCostParams cost;        // link, compute rate, shadow mode
   int layer = 0;             // block index, for the memory tags of shadow copies
   int64_t expert_hidden = 0; // f; 0 → taken from any expert held here
+  // C ≥ 1: transfers run on a CommWorker thread in C chunks, overlapping compute (one
+  // thread-less chunk where the communicator forbids helper threads). 0: no worker thread,
+  // every exchange blocks this thread (the plain sequential order). Same results either way.
+  int overlap_chunks = 4;
 };
 
 class MokDispatcher final : public ExpertDispatcher {
@@ -73,6 +87,8 @@ class MokDispatcher final : public ExpertDispatcher {
   void set_decision_log(MokDecisionLog* log) { decision_log_ = log; }
   const ExpertPlacement& placement() const { return placement_; }
   const MokOptions& options() const { return options_; }
+  // The shadow copy of `expert` held here (null when it was never shadowed on this rank).
+  const SwiGluMlp* shadow(int expert) const;
   void set_shadow_mode(ShadowMode mode) { options_.cost.mode = mode; }
 
  private:
@@ -86,6 +102,8 @@ class MokDispatcher final : public ExpertDispatcher {
   MokDecisionLog* decision_log_ = nullptr;
   int64_t steps_ = 0;
   CommStats fwd_before_;  // stats at the start of the last forward
+  int chunks_;            // C
+  std::unique_ptr<CommWorker> worker_;
 
   // Shadow copies of remote experts, created on first use and refreshed every step.
   std::map<int, std::unique_ptr<SwiGluMlp>> shadows_;
@@ -100,6 +118,11 @@ class MokDispatcher final : public ExpertDispatcher {
   std::vector<std::vector<int64_t>> shadow_pairs_;  // [i] → pairs t·k+s of my_shadowed_[i]
   std::vector<int64_t> send_rows_, recv_rows_;      // (R) group rows to / from each rank
   std::vector<int64_t> send_token_;     // token of each sent row (send order)
+  // Chunked buffers (see overlap): rows by their lowest expert's chunk (dispatch) and by
+  // their highest (combine), on the sending and the receiving side.
+  ChunkLayout send_fwd_, send_cmb_, recv_fwd_, recv_cmb_;
+  std::vector<std::vector<int64_t>> recv_done_fwd_;  // [c] received rows whose highest expert is in chunk c
+  std::vector<std::vector<int64_t>> recv_done_bwd_;  // [c] received rows whose lowest expert is in chunk c
   std::vector<int32_t> send_slot_;      // (rows·k) slot of entry j of a sent row, −1 pad
   std::vector<int32_t> recv_entry_;     // (recv rows·k) local expert index of entry j, −1 pad
   std::vector<real> recv_gate_;         // (recv rows·k) gate of entry j

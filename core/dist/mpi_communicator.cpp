@@ -48,7 +48,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     owns_ = true;
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -93,6 +93,12 @@ MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
+}
+
+bool MpiCommunicator::allows_helper_thread() const {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return level >= MPI_THREAD_SERIALIZED;
 }
 
 void MpiCommunicator::exchange(const uint8_t* const* send, const int64_t* send_bytes,
@@ -160,6 +166,7 @@ void mpi_abort(int code) { std::exit(code); }
 struct MpiCommunicator::Impl {};
 MpiCommunicator::MpiCommunicator() { throw std::runtime_error(kNoMpi); }
 MpiCommunicator::~MpiCommunicator() = default;
+bool MpiCommunicator::allows_helper_thread() const { return false; }
 void MpiCommunicator::exchange(const uint8_t* const*, const int64_t*, uint8_t* const*,
                                const int64_t*) {
   throw std::runtime_error(kNoMpi);

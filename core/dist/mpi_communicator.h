@@ -26,7 +26,8 @@ bool mpi_available();
 // OMPI_COMM_WORLD_SIZE), srun (PMIX_RANK or PMI_SIZE) or Hydra (PMI_SIZE).
 bool mpi_launch_detected();
 
-// MPI_Init_thread on construction (unless MPI is already initialized), MPI_Finalize on
+// MPI_Init_thread on construction (unless MPI is already initialized), asking for
+// MPI_THREAD_SERIALIZED so that a rank's CommWorker may run its collectives; MPI_Finalize on
 // destruction (only if this object initialized it). One per process, in main().
 class MpiSession {
  public:
@@ -53,6 +54,8 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* kind() const override { return "mpi"; }
+  // True when MPI was initialised with MPI_THREAD_SERIALIZED or more (MpiSession asks for it).
+  bool allows_helper_thread() const override;
 
  protected:
   void exchange(const uint8_t* const* send, const int64_t* send_bytes, uint8_t* const* recv,

@@ -16,6 +16,7 @@ class SavedTensorSlot {
   SavedTensorSlot(int layer, std::string kind) : layer_(layer), kind_(std::move(kind)) {}
 
   void set_policy(SavedInputPolicy* policy) { policy_ = policy; reset(); }
+  SavedInputPolicy* policy() const { return policy_; }
   // The tag to allocate the tensor under when it is going to be kept: saved_activations when
   // kept as is, workspace when a compact copy will be made of it.
   MemTag output_tag(bool keep) const {

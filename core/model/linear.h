@@ -36,6 +36,7 @@ class Linear {
   const std::string& kind() const { return kind_; }
   // Policy for later saves (not owned; null = exact). Drops the current saved-input object.
   void set_policy(SavedInputPolicy* policy);
+  SavedInputPolicy* policy() const { return policy_; }
   SavedLinearInput* saved_input() { return saved_.get(); }
 
  private:

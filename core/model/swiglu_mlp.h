@@ -33,11 +33,15 @@ class SwiGluMlp {
 
   // Never keep h, whatever forward is asked (recompute it from a in backward).
   void set_recompute_hidden(bool on) { recompute_hidden_ = on; }
+  bool recompute_hidden() const { return recompute_hidden_; }
 
   Linear& up() { return up_; }
   Linear& down() { return down_; }
+  const Linear& up() const { return up_; }
+  const Linear& down() const { return down_; }
   // How the pre-activation ("<kind>.act.input") is kept for backward (null = exactly).
   void set_saved_policy(SavedInputPolicy* policy) { a_.set_policy(policy); }
+  SavedInputPolicy* saved_policy() const { return a_.policy(); }
   int64_t hidden() const { return f_; }
 
  private:

@@ -11,6 +11,7 @@
 #include <QJsonObject>
 #include <QProcess>
 
+#include <cmath>
 #include <sstream>
 
 #include "core/store/run_store.h"
@@ -164,6 +165,57 @@ class TestCliRuns : public QObject {
     std::ostringstream expected;
     RunStore::open_readonly(db_.toStdString()).export_csv(quick_, expected);
     QCOMPARE(stdout_csv.out, QString::fromStdString(expected.str()));
+  }
+
+  // compare: per-step metrics are means after the skipped steps, val/* and infer/* the last
+  // value, ratios against the first run; record adds measured figures to a run.
+  void compareAndRecord() {
+    int64_t other;
+    {
+      RunStore store = RunStore::open(db_.toStdString());
+      other = store.create_run({.name = "mok r2"});
+      for (int s = 1; s <= 5; ++s) store.append_metrics(other, row(s, {{"train/loss", s == 1 ? 9.0 : 2.0}}));
+      store.set_status(other, RunStatus::finished, "done");
+    }
+    const QString base = QString::number(quick_), id = QString::number(other);
+    const Result rec = mok_cli({"runs", "record", id, "infer/tokens_per_s=512.5", "--db", db_, "--json"});
+    QCOMPARE(rec.code, 0);
+    QCOMPARE(rec.json()["ok"].toBool(), true);
+    {
+      const auto series = RunStore::open_readonly(db_.toStdString()).metric_series(other, "infer/tokens_per_s");
+      QCOMPARE(series.size(), size_t(1));
+      QCOMPARE(series[0].step, int64_t(5));  // the run's last step
+      QCOMPARE(series[0].value, 512.5);
+    }
+    const Result r = mok_cli({"runs", "compare", base, id, "--metrics", "train/loss,val/bpb,infer/tokens_per_s",
+                              "--db", db_, "--json"});
+    QCOMPARE(r.code, 0);
+    const QJsonArray runs = r.json()["runs"].toArray();
+    QCOMPARE(runs.size(), 2);
+    const QJsonObject b = runs[0].toObject()["figures"].toObject(), o = runs[1].toObject()["figures"].toObject();
+    QVERIFY(std::abs(b["train/loss"].toDouble() - 2.9) < 1e-12);   // mean of steps 2..20
+    QVERIFY(std::abs(b["val/bpb"].toDouble() - 1.0) < 1e-12);      // last evaluation
+    QVERIFY(b["infer/tokens_per_s"].isNull());
+    QCOMPARE(o["train/loss"].toDouble(), 2.0);                      // step 1's 9.0 skipped
+    QCOMPARE(o["infer/tokens_per_s"].toDouble(), 512.5);
+    const QJsonObject ratio = runs[1].toObject()["ratios"].toObject();
+    QVERIFY(std::abs(ratio["train/loss"].toDouble() - 2.0 / 2.9) < 1e-12);
+    QVERIFY(ratio["val/bpb"].isNull());
+    // --skip 0 takes every step; the text table shows the ratio.
+    const Result all = mok_cli({"runs", "compare", base, id, "--metrics", "train/loss", "--skip", "0", "--db", db_});
+    QCOMPARE(all.code, 0);
+    // (9 + 4·2) / 5 = 3.4 against the base's mean of steps 1..20, 2.95: 1.15x.
+    QVERIFY2(all.out.contains("3.4 (1.15x)"), qPrintable(all.out));
+    for (const QStringList& bad : {QStringList{"runs", "compare", base, "--db", db_},
+                                   QStringList{"runs", "compare", base, id, "--skip", "-1", "--db", db_},
+                                   QStringList{"runs", "record", id, "infer/x", "--db", db_},
+                                   QStringList{"runs", "record", id, "infer/x=fast", "--db", db_}}) {
+      const Result e = mok_cli(bad);
+      QVERIFY2(e.code == 2, qPrintable(bad.join(' ') + " → " + QString::number(e.code)));
+      QVERIFY(!e.err.isEmpty());
+    }
+    QCOMPARE(mok_cli({"runs", "compare", base, "99999", "--db", db_}).code, 1);  // no such run
+    RunStore::open(db_.toStdString()).delete_run(other);
   }
 
   void tagNoteArchiveDelete() {

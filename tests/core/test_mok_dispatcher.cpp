@@ -6,7 +6,9 @@
 //  - dispatch/combine bytes equal an independent count of unique (token, rank) rows, never
 //    exceed the classic dispatcher's, and shadowing moves exactly the expert weights and
 //    their gradients;
-//  - the step log's saved bytes and local fraction agree with the counters.
+//  - the step log's saved bytes and local fraction agree with the counters;
+//  - transfers in C chunks on a helper thread (overlap) give the same bits and the same
+//    bytes as the blocking single-chunk order, for every C.
 #include <QtTest>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "core/dist/classic_dispatcher.h"
 #include "core/dist/local_communicator.h"
 #include "core/dist/mok_dispatcher.h"
+#include "core/model/saved_input_policy.h"
 #include "core/util/counter_rng.h"
 
 using namespace mok;
@@ -34,6 +37,8 @@ class TestMokDispatcher : public QObject {
   void shadowingMovesWeightsAndGradientsOnly();
   void stepLogAgreesWithCounters();
   void inferenceForwardNeedsNoBackward();
+  void overlapChunksChangeNoBitNorByte();
+  void shadowCopiesKeepInputsLikeTheLayersExperts();
 };
 
 namespace {
@@ -118,7 +123,8 @@ struct RankRun {
 };
 
 // classic = true runs ClassicDispatcher instead (same harness).
-RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false) {
+// chunks = MokOptions::overlap_chunks.
+RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int chunks = 4) {
   RankRun run;
   run.result.y.assign(kN * kD, 0);
   run.result.dx.assign(kN * kD, 0);
@@ -139,6 +145,7 @@ RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false) {
     } else {
       MokOptions opt;
       opt.cost = MokCostParams{25.0, 0.0, 1e6, mode};
+      opt.overlap_chunks = chunks;
       auto md = std::make_unique<MokDispatcher>(comm, place, opt);
       mok = md.get();
       dispatcher = std::move(md);
@@ -354,6 +361,69 @@ void TestMokDispatcher::inferenceForwardNeedsNoBackward() {
       QCOMPARE(std::count(lines.begin(), lines.end(), '\n'), std::ptrdiff_t{2});
     }
   }
+}
+
+// The chunked order changes only when rows travel: every expert sees the same batch and
+// every sum keeps its order, so results are bitwise those of the blocking path (C = 0), and
+// only the number of exchanges grows.
+void TestMokDispatcher::overlapChunksChangeNoBitNorByte() {
+  for (int R : {2, 3, 4})
+    for (ShadowMode mode : {ShadowMode::never, ShadowMode::automatic}) {
+      const RankRun base = run_ranks(R, mode, 4, false, 0);
+      for (int chunks : {1, 2, 3, 5}) {
+        const RankRun run = run_ranks(R, mode, 4, false, chunks);
+        const QString what = QString("R=%1 mode=%2 chunks=%3").arg(R).arg(shadow_mode_name(mode)).arg(chunks);
+        QVERIFY2(same_bits(run.result.y, base.result.y), qPrintable("y " + what));
+        QVERIFY2(same_bits(run.result.dx, base.result.dx), qPrintable("dx " + what));
+        QVERIFY2(same_bits(run.result.dgate, base.result.dgate), qPrintable("dgate " + what));
+        for (int e = 0; e < kE; ++e)
+          QVERIFY2(same_bits(run.result.expert_grad[e], base.result.expert_grad[e]), qPrintable("grad " + what));
+        for (int me = 0; me < R; ++me)
+          for (CommPurpose p : {CommPurpose::dispatch, CommPurpose::combine, CommPurpose::weights,
+                                CommPurpose::gradients, CommPurpose::control})
+            QCOMPARE(run.stats[me].remote_sent(p), base.stats[me].remote_sent(p));
+        if (chunks > 1) QVERIFY(run.stats[0].calls > base.stats[0].calls);
+      }
+    }
+}
+
+// The shadow copies take the saved-input policy and the hidden recompute of the layer's
+// experts, so a kitten run keeps compact copies for shadowed tokens too.
+void TestMokDispatcher::shadowCopiesKeepInputsLikeTheLayersExperts() {
+  const std::shared_ptr<SavedInputPolicy> policy = make_exact_saved_input_policy();
+  const Result ref = reference(4);
+  std::vector<int> checked(2, 0);
+  std::vector<real> y(kN * kD);
+  run_local_ranks(2, [&](Communicator& comm) {
+    const int me = comm.rank();
+    const int64_t t0 = kN * me / 2, t1 = kN * (me + 1) / 2;
+    ExpertBank bank = make_bank(4);
+    for (auto& e : bank.experts) {
+      e->up().set_policy(policy.get());
+      e->down().set_policy(policy.get());
+      e->set_saved_policy(policy.get());
+      e->set_recompute_hidden(true);
+    }
+    MokOptions opt;
+    opt.cost = MokCostParams{25.0, 0.0, 1e6, ShadowMode::always};
+    MokDispatcher mok(comm, ExpertPlacement::contiguous(kE, 2), opt);
+    const Tensor x = rows(1, t0, t1), dy = rows(2, t0, t1);
+    Tensor out = mok.forward(x, make_routing(t0, t1), bank, true);
+    std::vector<real> dgate;
+    mok.backward(dy, bank, dgate);
+    std::memcpy(y.data() + t0 * kD, out.data(), out.bytes());
+    for (int e : mok.last_log().shadowed) {
+      const SwiGluMlp* sc = mok.shadow(e);
+      if (sc && sc->up().policy() == policy.get() && sc->down().policy() == policy.get() &&
+          sc->saved_policy() == policy.get() && sc->recompute_hidden())
+        checked[me]++;
+      else
+        checked[me] = -1000;
+    }
+  });
+  QVERIFY(checked[0] > 0);
+  QVERIFY(checked[1] > 0);
+  QVERIFY(rel_diff(y, ref.y) <= kTol);  // an exact policy: the same outputs
 }
 
 QTEST_GUILESS_MAIN(TestMokDispatcher)

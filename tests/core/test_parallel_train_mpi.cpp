@@ -3,7 +3,8 @@
 // follows the loss curve of the same config on one local rank over 50 steps, within the
 // float reduction noise bounded in test_parallel_train.cpp; rank 0 alone writes the store
 // (one run in it) and prints the JSON line; comm/* metrics are recorded. Without a launcher,
-// parallel.comm: mpi is refused with a message that says how to launch.
+// parallel.comm: mpi is refused with a message that says how to launch. With MoK dispatch
+// the MPI job equals two local ranks bit for bit.
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QtTest>
@@ -128,6 +129,46 @@ class TestParallelTrainMpi : public QObject {
     QVERIFY(dispatch.front().value > 0);
     QCOMPARE(s2.metric_series(id2, "comm/grad_bytes").front().value,
              s2.metric_series(id2, "comm/grad_bytes").back().value);
+  }
+
+  // MoK dispatch under MPI, with its transfers on a helper thread in 4 chunks, gives the bits
+  // of the same run on two local ranks with the overlap off: the transport, the thread and the
+  // chunking change no sum.
+  void mpiMokJobEqualsLocalRanksBitwise() {
+    QVERIFY2(mok::mpi_available(), "this build has no MPI support: install libopenmpi-dev and reconfigure");
+    const QString mpirun = QStandardPaths::findExecutable("mpirun");
+    QVERIFY2(!mpirun.isEmpty(), "mpirun not found on PATH: install openmpi-bin");
+    QByteArray out, err;
+    const QString db1 = tmp_.path() + "/mok-local.db", db2 = tmp_.path() + "/mok-mpi.db";
+    const QStringList common = {"--set", "routing.dispatcher=mok", "--set", "train.steps=20",
+                                "--set", "parallel.ranks=2", "--json", "--quiet"};
+    int rc = run(MOK_CLI_PATH, QStringList{"train", yaml_, "--db", db1, "--set", "routing.overlap_chunks=0"} + common,
+                 &out, &err, env());
+    QVERIFY2(rc == 0, qPrintable("local ranks: exit " + QString::number(rc) + "\n" + err));
+    const QJsonObject local = last_json_line(out);
+    QStringList args = {"-np", "2", "--oversubscribe"};
+    if (geteuid() == 0) args << "--allow-run-as-root";
+    args << MOK_CLI_PATH << "train" << yaml_ << "--db" << db2 << "--set" << "parallel.comm=mpi"
+         << "--set" << "routing.overlap_chunks=4" << common;
+    rc = run(mpirun, args, &out, &err, env());
+    QVERIFY2(rc == 0, qPrintable("mpirun: exit " + QString::number(rc) + "\n" + out + "\n" + err));
+    const QJsonObject mpi = last_json_line(out);
+    QCOMPARE(mpi.value("status").toString(), QString("finished"));
+
+    mok::RunStore s1 = mok::RunStore::open_readonly(db1.toStdString());
+    mok::RunStore s2 = mok::RunStore::open_readonly(db2.toStdString());
+    const int64_t id1 = local.value("run_id").toInteger(), id2 = mpi.value("run_id").toInteger();
+    for (const char* metric : {"train/loss", "train/grad_norm", "comm/dispatch_bytes", "comm/combine_bytes"}) {
+      const auto a = s1.metric_series(id1, metric);
+      const auto b = s2.metric_series(id2, metric);
+      QCOMPARE(a.size(), size_t(20));
+      QCOMPARE(b.size(), a.size());
+      for (size_t i = 0; i < a.size(); ++i)
+        QVERIFY2(a[i].value == b[i].value,
+                 qPrintable(QString("%1 at step %2: %3 vs %4").arg(metric).arg(a[i].step).arg(a[i].value, 0, 'g', 17)
+                                .arg(b[i].value, 0, 'g', 17)));
+    }
+    QCOMPARE(mpi.value("val_loss").toDouble(), local.value("val_loss").toDouble());
   }
 
   void mpiWithoutLauncherIsRefused() {
