@@ -403,7 +403,7 @@ class TestConfig : public QObject {
         {"name: \"\"\n", "t.yaml:1:1: name: must not be empty"},
         {"routing:\n  policy: topk\n  locality_aux_coef: -0.01\n",
          "t.yaml:3:3: routing.locality_aux_coef: must be in [0.0, 100.0], got -0.01"},
-        {"routing: {locality_aux_coef: .inf}\n", "t.yaml:1:11: routing.locality_aux_coef: must be in [0.0, 100.0], got inf"},
+        {"routing: {locality_aux_coef: 1000}\n", "t.yaml:1:11: routing.locality_aux_coef: must be in [0.0, 100.0], got 1000.0"},
     };
     for (const Case& c : cases) COMPARE_STR(std::string(parse_error(c.yaml).what()), std::string(c.what));
   }

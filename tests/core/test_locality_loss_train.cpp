@@ -4,7 +4,12 @@
 //     mean router mass on other ranks' experts summed over the MoE layers, so in (0, 2c);
 //   - with one rank the coef changes nothing: metrics bitwise those of coef 0;
 //   - with two ranks its gradient reaches the model: the loss curve differs from coef 0;
-//   - the local fraction (comm/local_tokens over the routed pairs) is reported for both.
+//   - the local fraction (comm/local_tokens over the routed pairs) is printed for both, not
+//     asserted: the trainer's rank shards are rows of one random batch, so the ranks' pushes
+//     toward their own experts cancel in expectation and the fraction stays near ½ (see
+//     docs/mok_dispatch.md, "Locality loss"; test_mok_locality shows the loss raising it
+//     when a rank's tokens differ from the others'). For the same reason the reported loss
+//     (mean over ranks) stays near c·(R − 1)/R per layer at every step, whatever the router.
 #include <QtTest>
 
 #include <cmath>
@@ -128,10 +133,10 @@ class TestLocalityLossTrain : public QObject {
       QCOMPARE(off.value(off.rows[i], "train/locality_loss"), 0.0);
       const double loc = on.value(on.rows[i], "train/locality_loss");
       QVERIFY2(loc > 0.0 && loc < 2 * coef, qPrintable(QString("step %1: locality loss %2").arg(i + 1).arg(loc)));
+      // Two MoE layers, each c · ½ up to how the two shards' tokens differ.
+      QVERIFY2(std::abs(loc - 2 * coef * 0.5) < 0.1 * coef, qPrintable(QString("step %1: %2").arg(i + 1).arg(loc)));
       if (i == 0) {
-        // Step 1 runs on identical weights with one router per layer over 8 experts, 4 of
-        // them on the other rank: near the even split (coef · ½ per layer) at init.
-        QVERIFY2(std::abs(loc - coef) < 0.25 * coef, qPrintable(QString("step 1: %1").arg(loc)));
+        // Step 1 runs on identical weights: the same forward.
         QCOMPARE(on.value(on.rows[i], "train/loss"), off.value(off.rows[i], "train/loss"));
       } else if (on.value(on.rows[i], "train/loss") != off.value(off.rows[i], "train/loss")) {
         curve_differs = true;

@@ -214,7 +214,8 @@ void TestMokLocality::localityLossPullsRankCorrelatedTokensHome() {
                trained = local_fraction_after(1.0, 30);
   qInfo("local fraction: untrained %.3f, 30 steps coef 0: %.3f, coef 1: %.3f", before, plain, trained);
   QCOMPARE(plain, before);  // no objective, no gradient: the router does not move
-  QVERIFY2(trained > before + 0.2, qPrintable(QString("%1 vs %2").arg(trained).arg(before)));
+  // Direction, with room: more than half of the pairs that went remote come home.
+  QVERIFY2(trained - before > 0.5 * (1.0 - before), qPrintable(QString("%1 vs %2").arg(trained).arg(before)));
 }
 
 QTEST_GUILESS_MAIN(TestMokLocality)
