@@ -327,6 +327,10 @@ std::vector<ConfigKeySpec> build_schema() {
   add(key("routing.locality_margin", &E::routing, &RoutingConfig::locality_margin,
           "locality policy: largest router-score gap at which a local expert is preferred")
           .range(0, 1e6));
+  add(key("routing.locality_aux_coef", &E::routing, &RoutingConfig::locality_aux_coef,
+          "locality loss weight: coef · mean router probability on other ranks' experts "
+          "(parallel.ranks > 1; any policy); 0 is off")
+          .range(0, 100));
   add(key("routing.shadow", &E::routing, &RoutingConfig::shadow,
           "mok: fetch remote experts' weights (shadow copies) when the cost model says it is "
           "cheaper (`auto`), `never`, or `always`")

@@ -115,6 +115,7 @@ struct RoutingConfig {
   std::string policy = "topk";         // topk | locality
   double capacity_factor = 0.0;        // 0 → dropless
   double locality_margin = 0.0;        // locality policy: prefer local expert within this score gap
+  double locality_aux_coef = 0.0;      // MoK locality loss weight (expert parallel); 0 → off
   std::string shadow = "auto";         // mok: auto (cost model) | never | always
   double cost_link_gbps = 0.0;         // mok cost model bandwidth; 0 → parallel.link_gbps, else 25
   double cost_compute_gflops = 50.0;   // mok cost model: rate of a rank's vector work

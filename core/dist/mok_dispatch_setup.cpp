@@ -47,6 +47,12 @@ void apply_routing_policy(const ExperimentConfig& c, const ExpertPlacement& plac
     router.set_locality(locality_policy_for(placement, rank, c.routing.locality_margin));
   else
     router.set_locality(LocalityPolicy{});
+  // The locality loss needs another rank to push mass away from: with one rank every expert
+  // is local, and the router stays exactly the plain one.
+  if (c.routing.locality_aux_coef > 0.0 && placement.ranks() > 1)
+    router.set_locality_loss(locality_policy_for(placement, rank, 0.0).local, c.routing.locality_aux_coef);
+  else
+    router.set_locality_loss({}, 0.0);
 }
 
 MOK_NN_END

@@ -8,7 +8,8 @@
 //
 // routing.dispatcher = classic → ClassicDispatcher; mok → MokDispatcher with the cost model
 // from mok_cost_params(). routing.policy = locality → the router prefers experts owned by
-// this rank within routing.locality_margin.
+// this rank within routing.locality_margin. routing.locality_aux_coef > 0 (R > 1, either
+// policy) adds the locality loss coef · mean_t Σ_{e on other ranks} p_te to the router.
 
 #include <memory>
 

@@ -76,6 +76,7 @@ struct LanguageModel::Impl {
       if (b->is_moe() && stats) {
         stats->aux_loss += ms.losses.aux;
         stats->z_loss += ms.losses.z;
+        stats->locality_loss += ms.losses.locality;
         stats->dropped_tokens += ms.dropped;
         stats->expert_load.push_back(ms.load);
         stats->moe_layer_ids.push_back(static_cast<int>(l));

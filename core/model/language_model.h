@@ -25,6 +25,7 @@ struct ForwardStats {
   double loss = 0.0;      // mean cross-entropy over target tokens (nats)
   double aux_loss = 0.0;  // load-balancing loss, already weighted by aux_loss_coef
   double z_loss = 0.0;    // router z-loss, already weighted by z_loss_coef
+  double locality_loss = 0.0;  // MoK locality loss, weighted by routing.locality_aux_coef (0 unless set)
   int64_t tokens = 0;     // target tokens in this forward
   int64_t dropped_tokens = 0;  // (token, expert) pairs dropped by the capacity factor
   // expert_load[moe_layer][expert]: (token, expert) pairs routed to each expert.
@@ -66,7 +67,7 @@ class LanguageModel {
   // tokens, targets: (batch, seq) row-major token ids. Returns mean loss over targets; the
   // backward of the total objective (loss + aux + z) is taken by backward().
   ForwardStats forward(const int32_t* tokens, const int32_t* targets, int batch, int seq);
-  // Gradients of (loss + aux_loss + z_loss) scaled by `scale` (e.g. 1/grad_accum), added
+  // Gradients of (loss + aux_loss + z_loss + locality_loss) scaled by `scale` (e.g. 1/grad_accum), added
   // into Parameter::grad.
   void backward(double scale = 1.0);
   // Forward without keeping anything for backward; returns the mean loss. For validation.

@@ -19,6 +19,16 @@ TopKRouter::TopKRouter(const std::string& prefix, int64_t d, int experts, int k,
                                 std::to_string(experts) + "]");
 }
 
+void TopKRouter::set_locality_loss(std::vector<uint8_t> local, double coef) {
+  if (!(coef >= 0.0))
+    throw std::invalid_argument("TopKRouter: locality loss coefficient must be ≥ 0");
+  if (!local.empty() && static_cast<int>(local.size()) != experts_)
+    throw std::invalid_argument("TopKRouter: locality mask names " + std::to_string(local.size()) +
+                                " experts, the router has " + std::to_string(experts_));
+  loss_local_ = std::move(local);
+  locality_coef_ = coef;
+}
+
 RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* losses) {
   const int64_t n = x.dim(0);
   const int E = experts_, k = k_;
@@ -94,6 +104,14 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
     double z = 0.0;
     for (int64_t t = 0; t < n; ++t) z += static_cast<double>(lse[t]) * lse[t];
     losses->z = z_coef_ * z / static_cast<double>(n);
+    if (locality_loss_active()) {
+      // Probability mass on other ranks' experts, mean over this rank's tokens.
+      double remote = 0.0;
+      for (int64_t t = 0; t < n; ++t)
+        for (int e = 0; e < E; ++e)
+          if (!loss_local_[e]) remote += probs[t * E + e];
+      losses->locality = locality_coef_ * remote / static_cast<double>(n);
+    }
   }
   if (keep) {
     probs_ = std::move(probs);
@@ -111,6 +129,8 @@ Tensor TopKRouter::backward(const std::vector<real>& dgate, real loss_scale) {
   Tensor dlogits({n, E});
   const real aux_w = static_cast<real>(aux_coef_ * E / static_cast<double>(n)) * loss_scale;
   const real z_w = static_cast<real>(2.0 * z_coef_ / static_cast<double>(n)) * loss_scale;
+  const bool loc = locality_loss_active();
+  const real loc_w = static_cast<real>(locality_coef_ / static_cast<double>(n)) * loss_scale;
   parallel_for(n, 64, [&](int64_t t0, int64_t t1) {
     std::vector<real> dp(E);
     for (int64_t t = t0; t < t1; ++t) {
@@ -119,6 +139,10 @@ Tensor TopKRouter::backward(const std::vector<real>& dgate, real loss_scale) {
       const real* dg = dgate.data() + t * k;
       // aux: dL/dp_e = aux_coef·E·f_e/n
       for (int e = 0; e < E; ++e) dp[e] = aux_w * static_cast<real>(f_[e]);
+      // locality: dL/dp_e = locality_coef/n for experts on other ranks
+      if (loc)
+        for (int e = 0; e < E; ++e)
+          if (!loss_local_[e]) dp[e] += loc_w;
       // gates g_s = p_{c_s}/S: dp_{c_s} += (dg_s − Σ_q dg_q·g_q)/S
       real s = 0, dot = 0;
       for (int q = 0; q < k; ++q) s += p[ch[q]];

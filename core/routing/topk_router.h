@@ -3,9 +3,11 @@
 //   x (n, d) → logits = x·Wr (n, E) → p = softmax(logits) (max-subtracted)
 //   → top-k of p per token (ties: lower expert index) → gates = p_chosen / Σ p_chosen
 //   → capacity: pairs beyond ceil(c·n·k/E) per expert, in (token, slot) order, are dropped
-// Losses (both added to the objective, both with gradients):
+// Losses (all added to the objective, all with gradients):
 //   aux = aux_coef · E · Σ_e f_e·P_e, f_e = (pairs routed to e)/(n·k), P_e = mean_t p_te
 //   z   = z_coef · mean_t logsumexp(logits_t)²
+//   locality = locality_coef · mean_t Σ_{e not on this rank} p_te   (MoK, expert parallel
+//         only: set_locality_loss; pushes probability mass toward this rank's experts)
 // Top-k is piecewise constant in x: the gradient flows through the gate values and the
 // losses, never through the choice itself (f_e is treated as constant).
 // Kept for backward: x via Wr's SavedLinearInput ("moe.router.input"), the probabilities
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/model/linear.h"
 #include "core/routing/locality_policy.h"
@@ -25,6 +28,7 @@ MOK_NN_BEGIN
 struct RouterLosses {
   double aux = 0.0;  // weighted by aux_coef
   double z = 0.0;    // weighted by z_coef
+  double locality = 0.0;  // weighted by locality_coef; 0 unless set_locality_loss is active
 };
 
 class TopKRouter {
@@ -48,6 +52,13 @@ class TopKRouter {
   // MoK locality-aware routing: prefer this rank's experts within a margin (off by default).
   void set_locality(LocalityPolicy policy) { locality_ = std::move(policy); }
   const LocalityPolicy& locality() const { return locality_; }
+  // MoK locality auxiliary loss: `local` (E) is 1 where the expert lives on this rank; the
+  // loss is coef · mean_t Σ_{e: local[e] = 0} p_te and its gradient flows through the
+  // softmax into the logits (scaled by backward's loss_scale like aux and z). Active only
+  // with a non-empty mask and coef > 0; otherwise the router is bitwise as without it.
+  void set_locality_loss(std::vector<uint8_t> local, double coef);
+  bool locality_loss_active() const { return !loss_local_.empty() && locality_coef_ > 0.0; }
+  double locality_coef() const { return locality_coef_; }
 
   Linear& proj() { return proj_; }
   int experts() const { return experts_; }
@@ -64,6 +75,8 @@ class TopKRouter {
   CountReducer count_reducer_;
   int64_t n_ = 0;
   LocalityPolicy locality_;  // MoK: empty = plain top-k
+  std::vector<uint8_t> loss_local_;  // (E) mask of the locality loss; empty = no loss
+  double locality_coef_ = 0.0;
 };
 
 MOK_NN_END

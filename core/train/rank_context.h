@@ -57,6 +57,7 @@ struct StepFigures {
   double loss_sum = 0.0;     // Σ over micro-batches of mean loss · target tokens
   double tokens = 0.0;       // target tokens
   double aux = 0.0, z = 0.0; // Σ over micro-batches of this rank's aux and z losses
+  double locality = 0.0;     // … and of its locality loss
   double dropped = 0.0;      // (token, expert) pairs dropped by the capacity factor
   double local_pairs = 0.0;  // routed pairs whose expert lives on the token's own rank
   std::vector<std::vector<double>> load;  // [MoE layer][expert] pairs routed (this rank's tokens)

@@ -494,7 +494,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     const auto t0 = Clock::now();
     model->set_step(step);
     model->zero_grad();
-    double loss = 0.0, aux = 0.0, z = 0.0;
+    double loss = 0.0, aux = 0.0, z = 0.0, locality = 0.0;
     int64_t dropped = 0;
     std::vector<std::vector<int64_t>> expert_load;
     std::vector<int> moe_layer_ids;  // block index of each expert_load entry
@@ -515,6 +515,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       loss += st.loss;
       aux += st.aux_loss;
       z += st.z_loss;
+      locality += st.locality_loss;
       dropped += st.dropped_tokens;
       fig.loss_sum += st.loss * static_cast<double>(st.tokens);
       fig.tokens += static_cast<double>(st.tokens);
@@ -530,6 +531,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     loss /= tc.grad_accum;
     aux /= tc.grad_accum;
     z /= tc.grad_accum;
+    locality /= tc.grad_accum;
     double grad_norm = 0.0;
     if (rc.parallel()) {
       // Dense gradients summed over ranks (fixed order: identical bits on every rank), then
@@ -549,6 +551,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       fig.dropped = static_cast<double>(dropped);
       fig.aux = aux * tc.grad_accum;
       fig.z = z * tc.grad_accum;
+      fig.locality = locality * tc.grad_accum;
       fig.load.resize(expert_load.size());
       for (size_t l = 0; l < expert_load.size(); ++l) fig.load[l].assign(expert_load[l].begin(), expert_load[l].end());
       reduce_step_figures(rc, fig);
@@ -556,6 +559,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       loss = fig.tokens > 0 ? fig.loss_sum / fig.tokens : 0.0;
       aux = fig.aux / (R * tc.grad_accum);  // every rank holds the same number of tokens
       z = fig.z / (R * tc.grad_accum);
+      locality = fig.locality / (R * tc.grad_accum);
       dropped = static_cast<int64_t>(fig.dropped);
       for (size_t l = 0; l < expert_load.size(); ++l)
         for (size_t e = 0; e < expert_load[l].size(); ++e) expert_load[l][e] = static_cast<int64_t>(fig.load[l][e]);
@@ -590,6 +594,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       v.push_back({"train/loss", loss});
       v.push_back({"train/aux_loss", aux});
       v.push_back({"train/z_loss", z});
+      v.push_back({"train/locality_loss", locality});
       v.push_back({"train/lr", lr});
       v.push_back({"train/grad_norm", grad_norm});
       v.push_back({"perf/tokens_per_s", step_s > 0 ? tokens_per_step / step_s : 0.0});

@@ -119,7 +119,7 @@ ExperimentConfig everything_changed() {
   c.kittens.layers[0] = {"exact", "", -1, -1};
   c.kittens.layers[2] = {"", "lowbit", 8, 4};
   c.kittens.layers[5] = {};
-  c.routing = {"mok", "locality", 1.25, 0.05, "never", 12.5, 7.5};  // + MoK cost-model keys
+  c.routing = {"mok", "locality", 1.25, 0.05, 0.125, "never", 12.5, 7.5};  // + locality loss, MoK cost-model keys
   c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5, true, "round_robin"};
   c.logging = {"", false, "out dir/ckpt-caf\u00e9\x01"};
   c.logging.db = "yes";
@@ -401,6 +401,9 @@ class TestConfig : public QObject {
         {"model: {moe_layers: \"1,9\"}\n", "t.yaml:1:9: model.moe_layers: layer 9 is out of range: model.layers is 4"},
         {"kittens: {bits: 5}\n", "t.yaml:1:11: kittens.bits: must be one of 4, 8; got '5'"},
         {"name: \"\"\n", "t.yaml:1:1: name: must not be empty"},
+        {"routing:\n  policy: topk\n  locality_aux_coef: -0.01\n",
+         "t.yaml:3:3: routing.locality_aux_coef: must be in [0.0, 100.0], got -0.01"},
+        {"routing: {locality_aux_coef: 1000}\n", "t.yaml:1:11: routing.locality_aux_coef: must be in [0.0, 100.0], got 1000.0"},
     };
     for (const Case& c : cases) COMPARE_STR(std::string(parse_error(c.yaml).what()), std::string(c.what));
   }

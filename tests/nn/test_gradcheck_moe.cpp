@@ -4,6 +4,11 @@
 // finite differences never cross a routing boundary.
 #include <QtTest>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include "core/model/moe_layer.h"
 #include "core/routing/topk_router.h"
 #include "gradcheck.h"
@@ -65,6 +70,109 @@ class TestGradcheckMoe : public QObject {
     router.forward(x, true, nullptr);
     Tensor dx = router.backward(std::vector<real>(n * k, 0.0), 2.0);
     GRADCHECK("router.aux+z.input", objective, x.data(), dx.data(), x.numel());
+  }
+
+  void localityLoss_data() {
+    QTest::addColumn<int>("experts");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<bool>("gates");
+    QTest::newRow("alone, E4 k2") << 4 << 2 << false;
+    QTest::newRow("with gates, aux and z, E6 k3") << 6 << 3 << true;
+  }
+  void localityLoss() {
+    // loc = coef · mean_t Σ_{e not local} p_te: its value from the logits computed here, and
+    // its gradient (alone, or beside the gates, aux and z) against central differences.
+    QFETCH(int, experts);
+    QFETCH(int, k);
+    QFETCH(bool, gates);
+    const int d = 5, n = 9;
+    const double coef = 0.7;
+    TopKRouter router("moe", d, experts, k, 0.8, 9, 0, gates ? 0.3 : 0.0, gates ? 0.05 : 0.0, 0.0);
+    std::vector<uint8_t> local(experts, 0);
+    local[1] = local[2] = 1;  // this rank holds experts 1 and 2
+    router.set_locality_loss(local, coef);
+    QVERIFY(router.locality_loss_active());
+    Tensor x({n, d}), w({n * k});
+    fill_normal(x, 15, 1);
+    fill_normal(w, 15, 2);
+    auto objective = [&] {
+      RouterLosses l;
+      RoutingDecision r = router.forward(x, false, &l);
+      double s = 1.5 * (l.aux + l.z + l.locality);
+      if (gates)
+        for (int64_t p = 0; p < n * k; ++p) s += w[p] * r.gate[p];
+      return s;
+    };
+    // Expected value: softmax of x·Wr, mass outside experts 1 and 2.
+    const real* W = router.proj().weight().value.data();  // (d, E)
+    double expected = 0.0;
+    for (int t = 0; t < n; ++t) {
+      std::vector<double> l(experts, 0.0);
+      for (int e = 0; e < experts; ++e)
+        for (int i = 0; i < d; ++i) l[e] += x[t * d + i] * W[i * experts + e];
+      double m = *std::max_element(l.begin(), l.end()), s = 0.0;
+      for (double& v : l) s += (v = std::exp(v - m));
+      for (int e = 0; e < experts; ++e)
+        if (!local[e]) expected += l[e] / s;
+    }
+    expected *= coef / n;
+    RouterLosses losses;
+    RoutingDecision r = router.forward(x, true, &losses);
+    QVERIFY(losses.locality > 0);
+    QVERIFY2(std::abs(losses.locality - expected) <= 1e-12 * expected,
+             qPrintable(QString("locality %1 vs %2").arg(losses.locality, 0, 'g', 17).arg(expected, 0, 'g', 17)));
+    std::vector<real> dgate(n * k, 0.0);
+    if (gates)
+      for (int64_t p = 0; p < n * k; ++p) dgate[p] = w[p];
+    router.proj().weight().grad.zero();
+    Tensor dx = router.backward(dgate, 1.5);
+    GRADCHECK("router.locality.input", objective, x.data(), dx.data(), x.numel());
+    GRADCHECK("router.locality.weight", objective, router.proj().weight().value.data(),
+              router.proj().weight().grad.data(), router.proj().weight().value.numel());
+  }
+
+  void localityLossOffLeavesRouterBitwisePlain() {
+    // coef 0 with a mask, or a coef with no mask (one rank): the same bits as a plain router.
+    const int d = 6, n = 21, E = 4, k = 2;
+    Tensor x({n, d});
+    fill_normal(x, 16, 1);
+    std::vector<real> dgate(n * k);
+    for (int64_t p = 0; p < n * k; ++p) dgate[p] = real(0.1) * static_cast<real>(p % 7) - real(0.3);
+    struct Out {
+      RoutingDecision r;
+      RouterLosses l;
+      Tensor dx, dw;
+    };
+    auto run = [&](const std::vector<uint8_t>& mask, double coef) {
+      TopKRouter router("moe", d, E, k, 0.8, 10, 0, 0.2, 0.01, 0.0);
+      router.set_locality_loss(mask, coef);
+      Out o;
+      o.r = router.forward(x, true, &o.l);
+      o.dx = router.backward(dgate, 0.5);
+      o.dw = router.proj().weight().grad.clone();
+      return o;
+    };
+    auto same = [](const Tensor& a, const Tensor& b) {
+      return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.numel() * sizeof(real)) == 0;
+    };
+    const Out plain = run({}, 0.0);
+    const Out masked = run({0, 1, 1, 0}, 0.0);
+    const Out no_mask = run({}, 0.5);
+    const Out on = run({0, 1, 1, 0}, 0.5);
+    for (const Out* o : {&masked, &no_mask}) {
+      QCOMPARE(o->r.expert, plain.r.expert);
+      QVERIFY(std::memcmp(o->r.gate.data(), plain.r.gate.data(), n * k * sizeof(real)) == 0);
+      QVERIFY(std::memcmp(&o->l.aux, &plain.l.aux, sizeof(double)) == 0);
+      QVERIFY(std::memcmp(&o->l.z, &plain.l.z, sizeof(double)) == 0);
+      QCOMPARE(o->l.locality, 0.0);
+      QVERIFY(same(o->dx, plain.dx));
+      QVERIFY(same(o->dw, plain.dw));
+    }
+    // The check can fail: with the loss on, the gradients move (the routing does not).
+    QCOMPARE(on.r.expert, plain.r.expert);
+    QVERIFY(on.l.locality > 0);
+    QVERIFY(!same(on.dx, plain.dx));
+    QVERIFY(!same(on.dw, plain.dw));
   }
 
   void tiesGoToLowerExpertIndex() {
