@@ -210,7 +210,7 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
   r.modeled_ms = figures[5] / ranks * 1e3;
   r.shadowed_experts = static_cast<int64_t>(figures[6]);
   r.bytes_saved = static_cast<int64_t>(figures[7]);
-  r.dispatcher = ranks > 1 && sh.cfg.model.experts > 0 ? sh.cfg.routing.dispatcher : std::string();
+  r.dispatcher = sh.cfg.model.experts == 0 ? "none" : ranks > 1 ? sh.cfg.routing.dispatcher : "local";
   r.checkpoint = sh.dir;
   return r;
 }

@@ -60,7 +60,7 @@ struct ParallelGenerateResult {
   int prompt_tokens = 0;         // per sequence
   int64_t new_tokens = 0;        // all sequences
   int batch = 1, ranks = 1;
-  std::string dispatcher;        // classic | mok ("" without MoE layers or with R = 1)
+  std::string dispatcher;        // classic | mok; local with R = 1; none without experts
   double prefill_s = 0.0;        // wall time of the prefill (rank 0)
   double decode_s = 0.0;         // wall time of sampling and decoding (rank 0)
   double tokens_per_s = 0.0;     // new_tokens / decode_s
