@@ -3,7 +3,7 @@
 //                               [--top-p P] [--seed S] [--json]
 //                               [--batch B] [--ranks R] [--comm local|mpi] [--dispatcher classic|mok]
 //                               [--link-gbps G] [--link-latency-us U] [--prompts-from-data [N]]
-//                               [--threads T] [--quiet]
+//                               [--threads T] [--set KEY=VALUE]... [--quiet]
 // With one sequence on one rank the text streams to stdout as it is produced; with --json
 // the last stdout line is one JSON object {"text", "prompt", "new_tokens", "tokens_per_s",
 // "checkpoint"} instead. With --batch B > 1 or --ranks R > 1 (or under mpirun with --comm
@@ -54,6 +54,8 @@ const char* kUsage =
     "  --prompts-from-data [N]    prompts: N-token windows of the validation split\n"
     "                   (default N 32), one per sequence, instead of --prompt\n"
     "  --threads T      CPU threads per rank (default: the checkpoint's parallel.threads)\n"
+    "  --set KEY=VALUE  override a key of the checkpoint's config (e.g. routing.shadow=always,\n"
+    "                   parallel.expert_placement=round_robin); repeatable\n"
     "  --quiet          print only the summary, not the texts\n"
     "\n"
     "example:  mok generate runs/checkpoints/quickstart --batch 16 --ranks 2 --dispatcher mok \\\n"
@@ -137,7 +139,7 @@ int generate_batched(const std::string& dir, ParallelGenerateOptions po, const s
   try {
     resolved = resolve_checkpoint_dir(dir);
     cfg = parse_experiment_config(read_checkpoint_config(resolved),
-                                  (std::filesystem::path(resolved) / CheckpointFiles::config).string());
+                                  (std::filesystem::path(resolved) / CheckpointFiles::config).string(), po.overrides);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mok generate: %s\n", e.what());
     return 2;
@@ -267,6 +269,10 @@ int cmd_generate(int argc, char** argv) {
     } else if (arg == "--link-latency-us") {
       if (!number(0, 1e9, &v)) return usage_error("--link-latency-us needs a number >= 0");
       po.link_latency_us = v;
+    } else if (arg == "--set") {
+      if (i + 1 >= argc || std::string(argv[i + 1]).find('=') == std::string::npos)
+        return usage_error("--set needs dotted.key=value");
+      po.overrides.push_back(argv[++i]);
     } else if (arg == "--threads") {
       if (!number(1, 1024, &v) || v != static_cast<int>(v)) return usage_error("--threads needs a whole number >= 1");
       po.threads = static_cast<int>(v);
@@ -289,7 +295,7 @@ int cmd_generate(int argc, char** argv) {
   if (dir.empty()) return usage_error("missing CHECKPOINT_DIR");
   if (prompt_given && po.prompts_from_data > 0) return usage_error("--prompt and --prompts-from-data exclude each other");
   if (po.batch > 1 || po.ranks > 1 || comm == "mpi" || po.prompts_from_data > 0 || !po.dispatcher.empty() ||
-      po.link_gbps >= 0 || po.link_latency_us >= 0 || po.threads > 0) {
+      po.link_gbps >= 0 || po.link_latency_us >= 0 || po.threads > 0 || !po.overrides.empty()) {
     po.max_new_tokens = o.max_new_tokens;
     po.sampling = o.sampling;
     po.seed = o.seed;

@@ -245,8 +245,8 @@ ParallelGenerateResult generate_parallel(const std::string& checkpoint_dir, cons
                                          Communicator* comm) {
   Shared sh;
   sh.dir = resolve_checkpoint_dir(checkpoint_dir);
-  const ExperimentConfig ckpt_cfg =
-      parse_experiment_config(read_checkpoint_config(sh.dir), (fs::path(sh.dir) / CheckpointFiles::config).string());
+  const ExperimentConfig ckpt_cfg = parse_experiment_config(
+      read_checkpoint_config(sh.dir), (fs::path(sh.dir) / CheckpointFiles::config).string(), options.overrides);
   sh.cfg = effective_config(ckpt_cfg, options);
   const int ranks = comm ? comm->size() : options.ranks;
   if (const std::string why = parallel_generate_problem(ckpt_cfg, options, ranks); !why.empty())

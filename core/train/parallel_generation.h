@@ -48,6 +48,9 @@ struct ParallelGenerateOptions {
   uint64_t seed = 0;
   std::string prompt;             // every sequence's prompt (when prompts_from_data is 0)
   int prompts_from_data = 0;      // N > 0: validation windows of N tokens as prompts
+  // "dotted.key=value" overrides of the checkpoint's config, applied before the fields
+  // above (e.g. routing.shadow=always, parallel.expert_placement=round_robin).
+  std::vector<std::string> overrides;
   bool keep_logits = false;       // fill ParallelGenerateResult::logits
 };
 

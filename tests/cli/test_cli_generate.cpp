@@ -146,6 +146,11 @@ class TestCliGenerate : public QObject {
     r = run_mok({"generate", ckpt_, "--batch", "2", "--prompts-from-data", "64"}, tmp_.path());  // seq_len 32
     QCOMPARE(r.exit_code, 2);
     QVERIFY2(r.err.contains("context"), qPrintable(r.err));
+    r = run_mok({"generate", ckpt_, "--batch", "2", "--set", "routing.shadow=sometimes"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("routing.shadow"), qPrintable(r.err));
+    r = run_mok({"generate", ckpt_, "--batch", "2", "--set", "routing.shadow"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
     r = run_mok({"generate", ckpt_, "--ranks", "8", "--batch", "8"}, tmp_.path());  // 4 experts on 8 ranks
     QCOMPARE(r.exit_code, 2);
     QVERIFY(!r.err.isEmpty());

@@ -6,8 +6,9 @@
 //     tokens and logits within float rounding; repeats are bitwise identical;
 //   - MoK sends no more payload bytes than classic for the same run, and its bytes_saved
 //     is exactly the difference;
-//   - a seeded sampled sequence does not depend on R; a batch that does not divide by R is
-//     refused with a clear message.
+//   - a seeded sampled sequence does not depend on R, and sequence 0 is TextGenerator's text
+//     (also past the context, where every cache restarts); a batch that does not divide by
+//     R is refused with a clear message.
 #include <QtTest>
 
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "core/model/language_model.h"
 #include "core/train/checkpoint.h"
 #include "core/train/parallel_generation.h"
+#include "core/train/text_generator.h"
 #include "core/train/trainer.h"
 #include "core/util/counter_rng.h"
 
@@ -237,6 +239,25 @@ class TestParallelGeneration : public QObject {
     QCOMPARE(c.tokens, m.tokens);
   }
 
+  // routing.shadow=always: every remote expert a rank routes to is fetched (weights) and
+  // computed locally; the text stays R = 1's and the saving (negative here) is still exact.
+  void shadowedExpertsInInference() {
+    ParallelGenerateOptions o = greedy(2, "classic");
+    o.keep_logits = false;
+    const ParallelGenerateResult c = generate_parallel(ckpt_, o);
+    o.dispatcher = "mok";
+    o.overrides = {"routing.shadow=always"};
+    const ParallelGenerateResult m = generate_parallel(ckpt_, o);
+    QVERIFY(m.shadowed_experts > 0);
+    QVERIFY(m.weight_bytes > 0);
+    QCOMPARE(m.tokens, c.tokens);
+    const int64_t classic_payload = c.dispatch_bytes + c.combine_bytes;
+    const int64_t mok_payload = m.dispatch_bytes + m.combine_bytes + m.weight_bytes;
+    QCOMPARE(m.bytes_saved, classic_payload - mok_payload);
+    o.overrides = {"routing.shadow=sometimes"};
+    QVERIFY_THROWS_EXCEPTION(std::exception, generate_parallel(ckpt_, o));
+  }
+
   void sampledSequenceDoesNotDependOnRanks() {
     ParallelGenerateOptions o = greedy(1, "");
     o.sampling.temperature = 0.9;
@@ -251,6 +272,32 @@ class TestParallelGeneration : public QObject {
     QCOMPARE(one.tokens, two.tokens);
     QVERIFY(QString::fromStdString(one.texts[0]).startsWith("The jury"));
     QVERIFY(one.tokens[0] != one.tokens[1]);  // same prompt, different streams
+  }
+
+  // Sequence 0 samples from TextGenerator's stream, and a run past the context (8 + 40 > 32
+  // tokens) restarts every cache the way TextGenerator does: the same text, on 1 or 2 ranks.
+  void sequenceZeroMatchesTextGenerator() {
+    GenerateOptions g;
+    g.max_new_tokens = 40;
+    g.sampling.temperature = 0.8;
+    g.seed = 5;
+    TextGenerator gen(ckpt_);
+    const GenerateResult single = gen.generate("The jury", g);
+    ParallelGenerateOptions o = greedy(1, "");
+    o.batch = 2;
+    o.max_new_tokens = 40;
+    o.sampling = g.sampling;
+    o.seed = 5;
+    o.prompts_from_data = 0;
+    o.prompt = "The jury";
+    o.keep_logits = false;
+    for (int ranks : {1, 2}) {
+      o.ranks = ranks;
+      const ParallelGenerateResult r = generate_parallel(ckpt_, o);
+      QCOMPARE(r.prompt_tokens, single.prompt_tokens);
+      QVERIFY2(r.tokens[0] == single.tokens, qPrintable(QString("R = %1: ").arg(ranks) + QString::fromStdString(r.texts[0])));
+      QCOMPARE(r.texts[0], single.text);
+    }
   }
 
   void badSplitIsRefused() {
