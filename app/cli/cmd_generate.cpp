@@ -130,6 +130,14 @@ void print_batched_json(const ParallelGenerateResult& r, const std::string& prom
   std::printf("%s\n", j.str().c_str());
 }
 
+// This process's rank from the launcher's environment (before MPI is initialised); 0 when
+// not launched by mpirun / srun.
+int launched_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* r = std::getenv(v)) return std::atoi(r);
+  return 0;
+}
+
 // B sequences over R ranks (local threads, or this process's rank of an MPI job).
 int generate_batched(const std::string& dir, ParallelGenerateOptions po, const std::string& comm_kind,
                      bool ranks_given, bool json, bool quiet, int argc, char** argv) {
@@ -141,7 +149,7 @@ int generate_batched(const std::string& dir, ParallelGenerateOptions po, const s
     cfg = parse_experiment_config(read_checkpoint_config(resolved),
                                   (std::filesystem::path(resolved) / CheckpointFiles::config).string(), po.overrides);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mok generate: %s\n", e.what());
+    if (launched_rank() == 0) std::fprintf(stderr, "mok generate: %s\n", e.what());  // once per job
     return 2;
   }
   std::unique_ptr<MpiSession> mpi;
