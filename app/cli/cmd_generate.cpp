@@ -1,15 +1,28 @@
 // mok generate: sample text from a checkpoint.
 //   mok generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //                               [--top-p P] [--seed S] [--json]
-// Text streams to stdout as it is produced; with --json the last stdout line is one JSON
-// object {"text", "prompt", "new_tokens", "tokens_per_s", "checkpoint"} instead.
+//                               [--batch B] [--ranks R] [--comm local|mpi] [--dispatcher classic|mok]
+//                               [--link-gbps G] [--link-latency-us U] [--prompts-from-data [N]]
+//                               [--threads T] [--set KEY=VALUE]... [--quiet]
+// With one sequence on one rank the text streams to stdout as it is produced; with --json
+// the last stdout line is one JSON object {"text", "prompt", "new_tokens", "tokens_per_s",
+// "checkpoint"} instead. With --batch B > 1 or --ranks R > 1 (or under mpirun with --comm
+// mpi) B sequences are decoded together over R expert-parallel ranks
+// (core/train/parallel_generation.h); each sequence's text is printed (not with --quiet),
+// then a summary line, or with --json one JSON object with the texts and figures.
 // Exit codes: 0 ok, 1 failure while generating, 2 bad usage or unreadable checkpoint.
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
 
 #include "app/cli/commands.h"
+#include "core/config/config_io.h"
+#include "core/dist/mpi_communicator.h"
+#include "core/train/checkpoint.h"
+#include "core/train/parallel_generation.h"
 #include "core/train/text_generator.h"
 #include "core/util/json_writer.h"
 
@@ -27,7 +40,26 @@ const char* kUsage =
     "  --top-k K        sample among the K most likely tokens (default 0 = all)\n"
     "  --top-p P        sample within probability mass P (default 1)\n"
     "  --seed S         the same seed gives the same text (default 0)\n"
-    "  --json           one JSON object as the last stdout line\n";
+    "  --json           one JSON object as the last stdout line\n"
+    "\n"
+    "batched and expert-parallel decoding:\n"
+    "  --batch B        decode B sequences together (default 1)\n"
+    "  --ranks R        split them over R expert-parallel ranks, rank r taking sequences\n"
+    "                   [r*B/R, (r+1)*B/R); B must divide by R (default 1)\n"
+    "  --comm local|mpi local: R threads of this process (default); mpi: one process per\n"
+    "                   rank, launched with 'mpirun -np R mok generate ... --comm mpi'\n"
+    "  --dispatcher classic|mok   expert dispatch (default: the checkpoint's)\n"
+    "  --link-gbps G    emulated link bandwidth in GB/s, 0 = none (default: the checkpoint's)\n"
+    "  --link-latency-us U        emulated per-message latency (default: the checkpoint's)\n"
+    "  --prompts-from-data [N]    prompts: N-token windows of the validation split\n"
+    "                   (default N 32), one per sequence, instead of --prompt\n"
+    "  --threads T      CPU threads per rank (default: the checkpoint's parallel.threads)\n"
+    "  --set KEY=VALUE  override a key of the checkpoint's config (e.g. routing.shadow=always,\n"
+    "                   parallel.expert_placement=round_robin); repeatable\n"
+    "  --quiet          print only the summary, not the texts\n"
+    "\n"
+    "example:  mok generate runs/checkpoints/quickstart --batch 16 --ranks 2 --dispatcher mok \\\n"
+    "              --tokens 32 --prompts-from-data --json\n";
 
 int usage_error(const std::string& message) {
   std::fprintf(stderr, "mok generate: %s\n\n%s", message.c_str(), kUsage);
@@ -69,12 +101,125 @@ bool parse_number(const char* text, double* out) {
   return end && end != text && *end == '\0';
 }
 
+void print_batched_json(const ParallelGenerateResult& r, const std::string& prompt) {
+  JsonWriter j;
+  j.begin_object();
+  j.key("text").value(r.texts.empty() ? std::string() : valid_utf8(r.texts.front()));
+  j.key("texts").begin_array();
+  for (const std::string& t : r.texts) j.value(valid_utf8(t));
+  j.end_array();
+  j.key("prompt").value(valid_utf8(prompt));
+  j.key("prompt_tokens").value(r.prompt_tokens);
+  j.key("new_tokens").value(r.new_tokens);
+  j.key("tokens_per_s").value(r.tokens_per_s);
+  j.key("prefill_s").value(r.prefill_s);
+  j.key("decode_s").value(r.decode_s);
+  j.key("ranks").value(r.ranks);
+  j.key("batch").value(r.batch);
+  j.key("dispatcher").value(r.dispatcher);
+  j.key("remote_bytes").value(r.remote_bytes);
+  j.key("dispatch_bytes").value(r.dispatch_bytes);
+  j.key("combine_bytes").value(r.combine_bytes);
+  j.key("weight_bytes").value(r.weight_bytes);
+  j.key("control_bytes").value(r.control_bytes);
+  j.key("modeled_ms").value(r.modeled_ms);
+  j.key("shadowed_experts").value(r.shadowed_experts);
+  j.key("bytes_saved").value(r.bytes_saved);
+  j.key("checkpoint").value(r.checkpoint);
+  j.end_object();
+  std::printf("%s\n", j.str().c_str());
+}
+
+// This process's rank from the launcher's environment (before MPI is initialised); 0 when
+// not launched by mpirun / srun.
+int launched_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* r = std::getenv(v)) return std::atoi(r);
+  return 0;
+}
+
+// B sequences over R ranks (local threads, or this process's rank of an MPI job).
+int generate_batched(const std::string& dir, ParallelGenerateOptions po, const std::string& comm_kind,
+                     bool ranks_given, bool json, bool quiet, int argc, char** argv) {
+  // Checks that need only the checkpoint's config: before any MPI or heavy work.
+  std::string resolved;
+  ExperimentConfig cfg;
+  try {
+    resolved = resolve_checkpoint_dir(dir);
+    cfg = parse_experiment_config(read_checkpoint_config(resolved),
+                                  (std::filesystem::path(resolved) / CheckpointFiles::config).string(), po.overrides);
+  } catch (const std::exception& e) {
+    if (launched_rank() == 0) std::fprintf(stderr, "mok generate: %s\n", e.what());  // once per job
+    return 2;
+  }
+  std::unique_ptr<MpiSession> mpi;
+  std::unique_ptr<Communicator> comm;
+  if (comm_kind == "mpi") {
+    if (!mpi_available()) return usage_error("--comm mpi: this build has no MPI support");
+    if (!mpi_launch_detected())
+      return usage_error("--comm mpi needs one process per rank: launch with 'mpirun -np R mok generate ... --comm mpi'");
+    try {
+      mpi = std::make_unique<MpiSession>(&argc, &argv);
+      comm = std::make_unique<MpiCommunicator>();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mok generate: %s\n", e.what());
+      return 1;
+    }
+    if (ranks_given && po.ranks != comm->size()) {
+      if (comm->rank() == 0)
+        usage_error("--ranks " + std::to_string(po.ranks) + " but the MPI job has " + std::to_string(comm->size()) +
+                    " processes (leave --ranks out under mpirun)");
+      return 2;
+    }
+  } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
+    return usage_error(std::string("launched as ") + n + " MPI processes without --comm mpi; add --comm mpi (or run one process)");
+  }
+  const int ranks = comm ? comm->size() : po.ranks;
+  const bool leader = !comm || comm->rank() == 0;
+  if (const std::string why = parallel_generate_problem(cfg, po, ranks); !why.empty()) {
+    if (leader) usage_error(why);
+    return 2;
+  }
+  ParallelGenerateResult r;
+  try {
+    r = generate_parallel(resolved, po, comm.get());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mok generate: %s\n", e.what());
+    if (comm && comm->size() > 1) {
+      std::fflush(stderr);
+      mpi_abort(1);  // the other ranks may wait in a collective for this one
+    }
+    return 1;
+  }
+  if (!leader) return 0;
+  if (json) {
+    print_batched_json(r, po.prompts_from_data > 0 ? std::string() : po.prompt);
+    return 0;
+  }
+  if (!quiet) {
+    for (size_t b = 0; b < r.texts.size(); ++b) std::printf("--- sequence %zu ---\n%s\n", b, r.texts[b].c_str());
+  }
+  std::printf("%d sequences x %d new tokens on %d rank%s%s: %.1f tokens/s (decode %.3f s, prefill %.3f s), "
+              "remote %lld bytes (dispatch %lld, combine %lld, weights %lld), modeled link %.3f ms",
+              r.batch, r.batch ? static_cast<int>(r.new_tokens / r.batch) : 0, r.ranks, r.ranks == 1 ? "" : "s",
+              (" (" + r.dispatcher + " dispatch)").c_str(), r.tokens_per_s, r.decode_s, r.prefill_s,
+              static_cast<long long>(r.remote_bytes), static_cast<long long>(r.dispatch_bytes),
+              static_cast<long long>(r.combine_bytes), static_cast<long long>(r.weight_bytes), r.modeled_ms);
+  if (r.dispatcher == "mok")
+    std::printf(", %lld experts shadowed, %lld bytes saved", static_cast<long long>(r.shadowed_experts),
+                static_cast<long long>(r.bytes_saved));
+  std::printf("\n");
+  return 0;
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
   std::string dir, prompt;
   GenerateOptions o;
-  bool json = false;
+  ParallelGenerateOptions po;
+  std::string comm = "local";
+  bool json = false, quiet = false, ranks_given = false, prompt_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto number = [&](double lo, double hi, double* out) -> bool {
@@ -88,6 +233,7 @@ int cmd_generate(int argc, char** argv) {
     } else if (arg == "--prompt") {
       if (i + 1 >= argc) return usage_error("--prompt needs text");
       prompt = argv[++i];
+      prompt_given = true;
     } else if (arg == "--tokens") {
       if (!number(0, 1e7, &v) || v != static_cast<int>(v)) return usage_error("--tokens needs a whole number >= 0");
       o.max_new_tokens = static_cast<int>(v);
@@ -107,6 +253,45 @@ int cmd_generate(int argc, char** argv) {
       o.seed = static_cast<uint64_t>(v);
     } else if (arg == "--json") {
       json = true;
+    } else if (arg == "--quiet") {
+      quiet = true;
+    } else if (arg == "--batch") {
+      if (!number(1, 1e6, &v) || v != static_cast<int>(v)) return usage_error("--batch needs a whole number >= 1");
+      po.batch = static_cast<int>(v);
+    } else if (arg == "--ranks") {
+      if (!number(1, 1024, &v) || v != static_cast<int>(v)) return usage_error("--ranks needs a whole number in [1, 1024]");
+      po.ranks = static_cast<int>(v);
+      ranks_given = true;
+    } else if (arg == "--comm") {
+      if (i + 1 >= argc) return usage_error("--comm needs local or mpi");
+      comm = argv[++i];
+      if (comm != "local" && comm != "mpi") return usage_error("--comm: unknown '" + comm + "'; use local or mpi");
+    } else if (arg == "--dispatcher") {
+      if (i + 1 >= argc) return usage_error("--dispatcher needs classic or mok");
+      po.dispatcher = argv[++i];
+      if (po.dispatcher != "classic" && po.dispatcher != "mok")
+        return usage_error("--dispatcher: unknown '" + po.dispatcher + "'; use classic or mok");
+    } else if (arg == "--link-gbps") {
+      if (!number(0, 1e6, &v)) return usage_error("--link-gbps needs a number >= 0 (GB/s; 0 = no emulated link)");
+      po.link_gbps = v;
+    } else if (arg == "--link-latency-us") {
+      if (!number(0, 1e9, &v)) return usage_error("--link-latency-us needs a number >= 0");
+      po.link_latency_us = v;
+    } else if (arg == "--set") {
+      if (i + 1 >= argc || std::string(argv[i + 1]).find('=') == std::string::npos)
+        return usage_error("--set needs dotted.key=value");
+      po.overrides.push_back(argv[++i]);
+    } else if (arg == "--threads") {
+      if (!number(1, 1024, &v) || v != static_cast<int>(v)) return usage_error("--threads needs a whole number >= 1");
+      po.threads = static_cast<int>(v);
+    } else if (arg == "--prompts-from-data") {
+      po.prompts_from_data = 32;
+      double n = 0;
+      if (i + 1 < argc && parse_number(argv[i + 1], &n)) {
+        if (n < 1 || n != static_cast<int>(n)) return usage_error("--prompts-from-data needs a whole number >= 1");
+        po.prompts_from_data = static_cast<int>(n);
+        ++i;
+      }
     } else if (!arg.empty() && arg[0] == '-') {
       return usage_error("unknown option '" + arg + "'");
     } else if (dir.empty()) {
@@ -116,6 +301,15 @@ int cmd_generate(int argc, char** argv) {
     }
   }
   if (dir.empty()) return usage_error("missing CHECKPOINT_DIR");
+  if (prompt_given && po.prompts_from_data > 0) return usage_error("--prompt and --prompts-from-data exclude each other");
+  if (po.batch > 1 || po.ranks > 1 || comm == "mpi" || po.prompts_from_data > 0 || !po.dispatcher.empty() ||
+      po.link_gbps >= 0 || po.link_latency_us >= 0 || po.threads > 0 || !po.overrides.empty()) {
+    po.max_new_tokens = o.max_new_tokens;
+    po.sampling = o.sampling;
+    po.seed = o.seed;
+    po.prompt = prompt;
+    return generate_batched(dir, po, comm, ranks_given, json, quiet, argc, argv);
+  }
 
   std::unique_ptr<TextGenerator> gen;
   try {

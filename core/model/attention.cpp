@@ -82,4 +82,43 @@ Tensor Attention::forward_cached(const Tensor& x, LayerKvCache& cache, int pos0)
   return out_.forward(o, false);
 }
 
+Tensor Attention::forward_cached_batch(const Tensor& x, int n, const std::vector<LayerKvCache*>& cache,
+                                       const std::vector<int>& pos0) {
+  const int64_t batch = static_cast<int64_t>(cache.size());
+  if (n < 1 || x.dim(0) != batch * n || static_cast<int64_t>(pos0.size()) != batch)
+    throw std::invalid_argument("Attention: batched cached forward needs (batch·n, d) rows, one cache and one position per sequence");
+  for (int64_t b = 0; b < batch; ++b) {
+    if (pos0[b] < 0 || pos0[b] + n > cache[b]->k.dim(0))
+      throw std::invalid_argument("Attention: KV cache of sequence " + std::to_string(b) + " holds " +
+                                  std::to_string(cache[b]->k.dim(0)) + " positions; asked for " +
+                                  std::to_string(pos0[b] + n));
+  }
+  Tensor qkv = qkv_.forward(x, false);  // (B·n, 3d)
+  for (int64_t b = 0; b < batch; ++b) {
+    real* rows = qkv.data() + b * n * 3 * d_;
+    rope_apply(rows, n, 3 * d_, 2 * heads_, n, pos0[b], *rope_, false);
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(cache[b]->k.data() + (pos0[b] + r) * d_, rows + r * 3 * d_ + d_, d_ * sizeof(real));
+      std::memcpy(cache[b]->v.data() + (pos0[b] + r) * d_, rows + r * 3 * d_ + 2 * d_, d_ * sizeof(real));
+    }
+  }
+  Tensor o = Tensor::uninitialized({batch * n, d_});
+  // One task per (sequence, head): each writes its own columns of its own rows.
+  parallel_for(batch * heads_, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / heads_, h = t % heads_;
+      AttentionHeadView a;
+      a.q = qkv.data() + b * n * 3 * d_ + h * hd_; a.ldq = 3 * d_;
+      a.k = cache[b]->k.data() + h * hd_; a.ldk = d_;
+      a.v = cache[b]->v.data() + h * hd_; a.ldv = d_;
+      a.nq = n;
+      a.q_pos0 = pos0[b];
+      a.hd = hd_;
+      a.scale = real(1) / std::sqrt(static_cast<real>(hd_));
+      attention_head_forward(a, o.data() + b * n * d_ + h * hd_, d_, nullptr);
+    }
+  });
+  return out_.forward(o, false);
+}
+
 MOK_NN_END

@@ -8,6 +8,7 @@
 
 #include "core/kittens/saved_tensor_slot.h"
 #include <string>
+#include <vector>
 
 #include "core/backend/rope.h"
 #include "core/model/linear.h"
@@ -30,6 +31,11 @@ class Attention {
   // New rows x (n, d) at positions [pos0, pos0 + n) of one sequence; appends their keys and
   // values to the cache and attends over rows [0, pos0 + n). Keeps nothing for backward.
   Tensor forward_cached(const Tensor& x, LayerKvCache& cache, int pos0);
+  // B sequences at once: x (B·n, d) holds n new rows of each sequence, sequence b's rows
+  // at [b·n, (b+1)·n) and positions [pos0[b], pos0[b] + n). Wqkv and Wo run over all B·n
+  // rows; RoPE, the cache append and attention run per sequence on its own cache[b].
+  Tensor forward_cached_batch(const Tensor& x, int n, const std::vector<LayerKvCache*>& cache,
+                              const std::vector<int>& pos0);
 
   Linear& qkv() { return qkv_; }
   Linear& out() { return out_; }

@@ -206,6 +206,23 @@ Tensor LanguageModel::forward_cached(const int32_t* tokens, int n, int pos0, std
   return m.head->forward(m.final_norm->forward(x, false), false);
 }
 
+Tensor LanguageModel::forward_cached_batch(const int32_t* tokens, int batch, int n, const std::vector<int>& pos0,
+                                           std::vector<std::vector<LayerKvCache>>& cache) {
+  Impl& m = *impl_;
+  if (batch < 1 || n < 1) throw std::invalid_argument("forward_cached_batch: batch and n must be >= 1");
+  if (static_cast<int>(cache.size()) != batch || static_cast<int>(pos0.size()) != batch)
+    throw std::invalid_argument("forward_cached_batch: one cache and one position per sequence needed");
+  for (const auto& c : cache)
+    if (c.size() != m.blocks.size()) throw std::invalid_argument("forward_cached_batch: cache has the wrong layer count");
+  Tensor x = m.embedding->forward(tokens, static_cast<int64_t>(batch) * n, false);  // (batch·n, d)
+  std::vector<LayerKvCache*> layer_cache(batch);
+  for (size_t l = 0; l < m.blocks.size(); ++l) {
+    for (int b = 0; b < batch; ++b) layer_cache[b] = &cache[b][l];
+    x = m.blocks[l]->forward_cached_batch(x, n, layer_cache, pos0);
+  }
+  return m.head->forward(m.final_norm->forward(x, false), false);
+}
+
 std::vector<Parameter*> LanguageModel::parameters() {
   Impl& m = *impl_;
   std::vector<Parameter*> out{&m.embedding->weight()};

@@ -96,6 +96,15 @@ class LanguageModel {
   // MoE layers run dropless here. Keeps nothing for backward.
   Tensor forward_cached(const int32_t* tokens, int n, int pos0, std::vector<LayerKvCache>& cache);
   std::vector<LayerKvCache> make_kv_cache(int max_len) const;
+  // Incremental forward of `batch` sequences, `n` new tokens each: tokens (batch, n)
+  // row-major, sequence b at positions [pos0[b], pos0[b] + n) with its own cache[b] (from
+  // make_kv_cache). Attention runs per sequence; norms, MoE layers (router and dispatcher
+  // see all batch·n rows in one call) and the head run over all rows. Returns
+  // (batch·n, vocab) logits, sequence-major. Each sequence's logits equal those of
+  // forward_cached on it alone up to float rounding. With an expert-parallel dispatcher
+  // installed this is a collective: every rank calls it the same number of times.
+  Tensor forward_cached_batch(const int32_t* tokens, int batch, int n, const std::vector<int>& pos0,
+                              std::vector<std::vector<LayerKvCache>>& cache);
 
   // The MoE layers, in layer order (null entries for dense layers), e.g. to install a
   // multi-rank ExpertDispatcher.

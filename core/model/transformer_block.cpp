@@ -76,6 +76,17 @@ Tensor TransformerBlock::forward_cached(const Tensor& x, LayerKvCache& cache, in
   return out;
 }
 
+Tensor TransformerBlock::forward_cached_batch(const Tensor& x, int n, const std::vector<LayerKvCache*>& cache,
+                                              const std::vector<int>& pos0) {
+  Tensor h = attn_.forward_cached_batch(attn_norm_.forward(x, false), n, cache, pos0);
+  add_into(h, x);
+  Tensor hn = ffn_norm_.forward(h, false);
+  // The MoE (router, dispatcher, experts) sees every row of the batch in one call.
+  Tensor out = moe_ ? moe_->forward(hn, false, nullptr) : mlp_->forward(hn, false);
+  add_into(out, h);
+  return out;
+}
+
 void TransformerBlock::collect_parameters(std::vector<Parameter*>& out) {
   out.push_back(&attn_norm_.weight());
   out.push_back(&attn_.qkv().weight());

@@ -35,6 +35,9 @@ class TransformerBlock {
   Tensor forward(const Tensor& x, int batch, int seq, bool keep, MoeStats* stats);
   Tensor backward(const Tensor& dy, real loss_scale);
   Tensor forward_cached(const Tensor& x, LayerKvCache& cache, int pos0);
+  // B sequences of n new rows each (x: (B·n, d)); attention per sequence, the rest over all rows.
+  Tensor forward_cached_batch(const Tensor& x, int n, const std::vector<LayerKvCache*>& cache,
+                              const std::vector<int>& pos0);
 
   void collect_parameters(std::vector<Parameter*>& out);
   void set_policy(SavedInputPolicy* policy);

