@@ -5,8 +5,9 @@
 #
 # For each regime (experiments/mok_coarse.yaml: the quickstart shape; experiments/mok_kitten.yaml:
 # 32 experts of hidden 64, top-4, a large batch), each rank set-up (2 and 4 local ranks, 2 MPI
-# processes) and each emulated link (NVLink-like 250 GB/s, InfiniBand-like 25 GB/s; the ranks
-# sleep the modeled link time, so wall-clock figures include it), it trains three runs —
+# processes) and each emulated link (NVLink-like 250 GB/s, InfiniBand-like 25 GB/s, and a slow
+# 0.1 GB/s link that gives transfers the share of a step they have on GPUs; the ranks sleep the
+# modeled link time, so wall-clock figures include it), it trains three runs —
 # classic dispatch, MoK exact, MoK with the locality policy — for STEPS steps with `mok train`,
 # then generates with `mok generate --batch` over the same ranks, link and dispatcher from each
 # run's final checkpoint, and records the inference figures into the run (`mok runs record`).
@@ -17,7 +18,7 @@
 #
 # Environment (defaults in brackets): BUILD [build], OUT [$BUILD/bench_mok_suite], STEPS [12],
 # SKIP [2] (warm-up steps left out of the means), REGIMES [mok_coarse mok_kitten],
-# SETUPS [local2 local4 mpi2], LINKS [nvlink ib], INFER_TOKENS [24], INFER_BATCH [32],
+# SETUPS [local2 local4 mpi2], LINKS [nvlink ib slow], INFER_TOKENS [24], INFER_BATCH [32],
 # QUALITY_STEPS [300; 0 skips the quality leg], NO_BUILD (set: do not build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,7 @@ STEPS=${STEPS:-12}
 SKIP=${SKIP:-2}
 REGIMES=${REGIMES:-"mok_coarse mok_kitten"}
 SETUPS=${SETUPS:-"local2 local4 mpi2"}
-LINKS=${LINKS:-"nvlink ib"}
+LINKS=${LINKS:-"nvlink ib slow"}
 INFER_TOKENS=${INFER_TOKENS:-24}
 INFER_BATCH=${INFER_BATCH:-32}
 QUALITY_STEPS=${QUALITY_STEPS:-300}
@@ -47,8 +48,13 @@ if command -v mpirun >/dev/null 2>&1; then
   export OMPI_MCA_btl_vader_single_copy_mechanism=none
 fi
 
-link_gbps() { case $1 in nvlink) echo 250 ;; ib) echo 25 ;; *) echo "unknown link $1" >&2; exit 2 ;; esac; }
-link_latency_us() { case $1 in nvlink) echo 1 ;; ib) echo 2 ;; esac; }
+# nvlink: NVLink-like, 250 GB/s (NCCL all-to-all bus bandwidth measured between two H200s);
+# ib: 200 Gb/s InfiniBand-like, 25 GB/s; slow: 0.1 GB/s, a link slowed in proportion to this
+# CPU's compute — on a CPU the other two links take under 1 % of a step, while on GPUs, whose
+# expert compute is ~10⁴ times faster, the all-to-all is a large share of it; at 0.1 GB/s it is
+# a comparable share here, so the effect of moving fewer bytes on step time shows.
+link_gbps() { case $1 in nvlink) echo 250 ;; ib) echo 25 ;; slow) echo 0.1 ;; *) echo "unknown link $1" >&2; exit 2 ;; esac; }
+link_latency_us() { case $1 in nvlink) echo 1 ;; *) echo 2 ;; esac; }
 # A field of the last JSON line on stdin (numbers and plain strings only).
 json_field() { tail -n 1 | sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
 
@@ -88,7 +94,7 @@ train() {
   bytes=$(json_field remote_bytes <<<"$gen")
   new=$(json_field new_tokens <<<"$gen")
   "$MOK" runs record "$id" "infer/tokens_per_s=$tps" \
-    "infer/remote_bytes_per_token=$(awk -v b="$bytes" -v n="$new" 'BEGIN { printf "%.6g", n > 0 ? b / n : 0 }')" \
+    "infer/remote_bytes_per_token=$(awk -v b="$bytes" -v n="$new" 'BEGIN { printf "%.6g", (n > 0 ? b / n : 0) }')" \
     --db "$DB" >/dev/null
   echo "$id"
 }

@@ -1,5 +1,7 @@
 #include "core/dist/comm_worker.h"
 
+#include <stdexcept>
+
 MOK_NN_BEGIN
 
 CommWorker::CommWorker(bool threaded) : threaded_(threaded) {}
@@ -14,8 +16,14 @@ CommWorker::~CommWorker() {
   if (thread_.joinable()) thread_.join();
 }
 
+void CommWorker::set_inline(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (finished_ != submitted_) throw std::logic_error("CommWorker::set_inline with jobs pending");
+  inline_ = on;
+}
+
 CommWorker::Ticket CommWorker::submit(std::function<void()> job) {
-  if (!threaded_) {
+  if (!threaded_ || inline_) {
     const Ticket t = ++submitted_;
     if (!error_) {
       try {

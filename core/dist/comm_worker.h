@@ -40,12 +40,16 @@ class CommWorker {
   Ticket submit(std::function<void()> job);
   void wait(Ticket ticket);  // rethrows the first failure of any job up to `ticket`
   void drain();              // waits for everything submitted; rethrows a failure
-  bool threaded() const { return threaded_; }
+  bool threaded() const { return threaded_ && !inline_; }
+  // While on, jobs run inside submit even on a threaded worker (a step too small to gain
+  // from overlap saves the two thread hand-offs per exchange). Only while nothing is pending.
+  void set_inline(bool on);
 
  private:
   void loop();
 
   const bool threaded_;
+  bool inline_ = false;
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;

@@ -31,14 +31,22 @@ class Communicator::CallScope {
 
 void Communicator::counted_exchange(const uint8_t* const* send, const int64_t* send_bytes,
                                     uint8_t* const* recv, const int64_t* recv_bytes,
-                                    CommPurpose purpose) {
+                                    CommPurpose purpose, const int64_t* head_send,
+                                    const int64_t* head_recv, CommPurpose head_purpose) {
   const int R = size();
   for (int p = 0; p < R; ++p) {
     if (send_bytes[p] < 0 || recv_bytes[p] < 0)
       throw std::invalid_argument("Communicator: negative message size");
+    if (head_send && (head_send[p] < 0 || head_send[p] > send_bytes[p] || head_recv[p] < 0 ||
+                      head_recv[p] > recv_bytes[p]))
+      throw std::invalid_argument("Communicator: a message's head is larger than the message");
   }
   exchange(send, send_bytes, recv, recv_bytes);
-  for (int p = 0; p < R; ++p) stats_.add(purpose, p, send_bytes[p], recv_bytes[p]);
+  for (int p = 0; p < R; ++p) {
+    const int64_t hs = head_send ? head_send[p] : 0, hr = head_send ? head_recv[p] : 0;
+    stats_.add(purpose, p, send_bytes[p] - hs, recv_bytes[p] - hr);
+    if (head_send) stats_.add(head_purpose, p, hs, hr);
+  }
   const double modeled =
       link_.collective_seconds(std::span<const int64_t>(send_bytes, static_cast<size_t>(R)),
                                std::span<const int64_t>(recv_bytes, static_cast<size_t>(R)),
@@ -51,6 +59,14 @@ void Communicator::counted_exchange(const uint8_t* const* send, const int64_t* s
 void Communicator::all_to_all_bytes(const void* send, std::span<const int64_t> send_bytes,
                                     void* recv, std::span<const int64_t> recv_bytes,
                                     CommPurpose purpose) {
+  all_to_all_bytes(send, send_bytes, recv, recv_bytes, purpose, {}, {}, purpose);
+}
+
+void Communicator::all_to_all_bytes(const void* send, std::span<const int64_t> send_bytes,
+                                    void* recv, std::span<const int64_t> recv_bytes,
+                                    CommPurpose purpose, std::span<const int64_t> head_send_bytes,
+                                    std::span<const int64_t> head_recv_bytes,
+                                    CommPurpose head_purpose) {
   CallScope scope(*this);
   const int R = size();
   if (static_cast<int>(send_bytes.size()) != R || static_cast<int>(recv_bytes.size()) != R)
@@ -65,7 +81,12 @@ void Communicator::all_to_all_bytes(const void* send, std::span<const int64_t> s
     so += send_bytes[p];
     ro += recv_bytes[p];
   }
-  counted_exchange(sp.data(), send_bytes.data(), rp.data(), recv_bytes.data(), purpose);
+  const bool heads = !head_send_bytes.empty();
+  if (heads && (static_cast<int>(head_send_bytes.size()) != R || static_cast<int>(head_recv_bytes.size()) != R))
+    throw std::invalid_argument("all_to_all: need one head size per rank (" + std::to_string(R) + ")");
+  counted_exchange(sp.data(), send_bytes.data(), rp.data(), recv_bytes.data(), purpose,
+                   heads ? head_send_bytes.data() : nullptr, heads ? head_recv_bytes.data() : nullptr,
+                   head_purpose);
 }
 
 std::vector<int64_t> Communicator::all_to_all_bytes(const void* send,

@@ -60,6 +60,13 @@ class Communicator {
   // recv_bytes[s] must equal what rank s sends here (checked: a mismatch throws).
   void all_to_all_bytes(const void* send, std::span<const int64_t> send_bytes, void* recv,
                         std::span<const int64_t> recv_bytes, CommPurpose purpose);
+  // Same, with the first head_send_bytes[p] (head_recv_bytes[p]) bytes of each message sent to
+  // (received from) rank p counted under head_purpose: one message per peer that carries a
+  // small header and its payload, so that it costs one exchange, not two.
+  void all_to_all_bytes(const void* send, std::span<const int64_t> send_bytes, void* recv,
+                        std::span<const int64_t> recv_bytes, CommPurpose purpose,
+                        std::span<const int64_t> head_send_bytes,
+                        std::span<const int64_t> head_recv_bytes, CommPurpose head_purpose);
   // Same, when the receiver does not know the counts: they are exchanged first (8 bytes per
   // peer, counted as control). Resizes recv; returns the bytes received from each rank.
   std::vector<int64_t> all_to_all_bytes(const void* send, std::span<const int64_t> send_bytes,
@@ -112,8 +119,11 @@ class Communicator {
  private:
   class CallScope;
   // Counts, models and runs one exchange.
+  // head_send/head_recv (may be null): leading bytes per peer counted under head_purpose.
   void counted_exchange(const uint8_t* const* send, const int64_t* send_bytes,
-                        uint8_t* const* recv, const int64_t* recv_bytes, CommPurpose purpose);
+                        uint8_t* const* recv, const int64_t* recv_bytes, CommPurpose purpose,
+                        const int64_t* head_send = nullptr, const int64_t* head_recv = nullptr,
+                        CommPurpose head_purpose = CommPurpose::control);
   template <class T, class Reduce>
   void reduce_scatter_gather(T* data, int64_t n, CommPurpose purpose, Reduce reduce);
 

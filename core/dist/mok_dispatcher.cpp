@@ -109,7 +109,6 @@ void copy_param(real* dst, const Parameter& p) {
 
 MokDispatcher::MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options)
     : comm_(comm), placement_(std::move(placement)), options_(options),
-      chunks_(std::max(1, options.overlap_chunks)),
       worker_(std::make_unique<CommWorker>(options.overlap_chunks > 0 && comm.allows_helper_thread())) {
   if (options.overlap_chunks < 0)
     throw std::invalid_argument("MokDispatcher: overlap_chunks must be ≥ 0");
@@ -236,31 +235,44 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
 
   // 2. one small all-to-all tells every peer (a) per expert, 2 · (pairs routed to it from
   // here) + shadow flag — owners learn who shadows their experts, the pair counts price
-  // the classic baseline in the log — and (b) how many rows come its way.
-  std::vector<int64_t> head_send(static_cast<size_t>(R) * (E + 1)), head_recv(static_cast<size_t>(R) * (E + 1));
+  // the classic baseline in the log — (b) how many rows come its way and (c) how many rows
+  // this rank sends in all, so that every rank picks the same chunk count.
+  const int64_t W = E + 2;
+  std::vector<int64_t> head_send(static_cast<size_t>(R * W)), head_recv(static_cast<size_t>(R * W));
   {
     std::vector<int64_t> packed(static_cast<size_t>(E), 0);
     for (int64_t p = 0; p < n * k; ++p)
       if (r.expert[p] >= 0) packed[r.expert[p]] += 2;
     for (int e = 0; e < E; ++e) packed[e] += my_decision[e];
+    int64_t my_rows = 0;
+    for (int q = 0; q < R; ++q) my_rows += send_rows_[q];
     for (int q = 0; q < R; ++q) {
-      std::copy(packed.begin(), packed.end(), head_send.begin() + static_cast<ptrdiff_t>(q) * (E + 1));
-      head_send[static_cast<size_t>(q) * (E + 1) + E] = send_rows_[q];
+      std::copy(packed.begin(), packed.end(), head_send.begin() + static_cast<ptrdiff_t>(q * W));
+      head_send[static_cast<size_t>(q * W + E)] = send_rows_[q];
+      head_send[static_cast<size_t>(q * W + E + 1)] = my_rows;
     }
   }
-  const std::vector<int64_t> head_len(R, E + 1);
+  const std::vector<int64_t> head_len(R, W);
   comm_.all_to_all_v(head_send.data(), head_len, head_recv.data(), head_len, CommPurpose::control);
   shadow_all_.assign(static_cast<size_t>(R) * E, 0);
   recv_rows_.assign(R, 0);
   classic_in_pairs_ = 0;
+  int64_t global_rows = 0;
   for (int s = 0; s < R; ++s) {
     for (int e = 0; e < E; ++e) {
-      const int64_t v = head_recv[static_cast<size_t>(s) * (E + 1) + e];
+      const int64_t v = head_recv[static_cast<size_t>(s * W + e)];
       shadow_all_[static_cast<size_t>(s) * E + e] = static_cast<uint8_t>(v & 1);
       if (s != me && owner[e] == me) classic_in_pairs_ += v >> 1;
     }
-    recv_rows_[s] = head_recv[static_cast<size_t>(s) * (E + 1) + E];
+    recv_rows_[s] = head_recv[static_cast<size_t>(s * W + E)];
+    global_rows += head_recv[static_cast<size_t>(s * W + E + 1)];
   }
+  // Chunks pay off only when each carries enough rows (MokOptions::min_chunk_rows).
+  chunks_ = std::max(1, options_.overlap_chunks);
+  const int64_t fill = global_rows / (R * std::max<int64_t>(1, options_.min_chunk_rows));
+  chunks_ = static_cast<int>(std::min<int64_t>(chunks_, std::max<int64_t>(1, fill)));
+  log_.chunks = chunks_;
+  worker_->set_inline(chunks_ == 1);  // one chunk: nothing to overlap worth two thread hand-offs
   auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
   bool any_shadow = false;
   for (uint8_t v : shadow_all_) any_shadow |= v != 0;
@@ -316,17 +328,41 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     recv_meta[q] = recv_rows_[q] * meta_row;
   }
   // 4. the rows' entries and gates, one message per peer: (rows·k) int32 then (rows·k) real.
+  // With one chunk the token rows (5) ride in the same message, after them: one exchange
+  // fewer, which is what a latency-bound decode step pays for.
+  const bool rows_with_meta = chunks_ == 1;
+  Tensor recv_x({recv_total, d});  // recv_fwd_ layout (source order when C = 1)
   {
-    std::vector<uint8_t> out(static_cast<size_t>(sent_total * meta_row)), in(static_cast<size_t>(recv_total * meta_row));
+    const int64_t row_bytes = d * static_cast<int64_t>(sizeof(real));
+    std::vector<int64_t> send_bytes(send_meta), recv_bytes(recv_meta);
+    if (rows_with_meta)
+      for (int q = 0; q < R; ++q) {
+        send_bytes[q] += send_rows_[q] * row_bytes;
+        recv_bytes[q] += recv_rows_[q] * row_bytes;
+      }
+    int64_t out_total = 0, in_total = 0;
+    for (int q = 0; q < R; ++q) {
+      out_total += send_bytes[q];
+      in_total += recv_bytes[q];
+    }
+    std::vector<uint8_t> out(static_cast<size_t>(out_total)), in(static_cast<size_t>(in_total));
     int64_t row = 0, off = 0;
     for (int q = 0; q < R; ++q) {
       const int64_t m = send_rows_[q] * k;
       std::memcpy(out.data() + off, send_entry.data() + row * k, m * sizeof(int32_t));
       std::memcpy(out.data() + off + m * sizeof(int32_t), send_gate.data() + row * k, m * sizeof(real));
       off += m * static_cast<int64_t>(sizeof(int32_t) + sizeof(real));
+      if (rows_with_meta) {
+        for (int64_t i = row; i < row + send_rows_[q]; ++i, off += row_bytes)
+          std::memcpy(out.data() + off, x.data() + send_token_[i] * d, static_cast<size_t>(row_bytes));
+      }
       row += send_rows_[q];
     }
-    comm_.all_to_all_bytes(out.data(), send_meta, in.data(), recv_meta, CommPurpose::control);
+    if (rows_with_meta)
+      comm_.all_to_all_bytes(out.data(), send_bytes, in.data(), recv_bytes, CommPurpose::dispatch, send_meta,
+                             recv_meta, CommPurpose::control);
+    else
+      comm_.all_to_all_bytes(out.data(), send_bytes, in.data(), recv_bytes, CommPurpose::control);
     recv_entry_.assign(static_cast<size_t>(recv_total * k), -1);
     recv_gate_.assign(static_cast<size_t>(recv_total * k), real(0));
     row = 0;
@@ -336,6 +372,10 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       std::memcpy(recv_entry_.data() + row * k, in.data() + off, m * sizeof(int32_t));
       std::memcpy(recv_gate_.data() + row * k, in.data() + off + m * sizeof(int32_t), m * sizeof(real));
       off += m * static_cast<int64_t>(sizeof(int32_t) + sizeof(real));
+      if (rows_with_meta) {
+        std::memcpy(recv_x.data() + row * d, in.data() + off, static_cast<size_t>(recv_rows_[s] * row_bytes));
+        off += recv_rows_[s] * row_bytes;
+      }
       row += recv_rows_[s];
     }
   }
@@ -375,15 +415,15 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       throw std::logic_error("MokDispatcher: expert " + std::to_string(mine[l]) + " is placed on rank " +
                              std::to_string(me) + " but not held here");
 
-  Tensor send_x = gather(x, layout_order(send_fwd_, send_token_), 1, d);  // send_fwd_ layout
-  Tensor recv_x({recv_total, d});   // recv_fwd_ layout
+  // send_fwd_ layout; with one chunk the rows have already gone.
+  Tensor send_x = rows_with_meta ? Tensor() : gather(x, layout_order(send_fwd_, send_token_), 1, d);
   Tensor back_y({recv_total, d});   // recv_cmb_ layout: one reduced row per received row
   Tensor got_y({sent_total, d});    // send_cmb_ layout
   Tensor parts({n * k, d});         // group sums at their first slot
   std::vector<Tensor> ye(static_cast<size_t>(L));
   DrainOnExit drain_on_exit{*worker_};
-  std::vector<CommWorker::Ticket> arrived(static_cast<size_t>(C));
-  for (int c = 0; c < C; ++c)  // 5. the token rows, chunk by chunk
+  std::vector<CommWorker::Ticket> arrived(static_cast<size_t>(C), 0);
+  for (int c = 0; c < C && !rows_with_meta; ++c)  // 5. the token rows, chunk by chunk
     arrived[c] = worker_->submit([this, c, d, &send_x, &recv_x] {
       comm_.all_to_all_v(send_x.data() + send_fwd_.offset(c) * d, send_fwd_.counts(c, d),
                          recv_x.data() + recv_fwd_.offset(c) * d, recv_fwd_.counts(c, d),

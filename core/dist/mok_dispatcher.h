@@ -25,7 +25,8 @@
 //             7. the source runs its shadow copies on their tokens (token order) and
 //                combines: y[t] = Σ over the token's groups (one per destination rank and
 //                one per shadowed pair), in the order of each group's first slot.
-//   overlap   5–7 run in C chunks (MokOptions::overlap_chunks). Each rank's local experts
+//   overlap   5–7 run in C chunks (MokOptions::overlap_chunks, fewer when the step has few
+//             rows: min_chunk_rows). Each rank's local experts
 //             are cut into C consecutive groups; a row travels in the chunk of its lowest
 //             expert's group and comes back in the chunk of its highest. A CommWorker
 //             thread sends the chunks one after another while this thread runs the shadow
@@ -66,10 +67,16 @@ struct MokOptions {
   MokCostParams cost;        // link, compute rate, shadow mode
   int layer = 0;             // block index, for the memory tags of shadow copies
   int64_t expert_hidden = 0; // f; 0 → taken from any expert held here
-  // C ≥ 1: transfers run on a CommWorker thread in C chunks, overlapping compute (one
-  // thread-less chunk where the communicator forbids helper threads). 0: no worker thread,
-  // every exchange blocks this thread (the plain sequential order). Same results either way.
+  // C ≥ 2: transfers run on a CommWorker thread in up to C chunks, overlapping compute
+  // (in order on this thread where the communicator forbids helper threads). 0 or 1, or a
+  // step with too few rows for two chunks: every exchange runs on this thread in the plain
+  // order. Same results either way.
   int overlap_chunks = 4;
+  // Fewest rows per rank (on average over ranks) a chunk must carry: a step that sends
+  // fewer than C · this many rows per rank uses fewer chunks (decided from the global row
+  // count, so every rank agrees). A decode step of a few rows would otherwise pay one
+  // exchange's latency per chunk for nothing.
+  int64_t min_chunk_rows = 64;
 };
 
 class MokDispatcher final : public ExpertDispatcher {
@@ -102,7 +109,7 @@ class MokDispatcher final : public ExpertDispatcher {
   MokDecisionLog* decision_log_ = nullptr;
   int64_t steps_ = 0;
   CommStats fwd_before_;  // stats at the start of the last forward
-  int chunks_;            // C
+  int chunks_ = 1;        // C of the current step (see kMinRowsPerChunk)
   std::unique_ptr<CommWorker> worker_;
 
   // Shadow copies of remote experts, created on first use and refreshed every step.

@@ -27,6 +27,7 @@ std::string MokStepLog::to_json() const {
   j.key("shadow_pairs").value(shadow_pairs);
   j.key("shipped_pairs").value(shipped_pairs);
   j.key("shipped_rows").value(shipped_rows);
+  j.key("chunks").value(static_cast<int64_t>(chunks));
   j.key("shadowed").begin_array();
   for (int e : shadowed) j.value(e);
   j.end_array();

@@ -25,6 +25,7 @@ struct MokStepLog {
   int64_t shadow_pairs = 0;        // … computed here by a shadow copy of a remote expert
   int64_t shipped_pairs = 0;       // … computed on a remote rank
   int64_t shipped_rows = 0;        // unique (token, remote rank) rows sent for them
+  int chunks = 1;                  // chunks the rows travelled in (overlap)
   std::vector<int> shadowed;       // experts this rank shadowed (ascending)
   std::vector<double> shadowed_rows;  // the rows each would have shipped (cost-model input)
   int64_t dispatch_bytes = 0, combine_bytes = 0, weight_bytes = 0, gradient_bytes = 0;

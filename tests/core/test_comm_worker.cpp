@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include <atomic>
+#include <future>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@ class TestCommWorker : public QObject {
   void runsJobsInOrderOnAnotherThread();
   void inlineModeRunsInsideSubmit();
   void failureReachesTheCallerAndIsReportedOnce();
+  void inlineSwitchOnlyWhenIdle();
   void chunkLayoutIsChunkMajorAndStable();
 };
 
@@ -85,6 +87,33 @@ void TestCommWorker::failureReachesTheCallerAndIsReportedOnce() {
     w.drain();
     QCOMPARE(ran, 2);  // usable again
   }
+}
+
+void TestCommWorker::inlineSwitchOnlyWhenIdle() {
+  CommWorker w(true);
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  w.submit([gate] { gate.wait(); });
+  bool refused = false;
+  try {
+    w.set_inline(true);  // a job is pending
+  } catch (const std::logic_error&) {
+    refused = true;
+  }
+  QVERIFY(refused);
+  release.set_value();
+  w.drain();
+  w.set_inline(true);
+  QVERIFY(!w.threaded());
+  const std::thread::id me = std::this_thread::get_id();
+  bool same = false;
+  w.submit([&] { same = std::this_thread::get_id() == me; });
+  QVERIFY(same);  // ran inside submit
+  w.set_inline(false);
+  QVERIFY(w.threaded());
+  w.submit([&] { same = std::this_thread::get_id() == me; });
+  w.drain();
+  QVERIFY(!same);
 }
 
 void TestCommWorker::chunkLayoutIsChunkMajorAndStable() {

@@ -39,6 +39,7 @@ class TestMokDispatcher : public QObject {
   void inferenceForwardNeedsNoBackward();
   void overlapChunksChangeNoBitNorByte();
   void shadowCopiesKeepInputsLikeTheLayersExperts();
+  void fewRowsUseFewerChunks();
 };
 
 namespace {
@@ -146,6 +147,7 @@ RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int c
       MokOptions opt;
       opt.cost = MokCostParams{25.0, 0.0, 1e6, mode};
       opt.overlap_chunks = chunks;
+      opt.min_chunk_rows = 1;  // this small batch still uses every chunk asked for
       auto md = std::make_unique<MokDispatcher>(comm, place, opt);
       mok = md.get();
       dispatcher = std::move(md);
@@ -383,6 +385,7 @@ void TestMokDispatcher::overlapChunksChangeNoBitNorByte() {
                                 CommPurpose::gradients, CommPurpose::control})
             QCOMPARE(run.stats[me].remote_sent(p), base.stats[me].remote_sent(p));
         if (chunks > 1) QVERIFY(run.stats[0].calls > base.stats[0].calls);
+        for (int me = 0; me < R; ++me) QCOMPARE(run.logs[me].chunks, chunks);
       }
     }
 }
@@ -424,6 +427,41 @@ void TestMokDispatcher::shadowCopiesKeepInputsLikeTheLayersExperts() {
   QVERIFY(checked[0] > 0);
   QVERIFY(checked[1] > 0);
   QVERIFY(rel_diff(y, ref.y) <= kTol);  // an exact policy: the same outputs
+}
+
+// Every rank picks the same chunk count from the global row count: min(C, rows / (R · m)).
+void TestMokDispatcher::fewRowsUseFewerChunks() {
+  for (int64_t m : {int64_t{1}, int64_t{20}, int64_t{64}}) {
+    std::vector<int> chunks(2, -1);
+    int64_t sent = 0;
+    std::mutex mu;
+    run_local_ranks(2, [&](Communicator& comm) {
+      const int me = comm.rank();
+      const int64_t t0 = kN * me / 2, t1 = kN * (me + 1) / 2;
+      ExpertBank bank = make_bank(24);
+      MokOptions opt;
+      opt.cost = MokCostParams{25.0, 0.0, 1e6, ShadowMode::never};
+      opt.overlap_chunks = 4;
+      opt.min_chunk_rows = m;
+      MokDispatcher mok(comm, ExpertPlacement::contiguous(kE, 2), opt);
+      mok.forward(rows(1, t0, t1), make_routing(t0, t1), bank, false);
+      std::lock_guard<std::mutex> lock(mu);
+      chunks[me] = mok.last_log().chunks;
+      // Rows this rank sent, its own included: one per (token, rank with a routed expert).
+      const RoutingDecision r = make_routing(t0, t1);
+      for (int64_t t = 0; t < t1 - t0; ++t) {
+        bool on[2] = {false, false};
+        for (int s = 0; s < kK; ++s)
+          if (r.expert[t * kK + s] >= 0) on[r.expert[t * kK + s] / (kE / 2)] = true;
+        sent += on[0] + on[1];
+      }
+    });
+    const int expected = static_cast<int>(std::min<int64_t>(4, std::max<int64_t>(1, sent / (2 * m))));
+    QCOMPARE(chunks[0], expected);
+    QCOMPARE(chunks[1], expected);
+    if (m == 64) QCOMPARE(expected, 1);  // 72 tokens: too few rows to split
+    if (m == 1) QCOMPARE(expected, 4);
+  }
 }
 
 QTEST_GUILESS_MAIN(TestMokDispatcher)
