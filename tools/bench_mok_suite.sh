@@ -13,25 +13,27 @@
 # run's final checkpoint, and records the inference figures into the run (`mok runs record`).
 # Every run lands in one run store ($OUT/suite.db, tagged `mok-suite`); the report
 # ($OUT/report.md) holds one `mok runs compare --markdown` table per group, ratios against
-# classic. A quality leg then trains classic and MoK+locality for QUALITY_STEPS steps (coarse,
-# 2 local ranks, NVLink-like) and compares validation bits per byte.
+# classic. A quality leg then trains classic and MoK+locality for QUALITY_STEPS steps (each
+# regime of QUALITY_REGIMES, 2 local ranks, NVLink-like) and compares validation bits per byte.
 #
 # Environment (defaults in brackets): BUILD [build], OUT [$BUILD/bench_mok_suite], STEPS [12],
 # SKIP [2] (warm-up steps left out of the means), REGIMES [mok_coarse mok_kitten],
 # SETUPS [local2 local4 mpi2], LINKS [nvlink ib slow], INFER_TOKENS [24], INFER_BATCH [32],
-# QUALITY_STEPS [300; 0 skips the quality leg], NO_BUILD (set: do not build).
+# QUALITY_STEPS [400; 0 skips the quality leg], QUALITY_REGIMES [mok_coarse mok_kitten],
+# NO_BUILD (set: do not build). REGIMES="" runs the quality leg alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 OUT=${OUT:-$BUILD/bench_mok_suite}
 STEPS=${STEPS:-12}
 SKIP=${SKIP:-2}
-REGIMES=${REGIMES:-"mok_coarse mok_kitten"}
+REGIMES=${REGIMES-"mok_coarse mok_kitten"}
 SETUPS=${SETUPS:-"local2 local4 mpi2"}
 LINKS=${LINKS:-"nvlink ib slow"}
 INFER_TOKENS=${INFER_TOKENS:-24}
 INFER_BATCH=${INFER_BATCH:-32}
-QUALITY_STEPS=${QUALITY_STEPS:-300}
+QUALITY_STEPS=${QUALITY_STEPS:-400}
+QUALITY_REGIMES=${QUALITY_REGIMES:-"mok_coarse mok_kitten"}
 MOK=$BUILD/app/mok
 DB=$OUT/suite.db
 REPORT=$OUT/report.md
@@ -127,15 +129,18 @@ for regime in $REGIMES; do
 done
 
 if [ "$QUALITY_STEPS" -gt 0 ]; then
-  echo "## quality: mok_coarse, local2, nvlink, $QUALITY_STEPS steps" >&2
-  ids=()
-  for variant in classic mok+locality; do ids+=("$(train mok_coarse local2 nvlink "$variant" "$QUALITY_STEPS")"); done
-  {
-    echo
-    echo "### Quality: mok_coarse, local2, nvlink, $QUALITY_STEPS steps"
-    echo
-    "$MOK" runs compare "${ids[@]}" --db "$DB" --skip "$SKIP" --metrics "val/bpb,comm/local_tokens,comm/remote_bytes,perf/step_ms" --markdown
-  } >>"$REPORT"
+  for regime in $QUALITY_REGIMES; do
+    echo "## quality: $regime, local2, nvlink, $QUALITY_STEPS steps" >&2
+    ids=()
+    for variant in classic mok+locality; do ids+=("$(train "$regime" local2 nvlink "$variant" "$QUALITY_STEPS")"); done
+    {
+      echo
+      echo "### Quality: $regime, local2, nvlink, $QUALITY_STEPS steps"
+      echo
+      "$MOK" runs compare "${ids[@]}" --db "$DB" --skip "$SKIP" \
+        --metrics "val/bpb,comm/local_tokens,comm/remote_bytes,perf/step_ms,infer/tokens_per_s" --markdown
+    } >>"$REPORT"
+  done
 fi
 
 cat "$REPORT"
