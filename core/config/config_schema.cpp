@@ -345,6 +345,10 @@ std::vector<ConfigKeySpec> build_schema() {
           "mok: chunks in which token transfers overlap expert compute (on a helper thread); "
           "0 turns the overlap off. Results are bitwise the same for any value")
           .range(0, 256));
+  add(key("routing.cost_calibrate", &E::routing, &RoutingConfig::cost_calibrate,
+          "mok: measure the link bandwidth and the gradient-add rate once before the run and use "
+          "them instead of cost_link_gbps / cost_compute_gflops (logged as an event; pin them to "
+          "replay a run bit for bit)"));
 
   add(key("parallel.device", &E::parallel, &ParallelConfig::device, "where the model runs")
           .one_of({"cpu", "cuda"}));

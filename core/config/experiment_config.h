@@ -120,6 +120,7 @@ struct RoutingConfig {
   double cost_link_gbps = 0.0;         // mok cost model bandwidth; 0 → parallel.link_gbps, else 25
   double cost_compute_gflops = 50.0;   // mok cost model: rate of a rank's vector work
   int overlap_chunks = 4;              // mok: chunks of transfer overlapping expert compute; 0 = none
+  bool cost_calibrate = false;         // mok: measure link and compute rates before the run
 
   friend bool operator==(const RoutingConfig&, const RoutingConfig&) = default;
 };

@@ -17,6 +17,7 @@
 #include "core/config/experiment_config.h"
 #include "core/dist/communicator.h"
 #include "core/dist/expert_placement.h"
+#include "core/dist/mok_cost_calibration.h"
 #include "core/model/expert_dispatcher.h"
 
 MOK_NN_BEGIN
@@ -29,8 +30,11 @@ std::vector<bool> expert_ownership(const ExpertPlacement& placement, int rank);
 // One dispatcher per MoE layer, routing policy, global router load counts. Returns the
 // dispatchers installed (owned by the layers), in MoE-layer order. Throws
 // std::invalid_argument for an unknown dispatcher or a placement of the wrong size.
+// With routing.dispatcher mok and routing.cost_calibrate, the cost model's rates are first
+// measured (calibrate_mok_cost, a collective) and written to *calibration when given.
 std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, const ExperimentConfig& config,
-                                                       Communicator& comm, const ExpertPlacement& placement);
+                                                       Communicator& comm, const ExpertPlacement& placement,
+                                                       MokCalibration* calibration = nullptr);
 
 // Pairs of this rank's tokens in the last forward of a multi-rank dispatcher.
 struct LastDispatch {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -369,8 +370,18 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
   // starts from the same dense weights, and each expert from its R = 1 values).
   if (rc.parallel() && cfg.model.experts > 0) mo.local_experts = expert_ownership(rc.placement, rc.rank);
   auto model = std::make_unique<LanguageModel>(mo);
-  if (rc.parallel() && cfg.model.experts > 0)
-    rc.dispatchers = install_expert_parallel(*model, cfg, *rc.comm, rc.placement);
+  if (rc.parallel() && cfg.model.experts > 0) {
+    MokCalibration cal;
+    rc.dispatchers = install_expert_parallel(*model, cfg, *rc.comm, rc.placement, &cal);
+    if (cal.link_gbps > 0.0) {
+      char text[256];
+      std::snprintf(text, sizeof text,
+                    "mok cost model calibrated: link %.4g GB/s, gradient add %.4g GFLOP/s (pin with "
+                    "routing.cost_link_gbps=%.6g routing.cost_compute_gflops=%.6g to replay)",
+                    cal.link_gbps, cal.compute_gflops, cal.link_gbps, cal.compute_gflops);
+      event(text);
+    }
+  }
   const std::vector<Parameter*> params = model->parameters();  // null experts are skipped
   auto adam = std::make_unique<AdamW>(params, AdamWOptions{tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
   result.parameter_count = model->parameter_count();

@@ -14,6 +14,8 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include "core/store/run_store.h"
+
 namespace {
 
 struct Result {
@@ -101,6 +103,24 @@ class TestCliTrain : public QObject {
     // Bad usage.
     QCOMPARE(run_mok({"train", good, "--frobnicate"}, work).exit_code, 2);
     QCOMPARE(run_mok({"train"}, work).exit_code, 2);
+  }
+
+  // routing.cost_calibrate: the rates are measured before the first step and logged as an
+  // event that says how to pin them; the run then trains as usual.
+  void mokCostCalibrationIsLogged() {
+    const QString cfg = write_config("calib.yaml", tiny_yaml(3, "calib"));
+    const QString db = tmp_.path() + "/calib.db";
+    const Result r = run_mok({"train", cfg, "--db", db, "--json", "--quiet", "--set", "parallel.ranks=2", "--set",
+                              "routing.dispatcher=mok", "--set", "routing.cost_calibrate=true"},
+                             tmp_.path());
+    QCOMPARE(r.exit_code, 0);
+    QCOMPARE(r.json["status"].toString(), QString("finished"));
+    mok::RunStore store = mok::RunStore::open_readonly(db.toStdString());
+    bool logged = false;
+    for (const auto& e : store.events(r.json["run_id"].toInteger()))
+      logged |= e.text.find("mok cost model calibrated: link") != std::string::npos &&
+                e.text.find("routing.cost_link_gbps=") != std::string::npos;
+    QVERIFY(logged);
   }
 
   void jsonSummaryIsTheLastLine() {

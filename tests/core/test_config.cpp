@@ -119,7 +119,7 @@ ExperimentConfig everything_changed() {
   c.kittens.layers[0] = {"exact", "", -1, -1};
   c.kittens.layers[2] = {"", "lowbit", 8, 4};
   c.kittens.layers[5] = {};
-  c.routing = {"mok", "locality", 1.25, 0.05, 0.125, "never", 12.5, 7.5, 9};  // + locality loss, MoK cost model, overlap
+  c.routing = {"mok", "locality", 1.25, 0.05, 0.125, "never", 12.5, 7.5, 9, true};  // + locality loss, MoK cost model, overlap, calibration
   c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5, true, "round_robin"};
   c.logging = {"", false, "out dir/ckpt-caf\u00e9\x01"};
   c.logging.db = "yes";

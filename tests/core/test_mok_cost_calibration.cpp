@@ -1,0 +1,80 @@
+// calibrate_mok_cost over local ranks:
+//  - every rank gets the same link and compute rates (the cost model's decisions must agree
+//    across ranks), both positive and finite;
+//  - through an emulated link that sleeps its modeled time, the measured bandwidth cannot
+//    exceed the emulated one (the probe takes at least that long): the probe goes through the
+//    communicator, not around it;
+//  - bad arguments are refused.
+#include <QtTest>
+
+#include <cmath>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "core/dist/local_communicator.h"
+#include "core/dist/mok_cost_calibration.h"
+
+using namespace mok;
+
+class TestMokCostCalibration : public QObject {
+  Q_OBJECT
+ private slots:
+  void everyRankGetsTheSameRates();
+  void emulatedLinkBoundsTheMeasuredBandwidth();
+  void badArgumentsAreRefused();
+};
+
+namespace {
+
+std::vector<MokCalibration> calibrate(int R, const LinkModel& link, int64_t probe) {
+  std::vector<MokCalibration> out(static_cast<size_t>(R));
+  std::mutex m;
+  run_local_ranks(
+      R,
+      [&](Communicator& comm) {
+        const MokCalibration c = calibrate_mok_cost(comm, 64, 32, probe);
+        std::lock_guard<std::mutex> lock(m);
+        out[static_cast<size_t>(comm.rank())] = c;
+      },
+      link);
+  return out;
+}
+
+}  // namespace
+
+void TestMokCostCalibration::everyRankGetsTheSameRates() {
+  for (int R : {2, 3}) {
+    const auto cal = calibrate(R, LinkModel{}, int64_t{1} << 18);
+    for (const MokCalibration& c : cal) {
+      QVERIFY(std::isfinite(c.link_gbps) && c.link_gbps > 0);
+      QVERIFY(std::isfinite(c.compute_gflops) && c.compute_gflops > 0);
+      QCOMPARE(c.link_gbps, cal[0].link_gbps);  // exactly: one maximised time on every rank
+      QCOMPARE(c.compute_gflops, cal[0].compute_gflops);
+    }
+  }
+}
+
+void TestMokCostCalibration::emulatedLinkBoundsTheMeasuredBandwidth() {
+  LinkModel slow;
+  slow.gbps = 0.05;  // 1 MiB per peer → ≥ 21 ms per probe
+  slow.latency_us = 10;
+  slow.sleep = true;
+  const auto cal = calibrate(2, slow, int64_t{1} << 20);
+  qInfo("emulated 0.05 GB/s, measured %.4g GB/s", cal[0].link_gbps);
+  QVERIFY(cal[0].link_gbps > 0);
+  QVERIFY2(cal[0].link_gbps <= 0.05, qPrintable(QString::number(cal[0].link_gbps)));
+}
+
+void TestMokCostCalibration::badArgumentsAreRefused() {
+  bool refused = false;
+  try {
+    run_local_ranks(2, [](Communicator& comm) { calibrate_mok_cost(comm, 0, 32); });
+  } catch (const std::invalid_argument&) {
+    refused = true;
+  }
+  QVERIFY(refused);
+}
+
+QTEST_GUILESS_MAIN(TestMokCostCalibration)
+#include "test_mok_cost_calibration.moc"
