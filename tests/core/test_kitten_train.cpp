@@ -11,6 +11,7 @@
 
 #include "core/kittens/rank_schedule.h"
 #include "core/train/trainer.h"
+#include "support/tiny_experiment.h"
 
 namespace fs = std::filesystem;
 using mok::MetricRow;
@@ -47,27 +48,13 @@ class TestKittenTrain : public QObject {
   std::string corpus_;
 
   mok::ExperimentConfig tiny() {
-    mok::ExperimentConfig c;
+    mok::ExperimentConfig c = mok::test::tiny_experiment(corpus_, 4);
     c.name = "kitten-tiny";
-    c.seed = 7;
-    c.data.corpus = corpus_;
-    c.data.tokenizer = "byte";
-    c.data.seq_len = 32;
-    c.data.val_fraction = 0.25;
-    c.model.layers = 2;
-    c.model.d_model = 32;
-    c.model.heads = 2;
-    c.model.experts = 4;
-    c.model.top_k = 2;
-    c.model.expert_hidden = 32;
-    c.model.dense_hidden = 64;
     c.train.steps = 12;
     c.train.batch = 4;
-    c.train.lr = 3e-3;
     c.train.warmup_steps = 2;
     c.train.eval_every = 6;
     c.train.eval_batches = 1;
-    c.parallel.threads = 1;
     c.logging.checkpoint_dir = (tmp_.path() + "/ckpt").toStdString();
     return c;
   }

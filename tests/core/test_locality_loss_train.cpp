@@ -17,6 +17,7 @@
 #include <filesystem>
 
 #include "core/train/trainer.h"
+#include "support/tiny_experiment.h"
 
 namespace fs = std::filesystem;
 using mok::MetricRow;
@@ -58,30 +59,15 @@ class TestLocalityLossTrain : public QObject {
   std::string corpus_;
 
   mok::ExperimentConfig tiny(int ranks, double coef) {
-    mok::ExperimentConfig c;
+    mok::ExperimentConfig c = mok::test::tiny_experiment(corpus_, 8);
     c.name = "tiny-locality";
     c.seed = 11;
-    c.data.corpus = corpus_;
-    c.data.tokenizer = "byte";
-    c.data.seq_len = 32;
-    c.data.val_fraction = 0.25;
-    c.model.layers = 2;
-    c.model.d_model = 32;
-    c.model.heads = 2;
-    c.model.experts = 8;
-    c.model.top_k = 2;
-    c.model.expert_hidden = 32;
-    c.model.dense_hidden = 64;
     c.train.steps = 30;
-    c.train.batch = 8;
-    c.train.grad_accum = 1;
-    c.train.lr = 3e-3;
     c.train.warmup_steps = 5;
     c.train.eval_every = 30;
     c.train.eval_batches = 1;
     c.routing.dispatcher = "classic";  // comm/local_tokens = pairs whose expert is on the token's rank
     c.routing.locality_aux_coef = coef;
-    c.parallel.threads = 1;
     c.parallel.ranks = ranks;
     c.parallel.comm = "local";
     return c;

