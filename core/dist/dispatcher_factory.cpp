@@ -21,14 +21,12 @@ std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, con
                                                        MokCalibration* calibration) {
   std::vector<ExpertDispatcher*> out;
   const std::vector<MoeLayer*> layers = model.moe_layers();
-  const bool calibrate = config.routing.dispatcher == "mok" && config.routing.cost_calibrate;
-  MokCalibration cal;
-  if (calibrate) {
-    int64_t f = config.model.expert_hidden;
-    for (MoeLayer* layer : layers)
-      for (size_t e = 0; f <= 0 && layer && e < layer->experts().size(); ++e)
-        if (layer->experts().experts[e]) f = layer->experts().experts[e]->hidden();
-    cal = calibrate_mok_cost(comm, config.model.d_model, f);
+  // Calibrated rates enter exactly where pinned ones would: as the cost-model keys.
+  ExperimentConfig tuned = config;
+  if (config.routing.dispatcher == "mok" && config.routing.cost_calibrate) {
+    const MokCalibration cal = calibrate_mok_cost(comm, config.model.d_model, config.model.expert_hidden);
+    tuned.routing.cost_link_gbps = cal.link_gbps;
+    tuned.routing.cost_compute_gflops = cal.compute_gflops;
     if (calibration) *calibration = cal;
   }
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -37,8 +35,7 @@ std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, con
     if (layer->experts().size() != placement.experts())
       throw std::invalid_argument("expert placement covers " + std::to_string(placement.experts()) +
                                   " experts, the layer has " + std::to_string(layer->experts().size()));
-    std::unique_ptr<ExpertDispatcher> d = make_expert_dispatcher(config, comm, placement, static_cast<int>(l));
-    if (calibrate) static_cast<MokDispatcher&>(*d).set_cost_rates(cal.link_gbps, cal.compute_gflops);
+    std::unique_ptr<ExpertDispatcher> d = make_expert_dispatcher(tuned, comm, placement, static_cast<int>(l));
     out.push_back(d.get());
     layer->set_dispatcher(std::move(d));
     apply_routing_policy(config, placement, comm.rank(), layer->router());

@@ -97,11 +97,6 @@ class MokDispatcher final : public ExpertDispatcher {
   // The shadow copy of `expert` held here (null when it was never shadowed on this rank).
   const SwiGluMlp* shadow(int expert) const;
   void set_shadow_mode(ShadowMode mode) { options_.cost.mode = mode; }
-  // The cost model's rates (e.g. measured by calibrate_mok_cost); same on every rank.
-  void set_cost_rates(double link_gbps, double compute_gflops) {
-    options_.cost.link_gbps = link_gbps;
-    options_.cost.compute_gflops = compute_gflops;
-  }
 
  private:
   SwiGluMlp& shadow_copy(int expert, int64_t d, int64_t f);
