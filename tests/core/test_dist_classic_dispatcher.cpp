@@ -22,6 +22,7 @@ class TestDistClassicDispatcher : public QObject {
 #include "core/dist/classic_dispatcher.h"
 #include "core/dist/local_communicator.h"
 #include "core/util/counter_rng.h"
+#include "support/dispatch_fixture.h"
 
 using namespace mok;
 
@@ -30,13 +31,9 @@ namespace {
 constexpr int kE = 6, kK = 2;
 constexpr int64_t kD = 16, kF = 24, kN = 60;  // tokens in the global batch
 
-ExpertBank make_bank() {
-  ExpertBank bank;
-  for (int e = 0; e < kE; ++e)
-    bank.experts.push_back(std::make_unique<SwiGluMlp>("moe.expert" + std::to_string(e), kD, kF,
-                                                       0.3, 0.3, 100 + e, 0, "moe.expert", true));
-  return bank;
-}
+using test::rel_diff;
+
+ExpertBank make_bank() { return test::make_expert_bank(kE, kD, kF); }
 
 // Distinct experts per token, descending gates renormalised to 1; some pairs dropped.
 RoutingDecision make_routing(int64_t t0, int64_t t1) {
@@ -57,24 +54,12 @@ RoutingDecision make_routing(int64_t t0, int64_t t1) {
   return r;
 }
 
-Tensor rows(uint64_t stream, int64_t t0, int64_t t1) {
-  Tensor x({t1 - t0, kD});
-  for (int64_t t = t0; t < t1; ++t)
-    for (int64_t j = 0; j < kD; ++j)
-      x[(t - t0) * kD + j] = static_cast<real>(counter_normal(11, stream, t * kD + j));
-  return x;
-}
+Tensor rows(uint64_t stream, int64_t t0, int64_t t1) { return test::token_rows(stream, t0, t1, kD); }
 
 struct Result {
   std::vector<real> y, dx, dgate;
   std::vector<std::vector<real>> expert_grad;  // [e] → up then down weight grads (owner only)
 };
-
-std::vector<real> grads_of(SwiGluMlp& m) {
-  std::vector<real> g(m.up().weight().grad.span().begin(), m.up().weight().grad.span().end());
-  g.insert(g.end(), m.down().weight().grad.span().begin(), m.down().weight().grad.span().end());
-  return g;
-}
 
 Result reference() {
   ExpertBank bank = make_bank();
@@ -86,7 +71,7 @@ Result reference() {
   Tensor dx = local.backward(dy, bank, out.dgate);
   out.y.assign(y.span().begin(), y.span().end());
   out.dx.assign(dx.span().begin(), dx.span().end());
-  for (int e = 0; e < kE; ++e) out.expert_grad.push_back(grads_of(*bank.experts[e]));
+  for (int e = 0; e < kE; ++e) out.expert_grad.push_back(test::expert_grads(*bank.experts[e]));
   return out;
 }
 
@@ -121,20 +106,10 @@ RankRun run_classic(int R) {
     std::memcpy(run.result.dx.data() + t0 * kD, dx.data(), dx.bytes());
     std::memcpy(run.result.dgate.data() + t0 * kK, dgate.data(), dgate.size() * sizeof(real));
     for (int e : dispatcher.placement().experts_on(me))
-      run.result.expert_grad[e] = grads_of(*bank.experts[e]);
+      run.result.expert_grad[e] = test::expert_grads(*bank.experts[e]);
     run.stats[me] = comm.stats();
   });
   return run;
-}
-
-// max |a − b| / max |b|
-double rel_diff(const std::vector<real>& a, const std::vector<real>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return den > 0 ? num / den : num;
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "core/dist/mok_dispatcher.h"
 #include "core/model/saved_input_policy.h"
 #include "core/util/counter_rng.h"
+#include "support/dispatch_fixture.h"
 
 using namespace mok;
 
@@ -47,13 +48,10 @@ namespace {
 constexpr int kE = 6, kK = 3;
 constexpr int64_t kD = 16, kN = 72;  // tokens in the global batch
 
-ExpertBank make_bank(int64_t f) {
-  ExpertBank bank;
-  for (int e = 0; e < kE; ++e)
-    bank.experts.push_back(std::make_unique<SwiGluMlp>("moe.expert" + std::to_string(e), kD, f,
-                                                       0.3, 0.3, 100 + e, 0, "moe.expert", true));
-  return bank;
-}
+using test::rel_diff;
+using test::same_bits;
+
+ExpertBank make_bank(int64_t f) { return test::make_expert_bank(kE, kD, f); }
 
 // Distinct experts per token, descending gates summing to 1; some pairs dropped.
 RoutingDecision make_routing(int64_t t0, int64_t t1) {
@@ -84,24 +82,12 @@ RoutingDecision make_routing(int64_t t0, int64_t t1) {
   return r;
 }
 
-Tensor rows(uint64_t stream, int64_t t0, int64_t t1) {
-  Tensor x({t1 - t0, kD});
-  for (int64_t t = t0; t < t1; ++t)
-    for (int64_t j = 0; j < kD; ++j)
-      x[(t - t0) * kD + j] = static_cast<real>(counter_normal(11, stream, t * kD + j));
-  return x;
-}
+Tensor rows(uint64_t stream, int64_t t0, int64_t t1) { return test::token_rows(stream, t0, t1, kD); }
 
 struct Result {
   std::vector<real> y, dx, dgate;
   std::vector<std::vector<real>> expert_grad;  // [e] → up then down weight grads (owner)
 };
-
-std::vector<real> grads_of(SwiGluMlp& m) {
-  std::vector<real> g(m.up().weight().grad.span().begin(), m.up().weight().grad.span().end());
-  g.insert(g.end(), m.down().weight().grad.span().begin(), m.down().weight().grad.span().end());
-  return g;
-}
 
 Result reference(int64_t f) {
   ExpertBank bank = make_bank(f);
@@ -113,7 +99,7 @@ Result reference(int64_t f) {
   Tensor dx = local.backward(dy, bank, out.dgate);
   out.y.assign(y.span().begin(), y.span().end());
   out.dx.assign(dx.span().begin(), dx.span().end());
-  for (int e = 0; e < kE; ++e) out.expert_grad.push_back(grads_of(*bank.experts[e]));
+  for (int e = 0; e < kE; ++e) out.expert_grad.push_back(test::expert_grads(*bank.experts[e]));
   return out;
 }
 
@@ -161,26 +147,11 @@ RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int c
     std::memcpy(run.result.y.data() + t0 * kD, y.data(), y.bytes());
     std::memcpy(run.result.dx.data() + t0 * kD, dx.data(), dx.bytes());
     std::memcpy(run.result.dgate.data() + t0 * kK, dgate.data(), dgate.size() * sizeof(real));
-    for (int e : place.experts_on(me)) run.result.expert_grad[e] = grads_of(*bank.experts[e]);
+    for (int e : place.experts_on(me)) run.result.expert_grad[e] = test::expert_grads(*bank.experts[e]);
     run.stats[me] = comm.stats();
     if (mok) run.logs[me] = mok->last_log();
   });
   return run;
-}
-
-// max |a − b| / max |b|
-double rel_diff(const std::vector<real>& a, const std::vector<real>& b) {
-  if (a.size() != b.size()) return 1e30;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return den > 0 ? num / den : num;
-}
-
-bool same_bits(const std::vector<real>& a, const std::vector<real>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(real)) == 0;
 }
 
 // Float noise: sums regrouped by rank (a few roundings of values of order 1).
