@@ -16,38 +16,13 @@
 #include <QTemporaryDir>
 
 #include "core/dist/mpi_communicator.h"
+#include "support/cli_process.h"
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  QString out, err;
-  QJsonObject json;  // the last stdout line, when it is a JSON object
-};
+using Result = mok::test::CliResult;
 
-Result run(const QString& program, const QStringList& args, const QString& cwd, int timeout_ms = 120000) {
-  QProcess p;
-  p.setWorkingDirectory(cwd);
-  QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-  e.insert("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
-  p.setProcessEnvironment(e);
-  p.start(program, args);
-  Result r;
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  const QStringList lines = r.out.trimmed().split('\n');
-  if (!lines.isEmpty()) r.json = QJsonDocument::fromJson(lines.last().toUtf8()).object();
-  return r;
-}
-
-Result run_mok(const QStringList& args, const QString& cwd) { return run(MOK_CLI_PATH, args, cwd); }
+Result run_mok(const QStringList& args, const QString& cwd) { return mok::test::run_command(MOK_CLI_PATH, args, cwd); }
 
 }  // namespace
 
@@ -180,7 +155,7 @@ class TestCliGenerate : public QObject {
     gen.removeAt(gen.indexOf("--ranks") + 1);
     gen.removeAt(gen.indexOf("--ranks"));
     args << gen << "--comm" << "mpi";
-    const Result r = run(mpirun, args, tmp_.path(), 180000);
+    const Result r = mok::test::run_command(mpirun, args, tmp_.path(), 180000);
     QVERIFY2(r.exit_code == 0, qPrintable(r.out + "\n" + r.err));
     QCOMPARE(r.out.count("\"texts\""), 1);  // rank 0 alone prints
     QCOMPARE(r.json["ranks"].toInt(), 2);

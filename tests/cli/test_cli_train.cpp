@@ -15,32 +15,14 @@
 #include <QTemporaryDir>
 
 #include "core/store/run_store.h"
+#include "support/cli_process.h"
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  QString out, err;
-  QJsonObject json;  // the last stdout line, when it is a JSON object
-};
+using Result = mok::test::CliResult;
 
 Result run_mok(const QStringList& args, const QString& cwd, int timeout_ms = 120000) {
-  QProcess p;
-  p.setWorkingDirectory(cwd);
-  p.start(MOK_CLI_PATH, args);
-  Result r;
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  const QStringList lines = r.out.trimmed().split('\n');
-  if (!lines.isEmpty()) r.json = QJsonDocument::fromJson(lines.last().toUtf8()).object();
-  return r;
+  return mok::test::run_command(MOK_CLI_PATH, args, cwd, timeout_ms);
 }
 
 }  // namespace
