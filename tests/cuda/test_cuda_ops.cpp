@@ -1,10 +1,10 @@
-// The CUDA kernels against their CPU references (kernels/cuda_op_checks.h). Without a CUDA
+// The CUDA kernels against their CPU references (kernels/checks/cuda_op_checks.h). Without a CUDA
 // device (CI) the suite skips with the reason; the GPU machine runs it and tools/gpu.
 #include <QtTest>
 
 #include <chrono>
 
-#include "kernels/cuda_op_checks.h"
+#include "kernels/checks/cuda_op_checks.h"
 #include "kernels/device_info.h"
 
 class TestCudaOps : public QObject {

@@ -1,6 +1,6 @@
 // mok-gpu-check: the CUDA kernel checks and timings on a GPU machine, with nothing but CUDA
 // (no Qt, no project libraries). Built and run by tools/gpu/run.sh.
-//   1. every check of kernels/cuda_op_checks.h on fresh random inputs
+//   1. every check of kernels/checks/cuda_op_checks.h on fresh random inputs
 //   2. timings (CUDA events, median of repeats after warm-up) of the in-kernel Gaussian
 //      sketch P = X·Qᵀ against cuBLAS on a stored Q, and the bytes each keeps for backward.
 #include <cublas_v2.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/util/counter_rng.h"
-#include "kernels/cuda_op_checks.h"
+#include "kernels/checks/cuda_op_checks.h"
 #include "kernels/device_buffer.h"
 #include "kernels/device_info.h"
 #include "kernels/sketch_projection.h"

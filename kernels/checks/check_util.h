@@ -1,0 +1,76 @@
+#pragma once
+// Shared pieces of the kernel checks: fresh random inputs from the counter RNG, the relative
+// error against a double-precision reference, bf16 rounding of host data, and the list each
+// check group appends its results to. Every check poisons its outputs (NaN) before the launch
+// so that an unwritten element fails.
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/util/counter_rng.h"
+#include "kernels/checks/cuda_op_checks.h"
+
+namespace mok::cuda {
+
+struct CheckInputs {
+  uint64_t seed;
+  uint64_t next_stream = 0;
+  // n values ~ N(0, scale²), a new stream per call (fresh inputs for every check).
+  std::vector<float> normal(size_t n, double scale = 1.0) {
+    const uint64_t stream = next_stream++;
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(counter_normal(seed, stream, i) * scale);
+    return v;
+  }
+  // n integers uniform in [0, bound).
+  std::vector<int32_t> uniform_int(size_t n, int32_t bound) {
+    const uint64_t stream = next_stream++;
+    std::vector<int32_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(counter_bits(seed, stream, i) % uint64_t(bound));
+    return v;
+  }
+};
+
+// ‖a − b‖ / ‖b‖; infinity when any a is not finite.
+template <typename A>
+double relative_error(const std::vector<A>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const double ai = static_cast<double>(a[i]);
+    if (!std::isfinite(ai)) return INFINITY;
+    num += (ai - b[i]) * (ai - b[i]);
+    den += b[i] * b[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// Host bf16 helpers: round a float vector to bf16 (what the device sees) and back.
+inline std::vector<__nv_bfloat16> to_bf16(const std::vector<float>& v) {
+  std::vector<__nv_bfloat16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = __float2bfloat16(v[i]);
+  return out;
+}
+inline std::vector<float> from_bf16(const std::vector<__nv_bfloat16>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = __bfloat162float(v[i]);
+  return out;
+}
+inline std::vector<float> round_bf16(const std::vector<float>& v) { return from_bf16(to_bf16(v)); }
+
+// Tolerances (‖gpu − ref‖/‖ref‖): fp32 kernels against a double reference; bf16 kernels
+// against the double reference on the bf16-rounded inputs.
+constexpr double kFp32Tolerance = 1e-5;
+constexpr double kBf16Tolerance = 1e-2;
+
+// Check groups, one file each in kernels/checks/; run_cuda_op_checks calls them in turn.
+void check_sketch(CheckInputs& in, std::vector<OpCheck>& out);        // sketch_checks.cpp
+void check_elementwise(CheckInputs& in, std::vector<OpCheck>& out);   // elementwise_checks.cu
+void check_gemm(CheckInputs& in, std::vector<OpCheck>& out);          // gemm_checks.cpp
+void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out);   // moe_routing_checks.cu
+void check_attention(CheckInputs& in, std::vector<OpCheck>& out);     // attention_checks.cu
+
+}  // namespace mok::cuda
