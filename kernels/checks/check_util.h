@@ -73,4 +73,10 @@ void check_gemm(CheckInputs& in, std::vector<OpCheck>& out);          // gemm_ch
 void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out);   // moe_routing_checks.cu
 void check_attention(CheckInputs& in, std::vector<OpCheck>& out);     // attention_checks.cu
 
+// Kernel timings at the benchmark shapes (CUDA events, median of repeats after warm-up),
+// printed as a table with achieved GB/s or TFLOP/s; mok-gpu-check calls each in turn.
+void print_elementwise_timings();  // elementwise_timings.cu
+void print_gemm_timings();         // gemm_timings.cpp
+void print_attention_timings();    // attention_timings.cu
+
 }  // namespace mok::cuda
