@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/util/counter_rng.h"
+#include "kernels/checks/check_util.h"
 #include "kernels/checks/cuda_op_checks.h"
 #include "kernels/device_buffer.h"
 #include "kernels/device_info.h"
@@ -66,6 +67,10 @@ int main() {
     std::printf("%-28s %12.3e %8s\n", c.name.c_str(), c.relative_error, c.passed() ? "ok" : "FAIL");
     failed += !c.passed();
   }
+
+  mok::cuda::print_elementwise_timings();
+  mok::cuda::print_gemm_timings();
+  mok::cuda::print_attention_timings();
 
   cublasHandle_t handle;
   cublasCreate(&handle);
