@@ -1,0 +1,232 @@
+#include "kernels/rms_norm.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_types.h"
+#include "kernels/fixed_order_reduce.cuh"
+#include "kernels/vector_pack.cuh"
+
+namespace mok::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;             // forward: 8 rows per block of 256 threads
+constexpr int64_t kMaxDgPartials = 512;       // backward: blocks, each writing one dg partial (d)
+constexpr int64_t kSharedBudget = 48 * 1024;  // backward: per-warp dg accumulators, bytes
+
+// Lane `lane` owns the packs j = lane·V, lane·V + 32·V, … of every row; a row's sum of squares
+// adds each lane's packs in order, then the lanes by the butterfly.
+
+// One warp per row. With saved_rstd, the norm is not recomputed (rms_norm_apply).
+template <typename T>
+__global__ void rms_norm_forward_kernel(const T* x, const T* g, float eps, int64_t n, int64_t d, T* y,
+                                        float* rstd_out, const float* saved_rstd, bool vec) {
+  constexpr int V = kPack<T>;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (row >= n) return;  // the whole warp leaves together
+  const T* xr = x + row * d;
+  float rs;
+  if (saved_rstd) {
+    rs = saved_rstd[row];
+  } else {
+    float ss = 0.f;
+    for (int64_t j = lane * V; j < d; j += 32 * V) {
+      float xv[V];
+      load_row_pack<V>(xr, j, d, vec, xv);
+#pragma unroll
+      for (int k = 0; k < V; ++k) ss += xv[k] * xv[k];
+    }
+    ss = warp_sum(ss);
+    rs = 1.f / sqrtf(ss / static_cast<float>(d) + eps);
+    if (rstd_out && lane == 0) rstd_out[row] = rs;
+  }
+  T* yr = y + row * d;
+  for (int64_t j = lane * V; j < d; j += 32 * V) {
+    float xv[V], gv[V], yv[V];
+    load_row_pack<V>(xr, j, d, vec, xv);
+    load_row_pack<V>(g, j, d, vec, gv);
+#pragma unroll
+    for (int k = 0; k < V; ++k) yv[k] = xv[k] * rs * gv[k];
+    store_row_pack<V>(yr, j, d, vec, yv);
+  }
+}
+
+// How backward splits the rows: `warps` per block (each with d floats of shared memory for
+// its dg accumulator), `rows_per_block` consecutive rows per block, `blocks` dg partials.
+// A function of (n, d) only, so the summation order is fixed for a shape.
+struct BackwardSplit {
+  int warps = 1;
+  int64_t rows_per_block = 0;
+  int64_t blocks = 0;
+};
+
+BackwardSplit backward_split(int64_t n, int64_t d) {
+  BackwardSplit s;
+  if (n <= 0 || d <= 0) return s;
+  s.warps = static_cast<int>(std::clamp<int64_t>(kSharedBudget / (d * 4), 1, kWarpsPerBlock));
+  const int64_t blocks = std::min(kMaxDgPartials, (n + s.warps - 1) / s.warps);
+  s.rows_per_block = (n + blocks - 1) / blocks;
+  s.blocks = (n + s.rows_per_block - 1) / s.rows_per_block;
+  return s;
+}
+
+// dx per row (one warp per row) and this block's dg partial: Σ over its rows of dy∘x·rstd,
+// each warp into its own shared accumulator, then the warps added in order.
+//   dg_partial: (gridDim.x, d)
+template <typename T>
+__global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, const float* rstd, int64_t n,
+                                         int64_t d, int64_t rows_per_block, T* dx, float* dg_partial,
+                                         bool vec) {
+  constexpr int V = kPack<T>;
+  extern __shared__ float warp_dg[];  // (warps, d)
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  float* acc = warp_dg + static_cast<int64_t>(warp) * d;
+  for (int64_t j = lane * V; j < d; j += 32 * V)
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      if (j + k < d) acc[j + k] = 0.f;
+
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int64_t row1 = row0 + rows_per_block < n ? row0 + rows_per_block : n;
+  for (int64_t row = row0 + warp; row < row1; row += warps) {
+    const T* xr = x + row * d;
+    const T* dyr = dy + row * d;
+    const float rs = rstd[row];
+    float dot = 0.f;  // Σ_j g·dy·x
+    for (int64_t j = lane * V; j < d; j += 32 * V) {
+      float xv[V], gv[V], dyv[V];
+      load_row_pack<V>(xr, j, d, vec, xv);
+      load_row_pack<V>(g, j, d, vec, gv);
+      load_row_pack<V>(dyr, j, d, vec, dyv);
+#pragma unroll
+      for (int k = 0; k < V; ++k) dot += gv[k] * dyv[k] * xv[k];
+    }
+    dot = warp_sum(dot);
+    const float c = rs * rs * dot / static_cast<float>(d);
+    T* dxr = dx + row * d;
+    for (int64_t j = lane * V; j < d; j += 32 * V) {
+      float xv[V], gv[V], dyv[V], dxv[V];
+      load_row_pack<V>(xr, j, d, vec, xv);
+      load_row_pack<V>(g, j, d, vec, gv);
+      load_row_pack<V>(dyr, j, d, vec, dyv);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        dxv[k] = rs * (gv[k] * dyv[k] - xv[k] * c);
+        if (j + k < d) acc[j + k] += dyv[k] * xv[k] * rs;
+      }
+      store_row_pack<V>(dxr, j, d, vec, dxv);
+    }
+  }
+  __syncthreads();
+  float* out = dg_partial + static_cast<int64_t>(blockIdx.x) * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float s = warp_dg[j];
+    for (int w = 1; w < warps; ++w) s += warp_dg[static_cast<int64_t>(w) * d + j];
+    out[j] = s;
+  }
+}
+
+// dg[j] += Σ_b partial[b][j], b in a fixed order: thread (x, y) of a 32×8 block adds the
+// partials b ≡ y (mod 8) in order for column x, then the 8 sums are added in y order.
+constexpr int kColumnGroups = 8;
+
+__global__ void add_dg_partials_kernel(const float* partial, int64_t blocks, int64_t d, float* dg) {
+  __shared__ float sums[kColumnGroups][32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float s = 0.f;
+  if (j < d)
+    for (int64_t b = threadIdx.y; b < blocks; b += kColumnGroups) s += partial[b * d + j];
+  sums[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < d) {
+    float total = sums[0][threadIdx.x];
+    for (int y = 1; y < kColumnGroups; ++y) total += sums[y][threadIdx.x];
+    dg[j] += total;
+  }
+}
+
+template <typename T>
+bool rows_vectorizable(int64_t d, std::initializer_list<const void*> pointers) {
+  if (d % kPack<T> != 0) return false;
+  for (const void* p : pointers)
+    if (!is_aligned(p, 16)) return false;
+  return true;
+}
+
+template <typename T>
+void launch_forward(const T* x, const T* g, float eps, int64_t n, int64_t d, T* y, float* rstd_out,
+                    const float* saved_rstd, cudaStream_t stream) {
+  if (n <= 0 || d <= 0) return;
+  const bool vec = rows_vectorizable<T>(d, {x, g, y});
+  const auto blocks = static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  rms_norm_forward_kernel<T><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, g, eps, n, d, y, rstd_out,
+                                                                         saved_rstd, vec);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+template <typename T>
+void rms_norm_forward(const T* x, const T* g, float eps, int64_t n, int64_t d, T* y, float* rstd,
+                      cudaStream_t stream) {
+  launch_forward(x, g, eps, n, d, y, rstd, nullptr, stream);
+}
+
+template <typename T>
+void rms_norm_apply(const T* x, const T* g, const float* rstd, int64_t n, int64_t d, T* y,
+                    cudaStream_t stream) {
+  if (n > 0 && !rstd) throw std::invalid_argument("rms_norm_apply: rstd is null");
+  launch_forward(x, g, 0.f, n, d, y, nullptr, rstd, stream);
+}
+
+size_t rms_norm_backward_workspace_bytes(int64_t n, int64_t d) {
+  const BackwardSplit s = backward_split(n, d);
+  return static_cast<size_t>(s.blocks * std::max<int64_t>(d, 0)) * sizeof(float);
+}
+
+template <typename T>
+void rms_norm_backward(const T* dy, const T* x, const T* g, const float* rstd, int64_t n, int64_t d,
+                       T* dx, float* dg, void* ws, size_t ws_bytes, cudaStream_t stream) {
+  const BackwardSplit s = backward_split(n, d);
+  if (s.blocks == 0) return;
+  const size_t need = rms_norm_backward_workspace_bytes(n, d);
+  if (ws_bytes < need)
+    throw std::invalid_argument("rms_norm_backward: workspace of " + std::to_string(ws_bytes) +
+                                " bytes, needs " + std::to_string(need) + " for n=" + std::to_string(n) +
+                                ", d=" + std::to_string(d));
+  const size_t shared = static_cast<size_t>(s.warps) * d * sizeof(float);
+  if (shared > static_cast<size_t>(kSharedBudget)) {  // only when d > 12288: opt in to more
+    int device = 0, optin = 0;
+    MOK_CUDA_CHECK(cudaGetDevice(&device));
+    MOK_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (shared > static_cast<size_t>(optin))
+      throw std::invalid_argument("rms_norm_backward: d=" + std::to_string(d) + " needs " +
+                                  std::to_string(shared) + " bytes of shared memory per block; the device has " +
+                                  std::to_string(optin));
+    MOK_CUDA_CHECK(cudaFuncSetAttribute(rms_norm_backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(shared)));
+  }
+  float* partial = static_cast<float*>(ws);
+  const bool vec = rows_vectorizable<T>(d, {dy, x, g, dx});
+  rms_norm_backward_kernel<T><<<static_cast<unsigned>(s.blocks), s.warps * 32, shared, stream>>>(
+      dy, x, g, rstd, n, d, s.rows_per_block, dx, partial, vec);
+  MOK_CUDA_CHECK_LAUNCH();
+  add_dg_partials_kernel<<<static_cast<unsigned>((d + 31) / 32), dim3(32, kColumnGroups), 0, stream>>>(
+      partial, s.blocks, d, dg);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+#define MOK_INSTANTIATE_RMS_NORM(T)                                                                      \
+  template void rms_norm_forward<T>(const T*, const T*, float, int64_t, int64_t, T*, float*,             \
+                                    cudaStream_t);                                                       \
+  template void rms_norm_apply<T>(const T*, const T*, const float*, int64_t, int64_t, T*, cudaStream_t); \
+  template void rms_norm_backward<T>(const T*, const T*, const T*, const float*, int64_t, int64_t, T*,   \
+                                     float*, void*, size_t, cudaStream_t);
+MOK_INSTANTIATE_RMS_NORM(float)
+MOK_INSTANTIATE_RMS_NORM(bf16)
+#undef MOK_INSTANTIATE_RMS_NORM
+
+}  // namespace mok::cuda

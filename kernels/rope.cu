@@ -1,0 +1,58 @@
+#include "kernels/rope.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_types.h"
+
+namespace mok::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One thread per pair (row, head, i): a = x[i], b = x[i + hd/2] turn by (cos, ±sin) of the
+// row's position. blockIdx.y strides over rows; threads over the heads·hd/2 pairs of a row.
+template <typename T>
+__global__ void rope_kernel(T* x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const float* cos,
+                            const float* sin, int half, float sign) {
+  const int pair = blockIdx.x * kThreads + threadIdx.x;
+  if (pair >= heads * half) return;
+  const int h = pair / half, i = pair % half;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int64_t pos = pos0 + r % seq;
+    const float c = cos[pos * half + i], s = sign * sin[pos * half + i];
+    T* a = x + r * ld + static_cast<int64_t>(h) * 2 * half + i;
+    T* b = a + half;
+    const float x1 = to_float(*a), x2 = to_float(*b);
+    *a = from_float<T>(x1 * c - x2 * s);
+    *b = from_float<T>(x1 * s + x2 * c);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void rope_apply(T* x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const float* cos,
+                const float* sin, int hd, bool inverse, cudaStream_t stream) {
+  if (hd <= 0 || hd % 2)
+    throw std::invalid_argument("rope_apply: head dimension must be even and positive, got " + std::to_string(hd));
+  if (seq <= 0 || pos0 < 0 || heads < 0 || ld < static_cast<int64_t>(heads) * hd)
+    throw std::invalid_argument("rope_apply: seq=" + std::to_string(seq) + ", pos0=" + std::to_string(pos0) +
+                                ", " + std::to_string(heads) + " heads of " + std::to_string(hd) +
+                                " in rows of " + std::to_string(ld));
+  if (rows <= 0 || heads == 0) return;
+  const int half = hd / 2;
+  const dim3 grid(blocks_for(static_cast<long long>(heads) * half, kThreads),
+                  static_cast<unsigned>(rows < 65535 ? rows : 65535));
+  rope_kernel<T><<<grid, kThreads, 0, stream>>>(x, rows, ld, heads, seq, pos0, cos, sin, half,
+                                                inverse ? -1.f : 1.f);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+template void rope_apply<float>(float*, int64_t, int64_t, int, int, int, const float*, const float*, int, bool,
+                                cudaStream_t);
+template void rope_apply<bf16>(bf16*, int64_t, int64_t, int, int, int, const float*, const float*, int, bool,
+                               cudaStream_t);
+
+}  // namespace mok::cuda

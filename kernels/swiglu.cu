@@ -1,0 +1,100 @@
+#include "kernels/swiglu.h"
+
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_types.h"
+#include "kernels/vector_pack.cuh"
+
+namespace mok::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned kMaxBlocks = 8192;  // grid-stride beyond this
+
+__device__ inline float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+
+// Each thread takes packs of V columns of one row (V = 1 when rows are not pack-aligned):
+// pack p covers row p / (f/V), columns (p % (f/V))·V … +V of h, and the same columns of the
+// gate and up halves of a.
+template <typename T, int V>
+__global__ void swiglu_forward_kernel(const T* a, int64_t n, int64_t f, T* h) {
+  const int64_t packs_per_row = f / V, packs = n * packs_per_row;
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; p < packs;
+       p += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t r = p / packs_per_row, j = (p % packs_per_row) * V;
+    const T* gate = a + r * 2 * f + j;
+    float g[V], u[V], out[V];
+    load_pack<V>(gate, g);
+    load_pack<V>(gate + f, u);
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = g[k] * sigmoid(g[k]) * u[k];
+    store_pack<V>(h + r * f + j, out);
+  }
+}
+
+// d/dgate = dh·up·s·(1 + gate·(1 − s)),  d/dup = dh·silu(gate),  s = sigmoid(gate)
+template <typename T, int V>
+__global__ void swiglu_backward_kernel(const T* a, const T* dh, int64_t n, int64_t f, T* da) {
+  const int64_t packs_per_row = f / V, packs = n * packs_per_row;
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; p < packs;
+       p += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t r = p / packs_per_row, j = (p % packs_per_row) * V;
+    const T* gate = a + r * 2 * f + j;
+    float g[V], u[V], d[V], dg[V], du[V];
+    load_pack<V>(gate, g);
+    load_pack<V>(gate + f, u);
+    load_pack<V>(dh + r * f + j, d);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float s = sigmoid(g[k]);
+      du[k] = d[k] * (g[k] * s);
+      dg[k] = d[k] * u[k] * s * (1.f + g[k] * (1.f - s));
+    }
+    T* out = da + r * 2 * f + j;
+    store_pack<V>(out, dg);
+    store_pack<V>(out + f, du);
+  }
+}
+
+unsigned grid_for_packs(int64_t packs) {
+  const int64_t blocks = (packs + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+// Packs of 16 bytes when every row's halves start on a 16-byte boundary.
+template <typename T>
+bool packable(int64_t f, const void* p0, const void* p1, const void* p2 = nullptr) {
+  return f % kPack<T> == 0 && is_aligned(p0, 16) && is_aligned(p1, 16) && is_aligned(p2, 16);
+}
+
+}  // namespace
+
+template <typename T>
+void swiglu_forward(const T* a, int64_t n, int64_t f, T* h, cudaStream_t stream) {
+  if (n <= 0 || f <= 0) return;
+  constexpr int V = kPack<T>;
+  if (packable<T>(f, a, h)) {
+    swiglu_forward_kernel<T, V><<<grid_for_packs(n * (f / V)), kThreads, 0, stream>>>(a, n, f, h);
+  } else {
+    swiglu_forward_kernel<T, 1><<<grid_for_packs(n * f), kThreads, 0, stream>>>(a, n, f, h);
+  }
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void swiglu_backward(const T* a, const T* dh, int64_t n, int64_t f, T* da, cudaStream_t stream) {
+  if (n <= 0 || f <= 0) return;
+  constexpr int V = kPack<T>;
+  if (packable<T>(f, a, dh, da)) {
+    swiglu_backward_kernel<T, V><<<grid_for_packs(n * (f / V)), kThreads, 0, stream>>>(a, dh, n, f, da);
+  } else {
+    swiglu_backward_kernel<T, 1><<<grid_for_packs(n * f), kThreads, 0, stream>>>(a, dh, n, f, da);
+  }
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+template void swiglu_forward<float>(const float*, int64_t, int64_t, float*, cudaStream_t);
+template void swiglu_forward<bf16>(const bf16*, int64_t, int64_t, bf16*, cudaStream_t);
+template void swiglu_backward<float>(const float*, const float*, int64_t, int64_t, float*, cudaStream_t);
+template void swiglu_backward<bf16>(const bf16*, const bf16*, int64_t, int64_t, bf16*, cudaStream_t);
+
+}  // namespace mok::cuda
