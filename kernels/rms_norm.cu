@@ -54,9 +54,16 @@ __global__ void rms_norm_forward_kernel(const T* x, const T* g, float eps, int64
   }
 }
 
-// How backward splits the rows: `warps` per block (each with d floats of shared memory for
-// its dg accumulator), `rows_per_block` consecutive rows per block, `blocks` dg partials.
-// A function of (n, d) only, so the summation order is fixed for a shape.
+// Floats of a warp's dg accumulator: d rounded up to whole packs of V.
+template <typename T>
+int64_t accumulator_floats(int64_t d) {
+  return (d + kPack<T> - 1) / kPack<T> * kPack<T>;
+}
+
+// How backward splits the rows: `warps` per block (each with a dg accumulator in shared
+// memory), `rows_per_block` consecutive rows per block, `blocks` dg partials. A function of
+// (n, d) only, so the summation order is fixed for a shape; sized for the widest
+// accumulator (bf16 packs), so the same for both element types.
 struct BackwardSplit {
   int warps = 1;
   int64_t rows_per_block = 0;
@@ -66,7 +73,8 @@ struct BackwardSplit {
 BackwardSplit backward_split(int64_t n, int64_t d) {
   BackwardSplit s;
   if (n <= 0 || d <= 0) return s;
-  s.warps = static_cast<int>(std::clamp<int64_t>(kSharedBudget / (d * 4), 1, kWarpsPerBlock));
+  s.warps = static_cast<int>(std::clamp<int64_t>(kSharedBudget / (accumulator_floats<bf16>(d) * 4), 1,
+                                                 kWarpsPerBlock));
   const int64_t blocks = std::min(kMaxDgPartials, (n + s.warps - 1) / s.warps);
   s.rows_per_block = (n + blocks - 1) / blocks;
   s.blocks = (n + s.rows_per_block - 1) / s.rows_per_block;
@@ -76,18 +84,20 @@ BackwardSplit backward_split(int64_t n, int64_t d) {
 // dx per row (one warp per row) and this block's dg partial: Σ over its rows of dy∘x·rstd,
 // each warp into its own shared accumulator, then the warps added in order.
 //   dg_partial: (gridDim.x, d)
+// A warp's accumulator holds column j = q·V + k (pack q, element k) at k·P + q, P = packs per
+// row: the lanes of a warp, on consecutive packs, touch consecutive words (no bank conflicts).
 template <typename T>
 __global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, const float* rstd, int64_t n,
                                          int64_t d, int64_t rows_per_block, T* dx, float* dg_partial,
                                          bool vec) {
   constexpr int V = kPack<T>;
-  extern __shared__ float warp_dg[];  // (warps, d)
+  extern __shared__ float warp_dg[];  // (warps, V·P)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  float* acc = warp_dg + static_cast<int64_t>(warp) * d;
-  for (int64_t j = lane * V; j < d; j += 32 * V)
+  const int64_t packs = (d + V - 1) / V, floats = packs * V;
+  float* acc = warp_dg + static_cast<int64_t>(warp) * floats;
+  for (int64_t q = lane; q < packs; q += 32)
 #pragma unroll
-    for (int k = 0; k < V; ++k)
-      if (j + k < d) acc[j + k] = 0.f;
+    for (int k = 0; k < V; ++k) acc[k * packs + q] = 0.f;
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   const int64_t row1 = row0 + rows_per_block < n ? row0 + rows_per_block : n;
@@ -115,7 +125,7 @@ __global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, co
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         dxv[k] = rs * (gv[k] * dyv[k] - xv[k] * c);
-        if (j + k < d) acc[j + k] += dyv[k] * xv[k] * rs;
+        acc[k * packs + j / V] += dyv[k] * xv[k] * rs;  // 0 past d
       }
       store_row_pack<V>(dxr, j, d, vec, dxv);
     }
@@ -123,8 +133,9 @@ __global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, co
   __syncthreads();
   float* out = dg_partial + static_cast<int64_t>(blockIdx.x) * d;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    float s = warp_dg[j];
-    for (int w = 1; w < warps; ++w) s += warp_dg[static_cast<int64_t>(w) * d + j];
+    const int64_t at = (j % V) * packs + j / V;
+    float s = warp_dg[at];
+    for (int w = 1; w < warps; ++w) s += warp_dg[static_cast<int64_t>(w) * floats + at];
     out[j] = s;
   }
 }
@@ -197,7 +208,7 @@ void rms_norm_backward(const T* dy, const T* x, const T* g, const float* rstd, i
     throw std::invalid_argument("rms_norm_backward: workspace of " + std::to_string(ws_bytes) +
                                 " bytes, needs " + std::to_string(need) + " for n=" + std::to_string(n) +
                                 ", d=" + std::to_string(d));
-  const size_t shared = static_cast<size_t>(s.warps) * d * sizeof(float);
+  const size_t shared = static_cast<size_t>(s.warps * accumulator_floats<T>(d)) * sizeof(float);
   if (shared > static_cast<size_t>(kSharedBudget)) {  // only when d > 12288: opt in to more
     int device = 0, optin = 0;
     MOK_CUDA_CHECK(cudaGetDevice(&device));

@@ -163,12 +163,15 @@ std::string shape(const std::string& what, std::initializer_list<int64_t> sizes,
 template <typename T>
 void check_rms_norm(CheckInputs& in, Results& r) {
   const std::string t = "<" + type_name<T>() + ">";
-  const float eps = 1e-5f;
   struct Case {
     int64_t n, d;
   };
   for (const Case c : {Case{37, 1}, Case{37, 3}, Case{5000, 768}, Case{41, 1000}, Case{8, 13000}}) {
     const int64_t n = c.n, d = c.d;
+    // With d = 1, dx = rstd·g·dy·eps/(x² + eps): with a small eps a difference of nearly equal
+    // numbers that fp32 cannot resolve (the CPU's fp32 build neither). A large eps keeps that
+    // case about indexing.
+    const float eps = d == 1 ? 1.f : 1e-5f;
     const std::string detail = shape("n×d", {n, d});
     std::vector<float> gain = in.normal(size_t(d), 0.2);
     for (float& v : gain) v += 1.f;
