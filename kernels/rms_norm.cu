@@ -1,6 +1,7 @@
 #include "kernels/rms_norm.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
