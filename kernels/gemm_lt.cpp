@@ -97,18 +97,16 @@ const LtGemm::Plan& LtGemm::plan_for(const PlanKey& key) {
   const uint64_t numerics = allowed_numerics(ab);
   const auto align_first = static_cast<uint32_t>(key[11]), align_second = static_cast<uint32_t>(key[10]),
              align_c = static_cast<uint32_t>(key[12]);
-  MOK_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  MOK_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof reduction));
-  MOK_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_IMPL_MASK, &numerics, sizeof numerics));
-  MOK_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_first,
-                                                        sizeof align_first));
-  MOK_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_second,
-                                                        sizeof align_second));
-  MOK_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
-  MOK_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
+  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attribute, const auto& value) {
+    MOK_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof value));
+  };
+  prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws);
+  prefer(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reduction);
+  prefer(CUBLASLT_MATMUL_PREF_IMPL_MASK, numerics);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_first);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_second);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status =
@@ -119,8 +117,9 @@ const LtGemm::Plan& LtGemm::plan_for(const PlanKey& key) {
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.c);
     cublasLtMatmulDescDestroy(p.op);
-    throw std::runtime_error("LtGemm: cuBLASLt has no algorithm for " + describe(ta, tb, m, n, k, lda, ldb, ldc, ab, ct) +
-                             " (alignment A " + std::to_string(key[10]) + ", B " + std::to_string(key[11]) + ", C " +
+    throw std::runtime_error("LtGemm: cuBLASLt has no algorithm for " +
+                             describe(ta, tb, m, n, k, lda, ldb, ldc, ab, ct) + " (alignment A " +
+                             std::to_string(key[10]) + ", B " + std::to_string(key[11]) + ", C " +
                              std::to_string(key[12]) + " bytes): " + cublasGetStatusString(status));
   }
   p.algo = result.algo;
@@ -158,7 +157,9 @@ void LtGemm::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     throw std::invalid_argument("LtGemm: f32 inputs with a bf16 output are not supported (" +
                                 describe(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_type, c_type) + ")");
   if (m == 0 || n == 0) return;
-  if (ldc < n) throw std::invalid_argument("LtGemm: ldc < n in " + describe(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_type, c_type));
+  if (ldc < n)
+    throw std::invalid_argument("LtGemm: ldc < n in " +
+                                describe(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_type, c_type));
   order_after_previous_stream(stream);
   if (k == 0 || alpha == 0.f) {
     scale_only(m, n, beta, c, ldc, c_type, stream);

@@ -232,27 +232,33 @@ int key_bits(int E) {  // bits for keys 0..E
   return bits;
 }
 
+// Offsets from the workspace start first (base null: sizes only), then the pointers.
 SortWorkspace sort_workspace(void* base, int64_t pairs, int E) {
-  SortWorkspace w{};
-  size_t at = 0;
-  auto take = [&](size_t bytes) {
-    char* p = static_cast<char*>(base) + at;
-    at += round_up_256(bytes);
-    return static_cast<void*>(p);
-  };
   const size_t P = static_cast<size_t>(pairs);
-  w.keys_in = static_cast<uint32_t*>(take(P * sizeof(uint32_t)));
-  w.keys_out = static_cast<uint32_t*>(take(P * sizeof(uint32_t)));
-  w.pairs_in = static_cast<int32_t*>(take(P * sizeof(int32_t)));
-  w.pairs_out = static_cast<int32_t*>(take(P * sizeof(int32_t)));
-  w.start_all = static_cast<int64_t*>(take(size_t(E) * sizeof(int64_t)));
-  w.start_kept = static_cast<int64_t*>(take(size_t(E) * sizeof(int64_t)));
-  w.cub_bytes = 0;
+  size_t cub_bytes = 0;
   if (pairs > 0)
-    MOK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, w.cub_bytes, w.keys_in, w.keys_out, w.pairs_in,
-                                                   w.pairs_out, static_cast<int>(pairs), 0, key_bits(E)));
-  w.cub_temp = take(w.cub_bytes);
+    MOK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+        nullptr, cub_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+        static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(pairs), 0, key_bits(E)));
+  const size_t parts[7] = {P * sizeof(uint32_t), P * sizeof(uint32_t), P * sizeof(int32_t), P * sizeof(int32_t),
+                           size_t(E) * sizeof(int64_t), size_t(E) * sizeof(int64_t), cub_bytes};
+  size_t offset[7], at = 0;
+  for (int i = 0; i < 7; ++i) {
+    offset[i] = at;
+    at += round_up_256(parts[i]);
+  }
+  SortWorkspace w{};
   w.total = at;
+  w.cub_bytes = cub_bytes;
+  if (!base) return w;
+  char* b = static_cast<char*>(base);
+  w.keys_in = reinterpret_cast<uint32_t*>(b + offset[0]);
+  w.keys_out = reinterpret_cast<uint32_t*>(b + offset[1]);
+  w.pairs_in = reinterpret_cast<int32_t*>(b + offset[2]);
+  w.pairs_out = reinterpret_cast<int32_t*>(b + offset[3]);
+  w.start_all = reinterpret_cast<int64_t*>(b + offset[4]);
+  w.start_kept = reinterpret_cast<int64_t*>(b + offset[5]);
+  w.cub_temp = b + offset[6];
   return w;
 }
 
@@ -461,6 +467,7 @@ void moe_sort_pairs(const int32_t* expert, int64_t pairs, int E, int64_t capacit
                     int32_t* row_of_pair, int64_t* load, int64_t* counts, void* ws, size_t ws_bytes,
                     cudaStream_t stream) {
   check_sort_shape(pairs, E, capacity);
+  if (!ws) throw std::invalid_argument("moe_sort_pairs: no workspace");
   SortWorkspace w = sort_workspace(ws, pairs, E);
   if (ws_bytes < w.total)
     throw std::invalid_argument("moe_sort_pairs: workspace of " + std::to_string(ws_bytes) + " bytes, needs " +

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,18 @@ inline std::vector<float> from_bf16(const std::vector<__nv_bfloat16>& v) {
   return out;
 }
 inline std::vector<float> round_bf16(const std::vector<float>& v) { return from_bf16(to_bf16(v)); }
+
+// Runs one part of a check group; an exception (a refused call, a cuBLAS status, a CUDA
+// error) becomes a failed check with its message printed, so the rest of the run goes on.
+template <typename F>
+void run_guarded(std::vector<OpCheck>& out, const std::string& what, F&& part) {
+  try {
+    part();
+  } catch (const std::exception& e) {
+    std::printf("%s: %s\n", what.c_str(), e.what());
+    out.push_back({what + " (threw)", INFINITY, 0.0});
+  }
+}
 
 // Tolerances (‖gpu − ref‖/‖ref‖): fp32 kernels against a double reference; bf16 kernels
 // against the double reference on the bf16-rounded inputs.

@@ -72,6 +72,17 @@ double differing_floats(const std::vector<float>& a, const std::vector<float>& b
 
 void sync() { MOK_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+// The error `part` returns, or infinity (with the message printed) when it throws.
+template <typename F>
+double error_or_inf(const std::string& what, F&& part) {
+  try {
+    return part();
+  } catch (const std::exception& e) {
+    std::printf("%s: %s\n", what.c_str(), e.what());
+    return INFINITY;
+  }
+}
+
 // ---- LtGemm ----
 
 struct GemmCase {
@@ -150,6 +161,8 @@ void check_lt_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
   for (const auto& [ab, c] : types) {
     // every transpose combination and beta 0/1 at odd sizes: one line per (types, op)
     for (int t = 0; t < 4; ++t) {
+      const std::string name =
+          std::string("gemm ") + types_name(ab, c) + " " + (t & 1 ? "T" : "N") + (t & 2 ? "T" : "N") + " 37x53x29";
       double worst = 0;
       for (const float beta : {0.f, 1.f}) {
         GemmCase g;
@@ -158,11 +171,9 @@ void check_lt_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
         g.m = 37, g.n = 53, g.k = 29;
         g.alpha = 0.75f, g.beta = beta;
         g.ab = ab, g.c = c;
-        worst = std::max(worst, run_gemm_case(lt, in, g, tally));
+        worst = std::max(worst, error_or_inf(name, [&] { return run_gemm_case(lt, in, g, tally); }));
       }
-      out.push_back({std::string("gemm ") + types_name(ab, c) + " " + (t & 1 ? "T" : "N") + (t & 2 ? "T" : "N") +
-                         " 37x53x29",
-                     worst, tolerance_for(ab, c)});
+      out.push_back({name, worst, tolerance_for(ab, c)});
     }
     // padded leading dimensions, an A pointer one element off the 16-byte grid, beta 1
     {
@@ -172,26 +183,26 @@ void check_lt_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
       g.pad_a = 3, g.pad_b = 5, g.pad_c = 7, g.a_offset = 1;
       g.alpha = -1.25f, g.beta = 1.f;
       g.ab = ab, g.c = c;
-      out.push_back({"gemm " + types_name(ab, c) + " NT padded+unaligned", run_gemm_case(lt, in, g, tally),
-                     tolerance_for(ab, c)});
+      const std::string name = "gemm " + types_name(ab, c) + " NT padded+unaligned";
+      out.push_back({name, error_or_inf(name, [&] { return run_gemm_case(lt, in, g, tally); }), tolerance_for(ab, c)});
     }
     // tensor-core sized, and a long reduction (weight-gradient shape: split-K territory)
     {
       GemmCase g;
       g.m = 256, g.n = 384, g.k = 512, g.beta = 1.f, g.ab = ab, g.c = c;
-      const double e1 = run_gemm_case(lt, in, g, tally);
       GemmCase w;
       w.ta = true;
       w.m = 96, w.n = 128, w.k = 8192, w.beta = 1.f, w.ab = ab, w.c = c;
-      const double e2 = run_gemm_case(lt, in, w, tally);
-      out.push_back({"gemm " + types_name(ab, c) + " 256x384x512, TN 96x128x8192", std::max(e1, e2),
-                     tolerance_for(ab, c)});
+      const std::string name = "gemm " + types_name(ab, c) + " 256x384x512, TN 96x128x8192";
+      const double e1 = error_or_inf(name, [&] { return run_gemm_case(lt, in, g, tally); });
+      const double e2 = error_or_inf(name, [&] { return run_gemm_case(lt, in, w, tally); });
+      out.push_back({name, std::max(e1, e2), tolerance_for(ab, c)});
     }
   }
 
   // Edge sizes, exact: m = 0 and n = 0 leave C as it is; k = 0 and alpha = 0 give C = beta·C
   // (multiplying by 0, 0.5, 2 is exact) without reading A or B (NaN there).
-  {
+  run_guarded(out, "gemm m=0, n=0, k=0, alpha=0", [&] {
     double mismatches = 0;
     const std::vector<float> a(64 * 64, NAN), b(64 * 64, NAN);
     for (const GemmType ct : {GemmType::f32, GemmType::bf16}) {
@@ -215,10 +226,10 @@ void check_lt_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
       }
     }
     out.push_back({"gemm m=0, n=0, k=0, alpha=0 (mismatches)", mismatches, 0.0});
-  }
+  });
 
   // Bad sizes are refused with a message, before anything runs.
-  {
+  run_guarded(out, "gemm refuses bad sizes", [&] {
     double accepted = 0;
     DeviceMatrix d(size_t(64), GemmType::f32);
     try {
@@ -234,7 +245,7 @@ void check_lt_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
     } catch (const std::invalid_argument&) {
     }
     out.push_back({"gemm refuses ldc < n, f32>bf16 (accepted)", accepted, 0.0});
-  }
+  });
 
   out.push_back({"gemm bitwise repeat (mismatches)", tally.repeat_mismatch, 0.0});
   out.push_back({"gemm C padding written (elements)", tally.padding_changed, 0.0});
@@ -288,7 +299,8 @@ double run_grouped_rows(GroupedGemm& gg, CheckInputs& in, const std::vector<int6
         for (int64_t j = 0; j < n; ++j) poisoned[i * ldc + j] = NAN;
       d_c.upload(poisoned);
     }
-    gg.rows(tb, G, off.data(), n, k, alpha, d_a.data(), lda, d_b.data(), stride, beta, d_c.data(), ldc, ab, ct, nullptr);
+    gg.rows(tb, G, off.data(), n, k, alpha, d_a.data(), lda, d_b.data(), stride, beta, d_c.data(), ldc, ab, ct,
+            nullptr);
     sync();
     const std::vector<float> got = d_c.download();
     if (run == 0) first = got;
@@ -354,46 +366,49 @@ void check_grouped_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) 
   for (const GroupedGemmMethod method :
        {GroupedGemmMethod::loop, GroupedGemmMethod::streams, GroupedGemmMethod::cublas}) {
     const std::string mname = grouped_gemm_method_name(method);
-    GroupedGemm gg(lt, method, 3);
-    for (const auto& [ab, ct] : types) {
-      double worst = 0;
-      try {
-        for (const bool tb : {false, true})
-          for (const float beta : {0.f, 1.f})
-            worst = std::max(worst, run_grouped_rows(gg, in, small, tb, 45, 27, beta, ab, ct, tally, nullptr));
-        worst = std::max(worst, run_grouped_rows(gg, in, moe, true, 192, 256, 1.f, ab, ct, tally, nullptr));
-      } catch (const std::exception& e) {
-        std::printf("grouped %s rows %s: %s\n", mname.c_str(), types_name(ab, ct).c_str(), e.what());
-        worst = INFINITY;
+    run_guarded(out, "grouped " + mname, [&] {
+      GroupedGemm gg(lt, method, 3);
+      for (const auto& [ab, ct] : types) {
+        double worst = 0;
+        try {
+          for (const bool tb : {false, true})
+            for (const float beta : {0.f, 1.f})
+              worst = std::max(worst, run_grouped_rows(gg, in, small, tb, 45, 27, beta, ab, ct, tally, nullptr));
+          worst = std::max(worst, run_grouped_rows(gg, in, moe, true, 192, 256, 1.f, ab, ct, tally, nullptr));
+        } catch (const std::exception& e) {
+          std::printf("grouped %s rows %s: %s\n", mname.c_str(), types_name(ab, ct).c_str(), e.what());
+          worst = INFINITY;
+        }
+        out.push_back({"grouped " + mname + " rows " + types_name(ab, ct), worst, tolerance_for(ab, ct)});
       }
-      out.push_back({"grouped " + mname + " rows " + types_name(ab, ct), worst, tolerance_for(ab, ct)});
-    }
-    for (const GemmType ab : {GemmType::f32, GemmType::bf16}) {
-      double worst = 0;
-      try {
-        worst = std::max(worst, run_grouped_weight_grad(gg, in, small, 27, 45, ab, tally, nullptr));
-        worst = std::max(worst, run_grouped_weight_grad(gg, in, moe, 96, 160, ab, tally, nullptr));
-      } catch (const std::exception& e) {
-        std::printf("grouped %s weight_grad %s: %s\n", mname.c_str(), gemm_type_name(ab), e.what());
-        worst = INFINITY;
+      for (const GemmType ab : {GemmType::f32, GemmType::bf16}) {
+        double worst = 0;
+        try {
+          worst = std::max(worst, run_grouped_weight_grad(gg, in, small, 27, 45, ab, tally, nullptr));
+          worst = std::max(worst, run_grouped_weight_grad(gg, in, moe, 96, 160, ab, tally, nullptr));
+        } catch (const std::exception& e) {
+          std::printf("grouped %s weight_grad %s: %s\n", mname.c_str(), gemm_type_name(ab), e.what());
+          worst = INFINITY;
+        }
+        std::string name = "grouped " + mname + " weight_grad " + gemm_type_name(ab);
+        if (method == GroupedGemmMethod::cublas && gg.cublas_declined(ab, GemmType::f32))
+          name += " (cuBLAS declined: loop)";
+        out.push_back({name, worst, tolerance_for(ab, GemmType::f32)});
       }
-      std::string name = "grouped " + mname + " weight_grad " + gemm_type_name(ab);
-      if (method == GroupedGemmMethod::cublas && gg.cublas_declined(ab, GemmType::f32)) name += " (cuBLAS declined: loop)";
-      out.push_back({name, worst, tolerance_for(ab, GemmType::f32)});
-    }
-    // bad offsets are refused with a message
-    double accepted = 0;
-    try {
-      const int64_t bad[] = {0, 5, 3};
-      gg.rows(false, 2, bad, 4, 4, 1.f, nullptr, 4, nullptr, 16, 0.f, nullptr, 4, GemmType::f32, GemmType::f32,
-              nullptr);
-      accepted = 1;
-    } catch (const std::invalid_argument&) {
-    }
-    out.push_back({"grouped " + mname + " refuses decreasing offsets (accepted)", accepted, 0.0});
+      // bad offsets are refused with a message
+      double accepted = 0;
+      try {
+        const int64_t bad[] = {0, 5, 3};
+        gg.rows(false, 2, bad, 4, 4, 1.f, nullptr, 4, nullptr, 16, 0.f, nullptr, 4, GemmType::f32, GemmType::f32,
+                nullptr);
+        accepted = 1;
+      } catch (const std::invalid_argument&) {
+      }
+      out.push_back({"grouped " + mname + " refuses decreasing offsets (accepted)", accepted, 0.0});
+    });
   }
   // loop and streams pin the same algorithm per group: the same bits on the same inputs.
-  {
+  run_guarded(out, "grouped streams = loop", [&] {
     CheckInputs same_a{in.seed + 1}, same_b{in.seed + 1};
     GroupedGemm loop(lt, GroupedGemmMethod::loop), streams(lt, GroupedGemmMethod::streams, 3);
     GroupedTally unused;
@@ -409,7 +424,7 @@ void check_grouped_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) 
     run_grouped_weight_grad(streams, same_b, moe, 96, 160, GemmType::bf16, unused, &w2);
     mismatches += differing_floats(w1, w2);
     out.push_back({"grouped streams = loop bitwise (mismatches)", mismatches, 0.0});
-  }
+  });
   out.push_back({"grouped bitwise repeat (mismatches)", tally.repeat_mismatch, 0.0});
   out.push_back({"grouped untouched padding, empty groups (changed)", tally.untouched_changed, 0.0});
 }
@@ -417,9 +432,11 @@ void check_grouped_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) 
 }  // namespace
 
 void check_gemm(CheckInputs& in, std::vector<OpCheck>& out) {
-  LtGemm lt;
-  check_lt_gemm(lt, in, out);
-  check_grouped_gemm(lt, in, out);
+  run_guarded(out, "gemm", [&] {
+    LtGemm lt;
+    check_lt_gemm(lt, in, out);
+    check_grouped_gemm(lt, in, out);
+  });
 }
 
 }  // namespace mok::cuda

@@ -67,7 +67,17 @@ struct Scratch {
   }
 };
 
-void print_row(const std::string& what, const std::string& shape, const std::string& types, double flops, float ms) {
+// Times `launch` and prints one row; a call that throws prints its message instead.
+template <typename F>
+void time_row(const std::string& what, const std::string& shape, const std::string& types, double flops,
+              F&& launch) {
+  float ms = 0;
+  try {
+    ms = median_ms(launch);
+  } catch (const std::exception& e) {
+    std::printf("%-34s %-22s %-10s failed: %s\n", what.c_str(), shape.c_str(), types.c_str(), e.what());
+    return;
+  }
   const double tflops = flops / (ms * 1e-3) / 1e12;
   std::printf("%-34s %-22s %-10s %9.3f %9.1f %7.1f%%\n", what.c_str(), shape.c_str(), types.c_str(), ms, tflops,
               100.0 * tflops / kPeakBf16Tflops);
@@ -87,13 +97,12 @@ void time_linear(LtGemm& lt, Scratch& s, size_t stride, const std::string& name,
   void* w = s.operand(t, 1, stride);
   void* y = s.operand(t, 2, stride);
   float* dw = s.f32.data() + 3 * stride;
-  print_row(name + " fwd  Y=X·W", dims(T, out, in), types + ">" + types, flops,
-            median_ms([&] { lt.gemm(false, false, T, out, in, 1.f, x, in, w, out, 0.f, y, out, t, t, nullptr); }));
-  print_row(name + " bwd  dX=dY·Wᵀ", dims(T, in, out), types + ">" + types, flops,
-            median_ms([&] { lt.gemm(false, true, T, in, out, 1.f, y, out, w, out, 0.f, x, in, t, t, nullptr); }));
-  print_row(name + " bwd  dW+=Xᵀ·dY", dims(in, out, T), types + ">f32", flops, median_ms([&] {
-              lt.gemm(true, false, in, out, T, 1.f, x, in, y, out, 1.f, dw, out, t, GemmType::f32, nullptr);
-            }));
+  time_row(name + " fwd  Y=X·W", dims(T, out, in), types + ">" + types, flops,
+           [&] { lt.gemm(false, false, T, out, in, 1.f, x, in, w, out, 0.f, y, out, t, t, nullptr); });
+  time_row(name + " bwd  dX=dY·Wᵀ", dims(T, in, out), types + ">" + types, flops,
+           [&] { lt.gemm(false, true, T, in, out, 1.f, y, out, w, out, 0.f, x, in, t, t, nullptr); });
+  time_row(name + " bwd  dW+=Xᵀ·dY", dims(in, out, T), types + ">f32", flops,
+           [&] { lt.gemm(true, false, in, out, T, 1.f, x, in, y, out, 1.f, dw, out, t, GemmType::f32, nullptr); });
 }
 
 // Near-uniform routing: T·k rows over E experts, ±10 % around the mean (fixed pattern).
@@ -149,44 +158,37 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
     const double flops = 2.0 * rows * p.n * p.k;
     // dense bound: one GEMM of all rows against one expert's weights
     if (p.kind == 2) {
-      print_row(p.name, "dense " + dims(p.k, p.n, rows), "bf16>f32", flops, median_ms([&] {
-                  lt.gemm(true, false, p.k, p.n, rows, 1.f, x, p.k, h, p.n, 1.f, dw, p.n, t, GemmType::f32, nullptr);
-                }));
+      time_row(p.name, "dense " + dims(p.k, p.n, rows), "bf16>f32", flops, [&] {
+        lt.gemm(true, false, p.k, p.n, rows, 1.f, x, p.k, h, p.n, 1.f, dw, p.n, t, GemmType::f32, nullptr);
+      });
     } else {
-      print_row(p.name, "dense " + dims(rows, p.n, p.k), "bf16>bf16", flops, median_ms([&] {
-                  lt.gemm(false, p.kind == 1, rows, p.n, p.k, 1.f, x, p.k, w, p.kind == 1 ? p.k : p.n, 0.f, h, p.n, t,
-                          t, nullptr);
-                }));
+      time_row(p.name, "dense " + dims(rows, p.n, p.k), "bf16>bf16", flops, [&] {
+        lt.gemm(false, p.kind == 1, rows, p.n, p.k, 1.f, x, p.k, w, p.kind == 1 ? p.k : p.n, 0.f, h, p.n, t, t,
+                nullptr);
+      });
     }
     for (size_t i = 0; i < grouped.size(); ++i) {
       GroupedGemm& g = *grouped[i];
-      float ms = 0;
-      try {
-        if (p.kind == 2) {
-          ms = median_ms([&] {
-            g.weight_grad(E, off.data(), p.k, p.n, 1.f, x, p.k, h, p.n, dw, p.k * p.n, t, nullptr);
-          });
-        } else {
-          ms = median_ms([&] {
-            g.rows(p.kind == 1, E, off.data(), p.n, p.k, 1.f, x, p.k, w, p.n * p.k, 0.f, h, p.n, t, t, nullptr);
-          });
-        }
-      } catch (const std::exception& e) {
-        std::printf("%-34s %-22s failed: %s\n", p.name, methods[i].name.c_str(), e.what());
-        continue;
-      }
+      auto launch = [&] {
+        if (p.kind == 2)
+          g.weight_grad(E, off.data(), p.k, p.n, 1.f, x, p.k, h, p.n, dw, p.k * p.n, t, nullptr);
+        else
+          g.rows(p.kind == 1, E, off.data(), p.n, p.k, 1.f, x, p.k, w, p.n * p.k, 0.f, h, p.n, t, t, nullptr);
+      };
+      // cuBLAS may decline a type combination on the first call: run once to know the label
       std::string label = methods[i].name;
-      if (methods[i].method == GroupedGemmMethod::cublas &&
-          g.cublas_declined(t, p.kind == 2 ? GemmType::f32 : t))
-        label += " (declined: loop)";
-      print_row(p.name, label, p.kind == 2 ? "bf16>f32" : "bf16>bf16", flops, ms);
+      try {
+        launch();
+        if (methods[i].method == GroupedGemmMethod::cublas && g.cublas_declined(t, p.kind == 2 ? GemmType::f32 : t))
+          label += " (declined: loop)";
+      } catch (const std::exception&) {  // time_row prints the message
+      }
+      time_row(p.name, label, p.kind == 2 ? "bf16>f32" : "bf16>bf16", flops, launch);
     }
   }
 }
 
-}  // namespace
-
-void print_gemm_timings() {
+void print_gemm_timings_table() {
   // Largest operand: the 64×256 top-8 expert rows, 131072 × 768; the dense hidden 16384 × 4096.
   const size_t stride = size_t(kTokens) * 8 * kModel;
   Scratch s(4 * stride);
@@ -204,14 +206,24 @@ void print_gemm_timings() {
   }
   for (const int E : {8, 64}) {
     const std::string name = "router E" + std::to_string(E);
-    print_row(name + " logits=X·Wr", dims(kTokens, E, d), "bf16>f32", 2.0 * kTokens * E * d, median_ms([&] {
-                lt.gemm(false, false, kTokens, E, d, 1.f, s.b16.data(), d, s.b16.data() + stride, E, 0.f,
-                        s.f32.data() + 2 * stride, E, GemmType::bf16, GemmType::f32, nullptr);
-              }));
+    time_row(name + " logits=X·Wr", dims(kTokens, E, d), "bf16>f32", 2.0 * kTokens * E * d, [&] {
+      lt.gemm(false, false, kTokens, E, d, 1.f, s.b16.data(), d, s.b16.data() + stride, E, 0.f,
+              s.f32.data() + 2 * stride, E, GemmType::bf16, GemmType::f32, nullptr);
+    });
   }
   std::printf("(f32 rows: true fp32, no tensor cores; %% of the bf16 peak for scale)\n");
   time_experts(lt, s, stride, 8, 2, 1024);
   time_experts(lt, s, stride, 64, 8, 256);
+}
+
+}  // namespace
+
+void print_gemm_timings() {
+  try {
+    print_gemm_timings_table();
+  } catch (const std::exception& e) {
+    std::printf("GEMM timings stopped: %s\n", e.what());
+  }
 }
 
 }  // namespace mok::cuda

@@ -16,7 +16,23 @@
 namespace mok::cuda {
 namespace {
 
-// Integer outputs are poisoned with 0x7F7F7F7F… (large and positive: neither an index nor −1).
+// Device copies that also work for empty vectors (no tokens).
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& v) {
+  DeviceBuffer<T> b(v.size());
+  if (!v.empty()) b.upload(v);
+  return b;
+}
+template <typename T>
+std::vector<T> from_device(const DeviceBuffer<T>& b) {
+  return b.size() ? b.download() : std::vector<T>{};
+}
+// Float outputs are poisoned with NaN; integer outputs with 0x7F7F7F7F… (large and
+// positive: neither an index nor −1).
+template <typename T>
+void poison(DeviceBuffer<T>& b) {
+  if (b.size()) b.poison();
+}
 template <typename T>
 void poison_ints(DeviceBuffer<T>& b) {
   if (b.size()) MOK_CUDA_CHECK(cudaMemset(b.data(), 0x7F, b.size() * sizeof(T)));
@@ -87,26 +103,26 @@ void check_router_case(CheckInputs& in, std::vector<OpCheck>& out, const RouterC
   double repeat_mismatch = 0;
 
   // softmax and top-k
-  DeviceBuffer<float> d_logits(logits), d_probs(size_t(n) * E), d_lse(n), d_gate(P);
+  DeviceBuffer<float> d_logits = to_device(logits), d_probs(size_t(n) * E), d_lse(n), d_gate(P);
   DeviceBuffer<int32_t> d_expert(P);
   std::vector<float> probs, lse, gate;
   std::vector<int32_t> expert;
   for (int run = 0; run < 2; ++run) {
-    d_probs.poison();
-    d_lse.poison();
-    d_gate.poison();
+    poison(d_probs);
+    poison(d_lse);
+    poison(d_gate);
     poison_ints(d_expert);
     router_softmax_topk(d_logits.data(), n, E, k, d_probs.data(), d_lse.data(), d_expert.data(), d_gate.data(),
                         nullptr);
     sync();
     if (run == 0) {
-      probs = d_probs.download();
-      lse = d_lse.download();
-      gate = d_gate.download();
-      expert = d_expert.download();
+      probs = from_device(d_probs);
+      lse = from_device(d_lse);
+      gate = from_device(d_gate);
+      expert = from_device(d_expert);
     } else {
-      repeat_mismatch += differing(probs, d_probs.download()) + differing(lse, d_lse.download()) +
-                         differing(gate, d_gate.download()) + differing(expert, d_expert.download());
+      repeat_mismatch += differing(probs, from_device(d_probs)) + differing(lse, from_device(d_lse)) +
+                         differing(gate, from_device(d_gate)) + differing(expert, from_device(d_expert));
     }
   }
   out.push_back({label + " probs", relative_error(probs, ref.probs), kFp32Tolerance});
@@ -119,7 +135,7 @@ void check_router_case(CheckInputs& in, std::vector<OpCheck>& out, const RouterC
   {
     const size_t ws_bytes = moe_sort_pairs_workspace_bytes(P, E);
     DeviceBuffer<char> ws(ws_bytes);
-    DeviceBuffer<int32_t> d_choice(ref.choice), d_order(P), d_row(P);
+    DeviceBuffer<int32_t> d_choice = to_device(ref.choice), d_order(P), d_row(P);
     DeviceBuffer<int64_t> d_load(E), d_counts(E);
     std::vector<int32_t> order, row;
     std::vector<int64_t> load, counts;
@@ -132,30 +148,31 @@ void check_router_case(CheckInputs& in, std::vector<OpCheck>& out, const RouterC
                      d_counts.data(), ws.data(), ws_bytes, nullptr);
       sync();
       if (run == 0) {
-        order = d_order.download();
-        row = d_row.download();
-        load = d_load.download();
-        counts = d_counts.download();
+        order = from_device(d_order);
+        row = from_device(d_row);
+        load = from_device(d_load);
+        counts = from_device(d_counts);
       } else {
-        repeat_mismatch += differing_prefix(order, d_order.download(), sref.order.size()) +
-                           differing(row, d_row.download()) + differing(load, d_load.download()) +
-                           differing(counts, d_counts.download());
+        repeat_mismatch += differing_prefix(order, from_device(d_order), sref.order.size()) +
+                           differing(row, from_device(d_row)) + differing(load, from_device(d_load)) +
+                           differing(counts, from_device(d_counts));
       }
     }
     // The host sort must agree with the router's own capacity rule (its experts after capacity).
     std::vector<int32_t> kept_expert(P);
     for (int64_t p = 0; p < P; ++p) kept_expert[p] = sref.row_of_pair[p] >= 0 ? ref.choice[p] : -1;
-    const double mismatches = differing_prefix(order, sref.order, sref.order.size()) + differing(row, sref.row_of_pair) +
-                              differing(load, sref.load) + differing(load, ref.load) +
-                              differing(counts, sref.counts) + differing(kept_expert, ref.expert);
+    const double mismatches = differing_prefix(order, sref.order, sref.order.size()) +
+                              differing(row, sref.row_of_pair) + differing(load, sref.load) +
+                              differing(load, ref.load) + differing(counts, sref.counts) +
+                              differing(kept_expert, ref.expert);
     out.push_back({label + " sort (mismatches)", mismatches, 0.0});
   }
 
   // losses, from the GPU's probabilities
   std::vector<float> f(E);
   for (int e = 0; e < E; ++e) f[e] = static_cast<float>(ref.f[e]);
-  DeviceBuffer<float> d_f(f);
-  DeviceBuffer<uint8_t> d_remote(c.remote);
+  DeviceBuffer<float> d_f = to_device(f);
+  DeviceBuffer<uint8_t> d_remote = to_device(c.remote);
   const uint8_t* remote = c.remote.empty() ? nullptr : d_remote.data();
   {
     const size_t ws_bytes = router_losses_workspace_bytes(n, E);
@@ -163,12 +180,12 @@ void check_router_case(CheckInputs& in, std::vector<OpCheck>& out, const RouterC
     DeviceBuffer<double> d_sums(3);
     std::vector<double> sums;
     for (int run = 0; run < 2; ++run) {
-      d_sums.poison();
+      poison(d_sums);
       router_losses(d_probs.data(), d_lse.data(), d_f.data(), remote, n, E, d_sums.data(), ws.data(), ws_bytes,
                     nullptr);
       sync();
-      if (run == 0) sums = d_sums.download();
-      else repeat_mismatch += differing(sums, d_sums.download());
+      if (run == 0) sums = from_device(d_sums);
+      else repeat_mismatch += differing(sums, from_device(d_sums));
     }
     const double tokens = double(std::max<int64_t>(n, 1));  // no tokens: the sums are 0, like the losses
     const std::vector<double> gpu{c.aux_coef * E * sums[0] / tokens, c.z_coef * sums[1] / tokens,
@@ -182,16 +199,16 @@ void check_router_case(CheckInputs& in, std::vector<OpCheck>& out, const RouterC
     const auto aux_w = static_cast<float>(c.aux_coef * E / double(n) * scale);
     const auto z_w = static_cast<float>(2.0 * c.z_coef / double(n) * scale);
     const auto loc_w = static_cast<float>(c.locality_coef / double(n) * scale);
-    DeviceBuffer<int32_t> d_choice(ref.choice);
-    DeviceBuffer<float> d_dgate(dgate), d_dlogits(size_t(n) * E);
+    DeviceBuffer<int32_t> d_choice = to_device(ref.choice);
+    DeviceBuffer<float> d_dgate = to_device(dgate), d_dlogits(size_t(n) * E);
     std::vector<float> dlogits;
     for (int run = 0; run < 2; ++run) {
-      d_dlogits.poison();
+      poison(d_dlogits);
       router_backward(d_probs.data(), d_lse.data(), d_choice.data(), d_dgate.data(), d_f.data(), remote, n, E, k,
                       aux_w, z_w, loc_w, d_dlogits.data(), nullptr);
       sync();
-      if (run == 0) dlogits = d_dlogits.download();
-      else repeat_mismatch += differing(dlogits, d_dlogits.download());
+      if (run == 0) dlogits = from_device(d_dlogits);
+      else repeat_mismatch += differing(dlogits, from_device(d_dlogits));
     }
     out.push_back({label + " backward", relative_error(dlogits, ref.dlogits), kFp32Tolerance});
   }
@@ -237,11 +254,11 @@ void check_rows(CheckInputs& in, int64_t n, int k, int E, int64_t d, int64_t cap
   // gather: out[i] = src[order[i] / k], exact
   const std::vector<float> src = R::host(R::device(in.normal(size_t(n) * d)));
   DeviceBuffer<T> d_src(R::device(src)), d_rows(size_t(m) * d);
-  d_rows.poison();
+  poison(d_rows);
   gather_rows<T>(d_src.data(), d_order.data(), k, m, d, d_rows.data(), nullptr);
   sync();
   {
-    const std::vector<float> got = R::host(d_rows.download());
+    const std::vector<float> got = R::host(from_device(d_rows));
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < d; ++j)
         err.gather += std::memcmp(&got[i * d + j], &src[(s.order[i] / k) * d + j], sizeof(float)) != 0;
@@ -259,11 +276,11 @@ void check_rows(CheckInputs& in, int64_t n, int k, int E, int64_t d, int64_t cap
   for (int gated = 0; gated < 2; ++gated) {
     std::vector<float> first;
     for (int run = 0; run < 2; ++run) {
-      d_out.poison();
+      poison(d_out);
       combine_pairs<T>(d_expert_rows.data(), d_row.data(), gated ? d_gate.data() : nullptr, n, k, d, d_out.data(),
                        nullptr);
       sync();
-      const std::vector<float> got = R::host(d_out.download());
+      const std::vector<float> got = R::host(from_device(d_out));
       if (run == 0) first = got;
       else err.repeat += differing(first, got);
     }
@@ -276,12 +293,12 @@ void check_rows(CheckInputs& in, int64_t n, int k, int E, int64_t d, int64_t cap
   // gates to rows and row values back to pairs, exact
   {
     DeviceBuffer<float> d_per_row(m), d_per_pair(P);
-    d_per_row.poison();
+    poison(d_per_row);
     pair_values_to_rows(d_gate.data(), d_order.data(), m, d_per_row.data(), nullptr);
-    d_per_pair.poison();
+    poison(d_per_pair);
     rows_to_pair_values(d_per_row.data(), d_order.data(), m, P, d_per_pair.data(), nullptr);
     sync();
-    const std::vector<float> per_row = d_per_row.download(), back = d_per_pair.download();
+    const std::vector<float> per_row = from_device(d_per_row), back = from_device(d_per_pair);
     std::vector<float> per_row_ref(m), back_ref(P, 0.f);
     for (int64_t i = 0; i < m; ++i) per_row_ref[i] = gate[s.order[i]];
     for (int64_t p = 0; p < P; ++p)
@@ -298,11 +315,11 @@ void check_rows(CheckInputs& in, int64_t n, int k, int E, int64_t d, int64_t cap
     DeviceBuffer<float> d_dot(m), d_s(sc);
     std::vector<float> dot;
     for (int run = 0; run < 2; ++run) {
-      d_dot.poison();
+      poison(d_dot);
       row_dot<T>(d_a.data(), d_b.data(), m, d, d_dot.data(), nullptr);
       sync();
-      if (run == 0) dot = d_dot.download();
-      else err.repeat += differing(dot, d_dot.download());
+      if (run == 0) dot = from_device(d_dot);
+      else err.repeat += differing(dot, from_device(d_dot));
     }
     std::vector<double> dot_ref(m, 0.0), scaled_ref(size_t(m) * d);
     for (int64_t i = 0; i < m; ++i)
@@ -312,12 +329,12 @@ void check_rows(CheckInputs& in, int64_t n, int k, int E, int64_t d, int64_t cap
       }
     // bf16 inputs, fp32 sums: the product of two bf16 values is exact in fp32
     err.row_dot = std::max(err.row_dot, relative_error(dot, dot_ref));
-    d_scaled.poison();
+    poison(d_scaled);
     scale_rows<T>(d_a.data(), d_s.data(), m, d, d_scaled.data(), nullptr);
     scale_rows<T>(d_a.data(), d_s.data(), m, d, d_a.data(), nullptr);  // in place
     sync();
-    err.scale = std::max(err.scale, relative_error(R::host(d_scaled.download()), scaled_ref));
-    err.scale_in_place = std::max(err.scale_in_place, relative_error(R::host(d_a.download()), scaled_ref));
+    err.scale = std::max(err.scale, relative_error(R::host(from_device(d_scaled)), scaled_ref));
+    err.scale_in_place = std::max(err.scale_in_place, relative_error(R::host(from_device(d_a)), scaled_ref));
   }
 }
 
@@ -345,32 +362,35 @@ void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out) {
   RouterCase c;
   c.aux_coef = 0.01;
   c.z_coef = 0.001;
-  c.loss_scale = 1.0;
+  std::vector<RouterCase> cases;
 
   c.n = 1000, c.experts = 8, c.k = 2, c.capacity_factor = 0.0;
-  check_router_case(in, out, c);
+  cases.push_back(c);
 
   c.n = 777, c.experts = 64, c.k = 8, c.capacity_factor = 1.0;
   c.locality_coef = 0.05;
   c.remote.assign(64, 0);
   for (int e = 16; e < 64; ++e) c.remote[e] = 1;  // this rank holds experts 0..15
   c.loss_scale = 0.5;
-  check_router_case(in, out, c);
+  cases.push_back(c);
 
   c.n = 300, c.experts = 256, c.k = 8, c.capacity_factor = 0.5;
   c.locality_coef = 0.0;
   c.remote.clear();
   c.loss_scale = 1.0;
-  check_router_case(in, out, c);
+  cases.push_back(c);
 
   c.n = 61, c.experts = 5, c.k = 5, c.capacity_factor = 0.0;  // every expert chosen
-  check_router_case(in, out, c);
+  cases.push_back(c);
 
   c.n = 0, c.experts = 8, c.k = 2;  // no tokens
-  check_router_case(in, out, c);
+  cases.push_back(c);
 
-  check_rows_all<float>(in, out);
-  check_rows_all<bf16>(in, out);
+  for (const RouterCase& rc : cases)
+    run_guarded(out, "moe.router E" + std::to_string(rc.experts) + " n" + std::to_string(rc.n),
+                [&] { check_router_case(in, out, rc); });
+  run_guarded(out, "moe.rows f32", [&] { check_rows_all<float>(in, out); });
+  run_guarded(out, "moe.rows bf16", [&] { check_rows_all<bf16>(in, out); });
 }
 
 }  // namespace mok::cuda
