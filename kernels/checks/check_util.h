@@ -90,7 +90,8 @@ void check_attention(CheckInputs& in, std::vector<OpCheck>& out);     // attenti
 // Kernel timings at the benchmark shapes (CUDA events, median of repeats after warm-up),
 // printed as a table with achieved GB/s or TFLOP/s; mok-gpu-check calls each in turn.
 void print_elementwise_timings();  // elementwise_timings.cu
-void print_gemm_timings();         // gemm_timings.cpp
+void print_gemm_timings();         // gemm_timings.cpp (ends with print_moe_routing_timings)
+void print_moe_routing_timings();  // moe_routing_timings.cu
 void print_attention_timings();    // attention_timings.cu
 
 }  // namespace mok::cuda

@@ -224,6 +224,8 @@ void print_gemm_timings() {
   } catch (const std::exception& e) {
     std::printf("GEMM timings stopped: %s\n", e.what());
   }
+  // The MoE layer's other kernels, around the grouped GEMMs.
+  print_moe_routing_timings();
 }
 
 }  // namespace mok::cuda
