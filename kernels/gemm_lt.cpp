@@ -50,12 +50,7 @@ LtGemm::LtGemm(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
 }
 
 LtGemm::~LtGemm() {
-  for (auto& [key, plan] : plans_) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.c);
-    cublasLtMatmulDescDestroy(plan.op);
-  }
+  for (auto& [key, plan] : plans_) destroy(plan.d);
   if (stream_switch_) cudaEventDestroy(stream_switch_);
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
@@ -73,28 +68,39 @@ void LtGemm::order_after_previous_stream(cudaStream_t stream) {
 // Row-major C(m,n) = op(A)·op(B) is column-major Cᵀ(n,m) = op(B)ᵀ·op(A)ᵀ: the column-major
 // call takes B first. Row-major B stored (k,n) [or (n,k) transposed] is column-major (n,k)
 // [(k,n)] with the same leading dimension; likewise A and C.
-const LtGemm::Plan& LtGemm::plan_for(const PlanKey& key) {
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
+LtGemm::Descriptors LtGemm::make_descriptors(const PlanKey& key) {
   const bool ta = key[0], tb = key[1];
   const int64_t m = key[2], n = key[3], k = key[4], lda = key[5], ldb = key[6], ldc = key[7];
   const auto ab = static_cast<GemmType>(key[8]), ct = static_cast<GemmType>(key[9]);
-  Plan p;
-  MOK_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  Descriptors d;
+  MOK_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  MOK_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
-  MOK_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
-  MOK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type(ab), tb ? k : n, tb ? n : k, ldb));
-  MOK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type(ab), ta ? m : k, ta ? k : m, lda));
-  MOK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, cuda_type(ct), n, m, ldc));
+  MOK_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+  MOK_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+  MOK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, cuda_type(ab), tb ? k : n, tb ? n : k, ldb));
+  MOK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, cuda_type(ab), ta ? m : k, ta ? k : m, lda));
+  MOK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, cuda_type(ct), n, m, ldc));
+  return d;
+}
 
+void LtGemm::destroy(Descriptors& d) {
+  if (d.a) cublasLtMatrixLayoutDestroy(d.a);
+  if (d.b) cublasLtMatrixLayoutDestroy(d.b);
+  if (d.c) cublasLtMatrixLayoutDestroy(d.c);
+  if (d.op) cublasLtMatmulDescDestroy(d.op);
+  d = Descriptors{};
+}
+
+// The heuristic's first choice for the problem of `key` (described by `d`), or false.
+bool LtGemm::heuristic(const PlanKey& key, const Descriptors& d, cublasLtMatmulAlgo_t& algo) {
+  ++heuristic_queries_;
   cublasLtMatmulPreference_t pref = nullptr;
   MOK_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes_;
-  // Split-K only with a separate fp32 reduction: no in-place (output-buffer) or output-type
-  // reduction, whose order or precision is not the plain one.
+  // Split-K only with a separate fp32 reduction: not in place in the output buffer, whose
+  // type (bf16) would round every partial sum.
   const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  const uint64_t numerics = allowed_numerics(ab);
+  const uint64_t numerics = allowed_numerics(static_cast<GemmType>(key[8]));
   const auto align_first = static_cast<uint32_t>(key[11]), align_second = static_cast<uint32_t>(key[10]),
              align_c = static_cast<uint32_t>(key[12]);
   auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attribute, const auto& value) {
@@ -109,20 +115,71 @@ const LtGemm::Plan& LtGemm::plan_for(const PlanKey& key) {
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, pref, 1, &result,
+                                                               &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
-    throw std::runtime_error("LtGemm: cuBLASLt has no algorithm for " +
-                             describe(ta, tb, m, n, k, lda, ldb, ldc, ab, ct) + " (alignment A " +
-                             std::to_string(key[10]) + ", B " + std::to_string(key[11]) + ", C " +
-                             std::to_string(key[12]) + " bytes): " + cublasGetStatusString(status));
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) return false;
+  algo = result.algo;
+  return true;
+}
+
+// Token counts change every step (rows per expert, or the reduction length of a weight
+// gradient), so the heuristic is asked for a size class, not the exact size: the dimension
+// that is a row count of the stored operands (m unless A is transposed; k when A is and B is
+// not) is rounded up to 8 classes per octave (16384, 768, 2304 stay as they are; 4100 →
+// 4608). Rounding up keeps the class's workspace need ≥ the exact one's, and leading
+// dimensions stay valid. The class's algorithm is then checked on the exact problem
+// (cublasLtMatmulAlgoCheck); if it does not fit, the exact problem gets its own heuristic
+// choice. Either way a given problem always runs the same algorithm.
+namespace {
+int64_t size_class(int64_t x) {
+  if (x <= 8) return x;
+  int64_t step = 1;
+  while (step * 16 <= x) step *= 2;
+  return (x + step - 1) / step * step;
+}
+}  // namespace
+
+LtGemm::PlanKey LtGemm::size_class_of(const PlanKey& key) {
+  PlanKey c = key;
+  const bool ta = key[0], tb = key[1];
+  if (!ta) c[2] = size_class(key[2]);
+  if (ta && !tb) c[4] = size_class(key[4]);
+  return c;
+}
+
+const LtGemm::Plan& LtGemm::plan_for(const PlanKey& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  const PlanKey cls = size_class_of(key);
+  auto chosen = class_algos_.find(cls);
+  if (chosen == class_algos_.end()) {
+    Descriptors d = make_descriptors(cls);
+    cublasLtMatmulAlgo_t algo{};
+    const bool found = heuristic(cls, d, algo);
+    destroy(d);
+    if (found) chosen = class_algos_.emplace(cls, algo).first;
   }
-  p.algo = result.algo;
+  Plan p;
+  p.d = make_descriptors(key);
+  bool ready = false;
+  if (chosen != class_algos_.end()) {
+    cublasLtMatmulHeuristicResult_t check{};
+    ready = cublasLtMatmulAlgoCheck(handle_, p.d.op, p.d.a, p.d.b, p.d.c, p.d.c, &chosen->second, &check) ==
+                CUBLAS_STATUS_SUCCESS &&
+            check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_;
+    if (ready) p.algo = chosen->second;
+  }
+  if (!ready) ready = heuristic(key, p.d, p.algo);
+  if (!ready) {
+    destroy(p.d);
+    const bool ta = key[0], tb = key[1];
+    throw std::runtime_error("LtGemm: cuBLASLt has no algorithm for " +
+                             describe(ta, tb, key[2], key[3], key[4], key[5], key[6], key[7],
+                                      static_cast<GemmType>(key[8]), static_cast<GemmType>(key[9])) +
+                             " (alignment A " + std::to_string(key[10]) + ", B " + std::to_string(key[11]) + ", C " +
+                             std::to_string(key[12]) + " bytes)");
+  }
   return plans_.emplace(key, p).first->second;
 }
 
@@ -182,8 +239,8 @@ void LtGemm::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                     pointer_alignment(b),
                     pointer_alignment(c)};
   const Plan& p = plan_for(key);
-  MOK_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo, workspace_,
-                                  workspace_bytes_, stream));
+  MOK_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &alpha, b, p.d.a, a, p.d.b, &beta, c, p.d.c, c, p.d.c, &p.algo,
+                                  workspace_, workspace_bytes_, stream));
 }
 
 }  // namespace mok::cuda

@@ -9,13 +9,15 @@
 // (weight gradients accumulating into fp32 grads, router logits). Compute in fp32: true
 // fp32 for f32 inputs (no TF32, for parity with the CPU), tensor cores for bf16.
 //
-// Determinism: the algorithm of each (shape, leading dimensions, types, transposes,
-// pointer alignment) is chosen once by cuBLASLt's heuristic, with a fixed workspace
-// (owned here) and only reduction schemes that do not depend on timing (none, or a
-// separate reduction in fp32: never in-place or in the output type), then pinned: the same
-// problem always runs the same kernel, so results repeat bitwise run to run on one GPU model
-// and library version. The descriptors of each problem are cached with it, so a repeated
-// call costs one cublasLtMatmul on the host.
+// Determinism: each problem (shape, leading dimensions, types, transposes, pointer
+// alignment) gets its algorithm once, from cuBLASLt's heuristic with a fixed workspace
+// (owned here), fp32 accumulation, and split-K only with a separate fp32 reduction (never
+// in place in the output type); then it is pinned: the same problem always runs the same
+// kernel, so results repeat bitwise run to run on one GPU model and library version. Token
+// counts change every step, so the heuristic is asked once per size class of the token
+// dimension and its choice checked on each exact problem (gemm_lt.cpp, plan_for). The
+// descriptors of each problem are cached with it: a repeated call costs one cublasLtMatmul
+// on the host.
 //
 // One object per device and stream owner; not thread-safe. The workspace is used in stream
 // order: when a call comes on a different stream than the previous one, the new stream
@@ -56,17 +58,26 @@ class LtGemm {
             GemmType c_type, cudaStream_t stream);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // Problems seen so far (each with its pinned algorithm).
+  // Problems seen so far (each with its pinned algorithm), and heuristic queries made (one
+  // per size class, plus one per problem its class's algorithm does not fit).
   size_t cached_plans() const { return plans_.size(); }
+  size_t heuristic_queries() const { return heuristic_queries_; }
 
  private:
   // transposes, m, n, k, lda, ldb, ldc, types, alignment of the A, B, C pointers (bytes, ≤ 16)
   using PlanKey = std::array<int64_t, 13>;
-  struct Plan {
+  struct Descriptors {  // of the column-major call (B first)
     cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // of the column-major call
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  };
+  struct Plan {
+    Descriptors d;
     cublasLtMatmulAlgo_t algo{};
   };
+  static Descriptors make_descriptors(const PlanKey& key);
+  static void destroy(Descriptors& d);
+  static PlanKey size_class_of(const PlanKey& key);
+  bool heuristic(const PlanKey& key, const Descriptors& d, cublasLtMatmulAlgo_t& algo);
   const Plan& plan_for(const PlanKey& key);
   void scale_only(int64_t m, int64_t n, float beta, void* c, int64_t ldc, GemmType c_type,
                   cudaStream_t stream);
@@ -75,7 +86,9 @@ class LtGemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  std::map<PlanKey, Plan> plans_;
+  std::map<PlanKey, Plan> plans_;                         // exact problems
+  std::map<PlanKey, cublasLtMatmulAlgo_t> class_algos_;  // the heuristic's choice per size class
+  size_t heuristic_queries_ = 0;
   cudaStream_t last_stream_ = nullptr;
   bool used_ = false;
   cudaEvent_t stream_switch_ = nullptr;

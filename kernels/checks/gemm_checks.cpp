@@ -200,6 +200,27 @@ void check_lt_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
     }
   }
 
+  // Token counts of one size class (1100..1107 → 1152): one heuristic query for the class,
+  // whose algorithm serves every exact size (rows: m varies; weight gradient: k varies).
+  for (const GemmType ab : {GemmType::bf16, GemmType::f32}) {
+    const std::string name = std::string("gemm ") + gemm_type_name(ab) + " size class";
+    run_guarded(out, name, [&] {
+      double worst = 0;
+      const size_t before = lt.heuristic_queries();
+      for (int64_t tokens = 1100; tokens < 1108; ++tokens) {
+        GemmCase rows;
+        rows.m = tokens, rows.n = 64, rows.k = 96, rows.ab = ab, rows.c = ab;
+        GemmCase grad;
+        grad.ta = true, grad.m = 96, grad.n = 64, grad.k = tokens, grad.beta = 1.f, grad.ab = ab;
+        worst = std::max(worst, run_gemm_case(lt, in, rows, tally));
+        worst = std::max(worst, run_gemm_case(lt, in, grad, tally));
+      }
+      out.push_back({name + ": 8 sizes × (rows, dW)", worst, tolerance_for(ab, ab)});
+      out.push_back({name + ": heuristic queries beyond 2", std::max(0.0, double(lt.heuristic_queries() - before) - 2),
+                     0.0});
+    });
+  }
+
   // Edge sizes, exact: m = 0 and n = 0 leave C as it is; k = 0 and alpha = 0 give C = beta·C
   // (multiplying by 0, 0.5, 2 is exact) without reading A or B (NaN there).
   run_guarded(out, "gemm m=0, n=0, k=0, alpha=0", [&] {
