@@ -31,7 +31,10 @@ __global__ void write_pointer_table_kernel(const PointerTable table, void** out)
 
 cudaDataType_t cuda_type(GemmType t) { return t == GemmType::f32 ? CUDA_R_32F : CUDA_R_16BF; }
 
-void check_offsets(const char* what, int groups, const int64_t* off) {
+void check_offsets(const char* what, int groups, const int64_t* off, int64_t n, int64_t k) {
+  if (n < 0 || k < 0)
+    throw std::invalid_argument(std::string("GroupedGemm::") + what + ": negative size (n " + std::to_string(n) +
+                                ", k " + std::to_string(k) + ")");
   if (groups < 0 || groups > kMaxGroups)
     throw std::invalid_argument(std::string("GroupedGemm::") + what + ": " + std::to_string(groups) +
                                 " groups, must be in [0, " + std::to_string(kMaxGroups) + "]");
@@ -109,7 +112,7 @@ void GroupedGemm::order_after_previous_stream(cudaStream_t stream) {
 void GroupedGemm::rows(bool trans_b, int groups, const int64_t* host_offsets, int64_t n, int64_t k, float alpha,
                        const void* a, int64_t lda, const void* b, int64_t b_group_stride, float beta, void* c,
                        int64_t ldc, GemmType ab_type, GemmType c_type, cudaStream_t stream) {
-  check_offsets("rows", groups, host_offsets);
+  check_offsets("rows", groups, host_offsets, n, k);
   std::vector<Problem> problems;
   for (int g = 0; g < groups; ++g) {
     const int64_t m = host_offsets[g + 1] - host_offsets[g];
@@ -124,7 +127,7 @@ void GroupedGemm::rows(bool trans_b, int groups, const int64_t* host_offsets, in
 void GroupedGemm::weight_grad(int groups, const int64_t* host_offsets, int64_t k, int64_t n, float alpha,
                               const void* a, int64_t lda, const void* dy, int64_t ldy, float* dw,
                               int64_t dw_group_stride, GemmType ab_type, cudaStream_t stream) {
-  check_offsets("weight_grad", groups, host_offsets);
+  check_offsets("weight_grad", groups, host_offsets, n, k);
   std::vector<Problem> problems;
   for (int g = 0; g < groups; ++g) {
     const int64_t m = host_offsets[g + 1] - host_offsets[g];
