@@ -95,7 +95,7 @@ std::vector<float> router_logits(CheckInputs& in, int64_t n, int E) {
 void check_router_case(CheckInputs& in, std::vector<OpCheck>& out, const RouterCase& c) {
   const int64_t n = c.n, P = c.n * c.k;
   const int E = c.experts, k = c.k;
-  const std::string label = "moe.router E" + std::to_string(E) + " k" + std::to_string(k) +
+  const std::string label = "moe.router n" + std::to_string(n) + " E" + std::to_string(E) + " k" + std::to_string(k) +
                             (c.capacity_factor > 0 ? " cap" : "") + (c.remote.empty() ? "" : " loc");
   const std::vector<float> logits = router_logits(in, n, E);
   const std::vector<float> dgate = in.normal(size_t(P));
