@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,18 @@ inline std::vector<float> from_bf16(const std::vector<__nv_bfloat16>& v) {
 }
 inline std::vector<float> round_bf16(const std::vector<float>& v) { return from_bf16(to_bf16(v)); }
 
+// Runs one part of a check group; an exception (a refused call, a cuBLAS status, a CUDA
+// error) becomes a failed check with its message printed, so the rest of the run goes on.
+template <typename F>
+void run_guarded(std::vector<OpCheck>& out, const std::string& what, F&& part) {
+  try {
+    part();
+  } catch (const std::exception& e) {
+    std::printf("%s: %s\n", what.c_str(), e.what());
+    out.push_back({what + " (threw)", INFINITY, 0.0});
+  }
+}
+
 // Tolerances (‖gpu − ref‖/‖ref‖): fp32 kernels against a double reference; bf16 kernels
 // against the double reference on the bf16-rounded inputs.
 constexpr double kFp32Tolerance = 1e-5;
@@ -76,7 +90,8 @@ void check_attention(CheckInputs& in, std::vector<OpCheck>& out);     // attenti
 // Kernel timings at the benchmark shapes (CUDA events, median of repeats after warm-up),
 // printed as a table with achieved GB/s or TFLOP/s; mok-gpu-check calls each in turn.
 void print_elementwise_timings();  // elementwise_timings.cu
-void print_gemm_timings();         // gemm_timings.cpp
+void print_gemm_timings();         // gemm_timings.cpp (ends with print_moe_routing_timings)
+void print_moe_routing_timings();  // moe_routing_timings.cu
 void print_attention_timings();    // attention_timings.cu
 
 }  // namespace mok::cuda

@@ -1,7 +1,463 @@
+// LtGemm (kernels/gemm_lt.h) and GroupedGemm (kernels/grouped_gemm.h) against the CPU GEMM
+// of the double-precision core (mok::f64::gemm, core/backend/gemm.h), on fresh random
+// inputs: every transpose combination, f32 → f32, bf16 → bf16 and bf16 → f32, beta 0 (C
+// poisoned with NaN first: it must be neither read nor left unwritten) and beta 1, odd sizes,
+// padded leading dimensions (padding must stay untouched), unaligned pointers, m = 0 and
+// k = 0, empty expert groups. Every call runs twice and must repeat bitwise.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "core/backend/gemm.h"
 #include "kernels/checks/check_util.h"
+#include "kernels/cuda_types.h"
+#include "kernels/device_buffer.h"
+#include "kernels/gemm_lt.h"
+#include "kernels/grouped_gemm.h"
 
 namespace mok::cuda {
+namespace {
 
-void check_gemm(CheckInputs&, std::vector<OpCheck>&) {}
+// bf16 inputs with an fp32 output: the products are exact in fp32, the error is the fp32
+// accumulation (order chosen by the tensor-core kernel).
+constexpr double kBf16InputTolerance = 1e-4;
+
+double tolerance_for(GemmType ab, GemmType c) {
+  if (c == GemmType::bf16) return kBf16Tolerance;
+  return ab == GemmType::bf16 ? kBf16InputTolerance : kFp32Tolerance;
+}
+
+std::string types_name(GemmType ab, GemmType c) { return std::string(gemm_type_name(ab)) + ">" + gemm_type_name(c); }
+
+// A matrix on the device as f32 or bf16, handled through host floats.
+class DeviceMatrix {
+ public:
+  DeviceMatrix(size_t count, GemmType type)
+      : type_(type), f32_(type == GemmType::f32 ? count : 0), b16_(type == GemmType::bf16 ? count : 0) {}
+  DeviceMatrix(const std::vector<float>& host, GemmType type) : DeviceMatrix(host.size(), type) { upload(host); }
+  void upload(const std::vector<float>& host) {
+    if (type_ == GemmType::f32) f32_.upload(host);
+    else b16_.upload(to_bf16(host));
+  }
+  std::vector<float> download() const { return type_ == GemmType::f32 ? f32_.download() : from_bf16(b16_.download()); }
+  void poison() {
+    if (type_ == GemmType::f32) f32_.poison();
+    else b16_.poison();
+  }
+  void* data() { return type_ == GemmType::f32 ? static_cast<void*>(f32_.data()) : static_cast<void*>(b16_.data()); }
+  // The element `offset` places in (for unaligned pointers).
+  void* at(int64_t offset) { return static_cast<char*>(data()) + offset * int64_t(gemm_type_bytes(type_)); }
+
+ private:
+  GemmType type_;
+  DeviceBuffer<float> f32_;
+  DeviceBuffer<bf16> b16_;
+};
+
+// What the device holds for host values of `type` (bf16 rounding).
+std::vector<float> as_stored(const std::vector<float>& v, GemmType type) {
+  return type == GemmType::bf16 ? round_bf16(v) : v;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+double differing_floats(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return double(std::max(a.size(), b.size()));
+  double count = 0;
+  for (size_t i = 0; i < a.size(); ++i) count += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return count;
+}
+
+void sync() { MOK_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+// The error `part` returns, or infinity (with the message printed) when it throws.
+template <typename F>
+double error_or_inf(const std::string& what, F&& part) {
+  try {
+    return part();
+  } catch (const std::exception& e) {
+    std::printf("%s: %s\n", what.c_str(), e.what());
+    return INFINITY;
+  }
+}
+
+// ---- LtGemm ----
+
+struct GemmCase {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t pad_a = 0, pad_b = 0, pad_c = 0;  // leading dimension beyond the row length
+  int64_t a_offset = 0;                     // elements: an A pointer off the 16-byte grid
+  float alpha = 1.f, beta = 0.f;
+  GemmType ab = GemmType::f32, c = GemmType::f32;
+};
+
+struct GemmTally {
+  double repeat_mismatch = 0;  // elements that differ between two identical calls
+  double padding_changed = 0;  // padding elements of C that a call wrote
+  double plans_added_on_repeat = 0;
+};
+
+// Runs the case twice; returns ‖C − C_ref‖/‖C_ref‖ over the m×n block.
+double run_gemm_case(LtGemm& lt, CheckInputs& in, const GemmCase& g, GemmTally& tally) {
+  const int64_t a_rows = g.ta ? g.k : g.m, a_cols = g.ta ? g.m : g.k;
+  const int64_t b_rows = g.tb ? g.n : g.k, b_cols = g.tb ? g.k : g.n;
+  const int64_t lda = a_cols + g.pad_a, ldb = b_cols + g.pad_b, ldc = g.n + g.pad_c;
+  const std::vector<float> a = as_stored(in.normal(size_t(a_rows * lda + g.a_offset)), g.ab);
+  const std::vector<float> b = as_stored(in.normal(size_t(b_rows * ldb)), g.ab);
+  std::vector<float> c0 = as_stored(in.normal(size_t(g.m * ldc)), g.c);
+  // padding of C: NaN, which must survive
+  for (int64_t i = 0; i < g.m; ++i)
+    for (int64_t j = g.n; j < ldc; ++j) c0[i * ldc + j] = NAN;
+
+  std::vector<double> ref = to_double(c0);
+  if (g.m > 0 && g.n > 0) {
+    const std::vector<double> ad = to_double(a), bd = to_double(b);
+    if (g.beta == 0.f)
+      for (double& v : ref) v = 0.0;  // BLAS: C is not read
+    mok::f64::gemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, ad.data() + g.a_offset, lda, bd.data(), ldb,
+                   g.beta == 0.f ? 1.0 : double(g.beta), ref.data(), ldc);
+    if (g.beta == 0.f)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = g.n; j < ldc; ++j) ref[i * ldc + j] = NAN;
+  }
+
+  DeviceMatrix d_a(a, g.ab), d_b(b, g.ab), d_c(c0.size(), g.c);
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    if (g.beta == 0.f) {
+      d_c.poison();  // NaN everywhere: C must not be read, and every element written
+    } else {
+      d_c.upload(c0);
+    }
+    const size_t plans = lt.cached_plans();
+    lt.gemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, d_a.at(g.a_offset), lda, d_b.data(), ldb, g.beta, d_c.data(), ldc,
+            g.ab, g.c, nullptr);
+    sync();
+    if (run == 1) tally.plans_added_on_repeat += double(lt.cached_plans() - plans);
+    const std::vector<float> got = d_c.download();
+    if (run == 0) first = got;
+    else tally.repeat_mismatch += differing_floats(first, got);
+  }
+  // the m×n block against the reference; padding must still be NaN
+  std::vector<float> block;
+  std::vector<double> block_ref;
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      block.push_back(first[i * ldc + j]);
+      block_ref.push_back(ref[i * ldc + j]);
+    }
+    for (int64_t j = g.n; j < ldc; ++j) tally.padding_changed += !std::isnan(first[i * ldc + j]);
+  }
+  return relative_error(block, block_ref);
+}
+
+void check_lt_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
+  GemmTally tally;
+  const std::pair<GemmType, GemmType> types[] = {
+      {GemmType::f32, GemmType::f32}, {GemmType::bf16, GemmType::bf16}, {GemmType::bf16, GemmType::f32}};
+  for (const auto& [ab, c] : types) {
+    // every transpose combination and beta 0/1 at odd sizes: one line per (types, op)
+    for (int t = 0; t < 4; ++t) {
+      const std::string name =
+          std::string("gemm ") + types_name(ab, c) + " " + (t & 1 ? "T" : "N") + (t & 2 ? "T" : "N") + " 37x53x29";
+      double worst = 0;
+      for (const float beta : {0.f, 1.f}) {
+        GemmCase g;
+        g.ta = t & 1;
+        g.tb = t & 2;
+        g.m = 37, g.n = 53, g.k = 29;
+        g.alpha = 0.75f, g.beta = beta;
+        g.ab = ab, g.c = c;
+        worst = std::max(worst, error_or_inf(name, [&] { return run_gemm_case(lt, in, g, tally); }));
+      }
+      out.push_back({name, worst, tolerance_for(ab, c)});
+    }
+    // padded leading dimensions, an A pointer one element off the 16-byte grid, beta 1
+    {
+      GemmCase g;
+      g.tb = true;
+      g.m = 64, g.n = 48, g.k = 40;
+      g.pad_a = 3, g.pad_b = 5, g.pad_c = 7, g.a_offset = 1;
+      g.alpha = -1.25f, g.beta = 1.f;
+      g.ab = ab, g.c = c;
+      const std::string name = "gemm " + types_name(ab, c) + " NT padded+unaligned";
+      out.push_back({name, error_or_inf(name, [&] { return run_gemm_case(lt, in, g, tally); }), tolerance_for(ab, c)});
+    }
+    // tensor-core sized, and a long reduction (weight-gradient shape: split-K territory)
+    {
+      GemmCase g;
+      g.m = 256, g.n = 384, g.k = 512, g.beta = 1.f, g.ab = ab, g.c = c;
+      GemmCase w;
+      w.ta = true;
+      w.m = 96, w.n = 128, w.k = 8192, w.beta = 1.f, w.ab = ab, w.c = c;
+      const std::string name = "gemm " + types_name(ab, c) + " 256x384x512, TN 96x128x8192";
+      const double e1 = error_or_inf(name, [&] { return run_gemm_case(lt, in, g, tally); });
+      const double e2 = error_or_inf(name, [&] { return run_gemm_case(lt, in, w, tally); });
+      out.push_back({name, std::max(e1, e2), tolerance_for(ab, c)});
+    }
+  }
+
+  // Token counts of one size class (1100..1107 → 1152): one heuristic query for the class,
+  // whose algorithm serves every exact size (rows: m varies; weight gradient: k varies).
+  for (const GemmType ab : {GemmType::bf16, GemmType::f32}) {
+    const std::string name = std::string("gemm ") + gemm_type_name(ab) + " size class";
+    run_guarded(out, name, [&] {
+      double worst = 0;
+      const size_t before = lt.heuristic_queries();
+      for (int64_t tokens = 1100; tokens < 1108; ++tokens) {
+        GemmCase rows;
+        rows.m = tokens, rows.n = 64, rows.k = 96, rows.ab = ab, rows.c = ab;
+        GemmCase grad;
+        grad.ta = true, grad.m = 96, grad.n = 64, grad.k = tokens, grad.beta = 1.f, grad.ab = ab;
+        worst = std::max(worst, run_gemm_case(lt, in, rows, tally));
+        worst = std::max(worst, run_gemm_case(lt, in, grad, tally));
+      }
+      out.push_back({name + ": 8 sizes × (rows, dW)", worst, tolerance_for(ab, ab)});
+      out.push_back({name + ": heuristic queries beyond 2", std::max(0.0, double(lt.heuristic_queries() - before) - 2),
+                     0.0});
+    });
+  }
+
+  // Edge sizes, exact: m = 0 and n = 0 leave C as it is; k = 0 and alpha = 0 give C = beta·C
+  // (multiplying by 0, 0.5, 2 is exact) without reading A or B (NaN there).
+  run_guarded(out, "gemm m=0, n=0, k=0, alpha=0", [&] {
+    double mismatches = 0;
+    const std::vector<float> a(64 * 64, NAN), b(64 * 64, NAN);
+    for (const GemmType ct : {GemmType::f32, GemmType::bf16}) {
+      const GemmType abt = ct;
+      DeviceMatrix d_a(a, abt), d_b(b, abt);
+      const std::vector<float> c0 = as_stored(in.normal(size_t(9 * 11)), ct);
+      DeviceMatrix d_c(c0, ct);
+      struct Edge { int64_t m, n, k; float alpha, beta; };
+      for (const Edge& e : {Edge{0, 11, 5, 1.f, 0.f}, Edge{9, 0, 5, 1.f, 0.f}, Edge{9, 11, 0, 1.f, 0.f},
+                            Edge{9, 11, 0, 1.f, 1.f}, Edge{9, 11, 0, 1.f, 0.5f}, Edge{9, 11, 7, 0.f, 2.f}}) {
+        for (int run = 0; run < 2; ++run) {
+          d_c.upload(c0);
+          lt.gemm(false, false, e.m, e.n, e.k, e.alpha, d_a.data(), std::max<int64_t>(e.k, 1), d_b.data(), 11,
+                  e.beta, d_c.data(), 11, abt, ct, nullptr);
+          sync();
+          std::vector<float> expect = c0;
+          if (e.m > 0 && e.n > 0)
+            for (float& v : expect) v = e.beta == 0.f ? 0.f : v * e.beta;
+          mismatches += differing_floats(d_c.download(), expect);
+        }
+      }
+    }
+    out.push_back({"gemm m=0, n=0, k=0, alpha=0 (mismatches)", mismatches, 0.0});
+  });
+
+  // Bad sizes are refused with a message, before anything runs.
+  run_guarded(out, "gemm refuses bad sizes", [&] {
+    double accepted = 0;
+    DeviceMatrix d(size_t(64), GemmType::f32);
+    try {
+      lt.gemm(false, false, 4, 8, 4, 1.f, d.data(), 4, d.data(), 8, 0.f, d.data(), 7, GemmType::f32, GemmType::f32,
+              nullptr);
+      accepted += 1;
+    } catch (const std::invalid_argument&) {
+    }
+    try {
+      lt.gemm(false, false, 4, 4, 4, 1.f, d.data(), 4, d.data(), 4, 0.f, d.data(), 4, GemmType::f32, GemmType::bf16,
+              nullptr);
+      accepted += 1;
+    } catch (const std::invalid_argument&) {
+    }
+    out.push_back({"gemm refuses ldc < n, f32>bf16 (accepted)", accepted, 0.0});
+  });
+
+  out.push_back({"gemm bitwise repeat (mismatches)", tally.repeat_mismatch, 0.0});
+  out.push_back({"gemm C padding written (elements)", tally.padding_changed, 0.0});
+  out.push_back({"gemm plan reused on repeat (new plans)", tally.plans_added_on_repeat, 0.0});
+}
+
+// ---- GroupedGemm ----
+
+// Row counts per group, with empty groups (first, middle, last) and a one-row group.
+std::vector<int64_t> group_offsets(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> off(sizes.size() + 1, 0);
+  for (size_t g = 0; g < sizes.size(); ++g) off[g + 1] = off[g] + sizes[g];
+  return off;
+}
+
+struct GroupedTally {
+  double repeat_mismatch = 0;
+  double untouched_changed = 0;  // elements of C padding or of empty groups' dW that changed
+};
+
+// rows: C[rows g] = alpha·A[rows g]·op(B_g) + beta·C[rows g]; returns the relative error.
+double run_grouped_rows(GroupedGemm& gg, CheckInputs& in, const std::vector<int64_t>& off, bool tb, int64_t n,
+                        int64_t k, float beta, GemmType ab, GemmType ct, GroupedTally& tally,
+                        std::vector<float>* result) {
+  const int G = static_cast<int>(off.size()) - 1;
+  const int64_t M = off[G], lda = k + 1, ldc = n + 2;  // padded rows
+  const int64_t ldb = tb ? k : n, stride = n * k;
+  const float alpha = 0.5f;
+  const std::vector<float> a = as_stored(in.normal(size_t(M * lda)), ab);
+  const std::vector<float> b = as_stored(in.normal(size_t(G * stride)), ab);
+  const std::vector<float> c0 = as_stored(in.normal(size_t(M * ldc)), ct);
+  std::vector<double> ref = to_double(c0);
+  const std::vector<double> ad = to_double(a), bd = to_double(b);
+  for (int g = 0; g < G; ++g) {
+    const int64_t m = off[g + 1] - off[g];
+    if (m == 0) continue;
+    double* cg = ref.data() + off[g] * ldc;
+    if (beta == 0.f)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) cg[i * ldc + j] = 0.0;
+    mok::f64::gemm(false, tb, m, n, k, alpha, ad.data() + off[g] * lda, lda, bd.data() + g * stride, ldb,
+                   beta == 0.f ? 1.0 : double(beta), cg, ldc);
+  }
+  DeviceMatrix d_a(a, ab), d_b(b, ab), d_c(c0, ct);
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    d_c.upload(c0);
+    if (beta == 0.f) {  // NaN in every group's rows: they must be written and not read
+      std::vector<float> poisoned = c0;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < n; ++j) poisoned[i * ldc + j] = NAN;
+      d_c.upload(poisoned);
+    }
+    gg.rows(tb, G, off.data(), n, k, alpha, d_a.data(), lda, d_b.data(), stride, beta, d_c.data(), ldc, ab, ct,
+            nullptr);
+    sync();
+    const std::vector<float> got = d_c.download();
+    if (run == 0) first = got;
+    else tally.repeat_mismatch += differing_floats(first, got);
+  }
+  if (result) *result = first;
+  // padding columns must be untouched
+  std::vector<float> block;
+  std::vector<double> block_ref;
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      block.push_back(first[i * ldc + j]);
+      block_ref.push_back(ref[i * ldc + j]);
+    }
+    for (int64_t j = n; j < ldc; ++j)
+      tally.untouched_changed += std::memcmp(&first[i * ldc + j], &c0[i * ldc + j], sizeof(float)) != 0;
+  }
+  return relative_error(block, block_ref);
+}
+
+// dW_g += alpha·A[rows g]ᵀ·dY[rows g]; empty groups' dW_g must stay bitwise as they were.
+double run_grouped_weight_grad(GroupedGemm& gg, CheckInputs& in, const std::vector<int64_t>& off, int64_t k,
+                               int64_t n, GemmType ab, GroupedTally& tally, std::vector<float>* result) {
+  const int G = static_cast<int>(off.size()) - 1;
+  const int64_t M = off[G], lda = k, ldy = n + 3, stride = k * n + 5;
+  const float alpha = 1.5f;
+  const std::vector<float> a = as_stored(in.normal(size_t(M * lda)), ab);
+  const std::vector<float> dy = as_stored(in.normal(size_t(M * ldy)), ab);
+  const std::vector<float> dw0 = in.normal(size_t(G * stride));
+  std::vector<double> ref = to_double(dw0);
+  const std::vector<double> ad = to_double(a), dyd = to_double(dy);
+  for (int g = 0; g < G; ++g) {
+    const int64_t m = off[g + 1] - off[g];
+    if (m == 0) continue;
+    mok::f64::gemm(true, false, k, n, m, alpha, ad.data() + off[g] * lda, lda, dyd.data() + off[g] * ldy, ldy, 1.0,
+                   ref.data() + g * stride, n);
+  }
+  DeviceMatrix d_a(a, ab), d_dy(dy, ab);
+  DeviceBuffer<float> d_dw(dw0);
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    d_dw.upload(dw0);
+    gg.weight_grad(G, off.data(), k, n, alpha, d_a.data(), lda, d_dy.data(), ldy, d_dw.data(), stride, ab, nullptr);
+    sync();
+    const std::vector<float> got = d_dw.download();
+    if (run == 0) first = got;
+    else tally.repeat_mismatch += differing_floats(first, got);
+  }
+  if (result) *result = first;
+  for (int g = 0; g < G; ++g)
+    if (off[g + 1] == off[g])
+      for (int64_t i = 0; i < stride; ++i)
+        tally.untouched_changed += std::memcmp(&first[g * stride + i], &dw0[g * stride + i], sizeof(float)) != 0;
+  return relative_error(first, ref);
+}
+
+void check_grouped_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
+  const std::vector<int64_t> small = group_offsets({0, 9, 0, 17, 1, 12, 0});         // odd sizes, empty groups
+  const std::vector<int64_t> moe = group_offsets({301, 260, 0, 289, 311, 247, 270, 303});  // E = 8
+  const std::pair<GemmType, GemmType> types[] = {
+      {GemmType::f32, GemmType::f32}, {GemmType::bf16, GemmType::bf16}, {GemmType::bf16, GemmType::f32}};
+  GroupedTally tally;
+  for (const GroupedGemmMethod method :
+       {GroupedGemmMethod::loop, GroupedGemmMethod::streams, GroupedGemmMethod::cublas}) {
+    const std::string mname = grouped_gemm_method_name(method);
+    run_guarded(out, "grouped " + mname, [&] {
+      GroupedGemm gg(lt, method, 3);
+      for (const auto& [ab, ct] : types) {
+        double worst = 0;
+        try {
+          for (const bool tb : {false, true})
+            for (const float beta : {0.f, 1.f})
+              worst = std::max(worst, run_grouped_rows(gg, in, small, tb, 45, 27, beta, ab, ct, tally, nullptr));
+          worst = std::max(worst, run_grouped_rows(gg, in, moe, true, 192, 256, 1.f, ab, ct, tally, nullptr));
+        } catch (const std::exception& e) {
+          std::printf("grouped %s rows %s: %s\n", mname.c_str(), types_name(ab, ct).c_str(), e.what());
+          worst = INFINITY;
+        }
+        out.push_back({"grouped " + mname + " rows " + types_name(ab, ct), worst, tolerance_for(ab, ct)});
+      }
+      for (const GemmType ab : {GemmType::f32, GemmType::bf16}) {
+        double worst = 0;
+        try {
+          worst = std::max(worst, run_grouped_weight_grad(gg, in, small, 27, 45, ab, tally, nullptr));
+          worst = std::max(worst, run_grouped_weight_grad(gg, in, moe, 96, 160, ab, tally, nullptr));
+        } catch (const std::exception& e) {
+          std::printf("grouped %s weight_grad %s: %s\n", mname.c_str(), gemm_type_name(ab), e.what());
+          worst = INFINITY;
+        }
+        std::string name = "grouped " + mname + " weight_grad " + gemm_type_name(ab);
+        if (method == GroupedGemmMethod::cublas && gg.cublas_declined(ab, GemmType::f32))
+          name += " (cuBLAS declined: loop)";
+        out.push_back({name, worst, tolerance_for(ab, GemmType::f32)});
+      }
+      // bad offsets are refused with a message
+      double accepted = 0;
+      try {
+        const int64_t bad[] = {0, 5, 3};
+        gg.rows(false, 2, bad, 4, 4, 1.f, nullptr, 4, nullptr, 16, 0.f, nullptr, 4, GemmType::f32, GemmType::f32,
+                nullptr);
+        accepted = 1;
+      } catch (const std::invalid_argument&) {
+      }
+      out.push_back({"grouped " + mname + " refuses decreasing offsets (accepted)", accepted, 0.0});
+    });
+  }
+  // loop and streams pin the same algorithm per group: the same bits on the same inputs.
+  run_guarded(out, "grouped streams = loop", [&] {
+    CheckInputs same_a{in.seed + 1}, same_b{in.seed + 1};
+    GroupedGemm loop(lt, GroupedGemmMethod::loop), streams(lt, GroupedGemmMethod::streams, 3);
+    GroupedTally unused;
+    double mismatches = 0;
+    for (const auto& [ab, ct] : types) {
+      std::vector<float> r1, r2;
+      run_grouped_rows(loop, same_a, moe, false, 160, 96, 1.f, ab, ct, unused, &r1);
+      run_grouped_rows(streams, same_b, moe, false, 160, 96, 1.f, ab, ct, unused, &r2);
+      mismatches += differing_floats(r1, r2);
+    }
+    std::vector<float> w1, w2;
+    run_grouped_weight_grad(loop, same_a, moe, 96, 160, GemmType::bf16, unused, &w1);
+    run_grouped_weight_grad(streams, same_b, moe, 96, 160, GemmType::bf16, unused, &w2);
+    mismatches += differing_floats(w1, w2);
+    out.push_back({"grouped streams = loop bitwise (mismatches)", mismatches, 0.0});
+  });
+  out.push_back({"grouped bitwise repeat (mismatches)", tally.repeat_mismatch, 0.0});
+  out.push_back({"grouped untouched padding, empty groups (changed)", tally.untouched_changed, 0.0});
+}
+
+}  // namespace
+
+void check_gemm(CheckInputs& in, std::vector<OpCheck>& out) {
+  run_guarded(out, "gemm", [&] {
+    LtGemm lt;
+    check_lt_gemm(lt, in, out);
+    check_grouped_gemm(lt, in, out);
+  });
+}
 
 }  // namespace mok::cuda

@@ -1,0 +1,116 @@
+#pragma once
+// GroupedGemm: the matrix products of stacked experts over their token segments.
+//
+// Experts are stacked, W (E, k, n). The MoE layer sorts its (token, slot) pairs by expert,
+// so expert g's rows are the contiguous segment [off[g], off[g+1]) of the row matrices;
+// the offsets are host values (the per-expert counts are what crosses to the host per MoE
+// layer). Two products, row-major, leading dimensions in elements:
+//
+//   rows:         C[rows g] = alpha·A[rows g](m_g, k)·op(B_g) + beta·C[rows g]
+//                 op(B_g) = B_g (k, n), or B_gᵀ with B_g stored (n, k)   (forward; dX)
+//   weight_grad:  dW_g (k, n) += alpha·A[rows g]ᵀ·dY[rows g]              (dW, fp32)
+//
+// Empty groups compute nothing (weight_grad leaves their dW_g as it is). The methods differ
+// in how the groups share the GPU; every one is deterministic (fixed kernels and workspace,
+// no atomics in the sums):
+//   loop     one LtGemm call per group in order, on the caller's stream
+//   streams  groups spread over side streams (each with its own LtGemm of the same
+//            workspace size, so the same pinned algorithm per group and the same bits as
+//            loop), joined back into the caller's stream: small groups run side by side
+//   cublas   one cublasGemmGroupedBatchedEx call (cuBLAS's own grouped GEMM, fixed
+//            workspace, no atomics); its device pointer arrays are written by a small
+//            kernel from launch arguments, so nothing host-side has to outlive the call.
+//            A type combination cuBLAS answers NOT_SUPPORTED for (it may list no bf16 → f32)
+//            runs as loop from then on, and cublas_declined() says so
+// The timings (kernels/checks/gemm_timings.cpp) measure all three at the benchmark shapes.
+//
+// One object per device and stream owner, not thread-safe, like LtGemm. All device memory
+// (side workspaces, pointer arrays) is allocated at construction.
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/gemm_lt.h"
+
+namespace mok::cuda {
+
+enum class GroupedGemmMethod { loop, streams, cublas };
+const char* grouped_gemm_method_name(GroupedGemmMethod method);
+
+class GroupedGemm {
+ public:
+  static constexpr int kMaxGroups = 1024;
+  static constexpr int kDefaultSideStreams = 4;
+
+  // `lt` runs the loop method (and is not owned). The streams method owns `side_streams`
+  // LtGemm objects (one workspace each); the cublas method a cuBLAS handle and workspace.
+  explicit GroupedGemm(LtGemm& lt, GroupedGemmMethod method = GroupedGemmMethod::streams,
+                       int side_streams = kDefaultSideStreams);
+  ~GroupedGemm();
+  GroupedGemm(const GroupedGemm&) = delete;
+  GroupedGemm& operator=(const GroupedGemm&) = delete;
+
+  GroupedGemmMethod method() const { return method_; }
+  // cublas method: cuBLAS refused this type combination, which therefore runs as loop.
+  bool cublas_declined(GemmType ab_type, GemmType c_type) const {
+    return declined_[static_cast<int>(ab_type)][static_cast<int>(c_type)];
+  }
+
+  // host_offsets (groups + 1): non-decreasing, host_offsets[0] = 0. b_group_stride: elements
+  // between B_g and B_{g+1}. B_g's leading dimension is its row length (n, or k with trans_b).
+  void rows(bool trans_b, int groups, const int64_t* host_offsets, int64_t n, int64_t k, float alpha,
+            const void* a, int64_t lda, const void* b, int64_t b_group_stride, float beta, void* c,
+            int64_t ldc, GemmType ab_type, GemmType c_type, cudaStream_t stream);
+
+  // a (M, k), dy (M, n) with M = host_offsets[groups]; dw (groups, k, n) fp32 with row length
+  // n and dw_group_stride elements between groups.
+  void weight_grad(int groups, const int64_t* host_offsets, int64_t k, int64_t n, float alpha, const void* a,
+                   int64_t lda, const void* dy, int64_t ldy, float* dw, int64_t dw_group_stride,
+                   GemmType ab_type, cudaStream_t stream);
+
+ private:
+  // One group's row-major product for LtGemm::gemm.
+  struct Problem {
+    int group;
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    const void* a;
+    int64_t lda;
+    const void* b;
+    int64_t ldb;
+    void* c;
+    int64_t ldc;
+  };
+  void run(const std::vector<Problem>& problems, float alpha, float beta, GemmType ab_type, GemmType c_type,
+           cudaStream_t stream);
+  void run_streams(const std::vector<Problem>& problems, float alpha, float beta, GemmType ab_type,
+                   GemmType c_type, cudaStream_t stream);
+  // The call's status: success, or NOT_SUPPORTED for the types (other failures throw).
+  cublasStatus_t run_cublas(const std::vector<Problem>& problems, float alpha, float beta, GemmType ab_type,
+                            GemmType c_type, cudaStream_t stream);
+
+  void order_after_previous_stream(cudaStream_t stream);
+
+  LtGemm& lt_;
+  GroupedGemmMethod method_;
+  // streams: side streams, their LtGemm objects, and the fork/join events
+  std::vector<cudaStream_t> side_streams_;
+  std::vector<std::unique_ptr<LtGemm>> side_lt_;
+  cudaEvent_t fork_ = nullptr;
+  std::vector<cudaEvent_t> joins_;
+  // cublas: handle, its fixed workspace, device pointer arrays (3 · kMaxGroups: A, B, C)
+  cublasHandle_t blas_ = nullptr;
+  void* blas_workspace_ = nullptr;
+  void** device_pointers_ = nullptr;
+  bool declined_[2][2] = {{false, false}, {false, false}};  // [ab_type][c_type]
+  // the pointer arrays are rewritten per call: a new stream waits for the previous one
+  cudaStream_t last_stream_ = nullptr;
+  bool used_ = false;
+  cudaEvent_t stream_switch_ = nullptr;
+};
+
+}  // namespace mok::cuda

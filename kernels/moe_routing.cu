@@ -1,0 +1,590 @@
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cmath>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda_check.h"
+#include "kernels/moe_routing.h"
+
+namespace mok::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kExpertsPerLane = kMaxRouterExperts / 32;  // router kernels: one warp per token
+
+unsigned int warp_blocks(int64_t rows) { return blocks_for(rows, kWarpsPerBlock); }
+
+// Warp sum by xor butterfly: a fixed pattern, and every lane ends with the same bits
+// (each step adds the same two values, in either order, on both partners).
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// ---- 16-byte vectors of T for the row kernels (V = 16 / sizeof(T)), or scalars (V = 1) ----
+
+template <typename T, int V>
+__device__ inline void load_vec(const T* p, float (&v)[V]) {
+  if constexpr (V == 1) {
+    v[0] = to_float(p[0]);
+  } else {
+    static_assert(V * sizeof(T) == 16, "a vector is 16 bytes");
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[i] = to_float(e[i]);
+  }
+}
+
+template <typename T, int V>
+__device__ inline void store_vec(T* p, const float (&v)[V]) {
+  if constexpr (V == 1) {
+    p[0] = from_float<T>(v[0]);
+  } else {
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < V; ++i) e[i] = from_float<T>(v[i]);
+    *reinterpret_cast<uint4*>(p) = raw;
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Rows of d elements can be read as 16-byte vectors when every row start is 16-byte aligned.
+template <typename T>
+bool rows_vectorizable(int64_t d, std::initializer_list<const void*> ptrs) {
+  if ((d * static_cast<int64_t>(sizeof(T))) % 16 != 0) return false;
+  for (const void* p : ptrs)
+    if (p && !aligned16(p)) return false;
+  return true;
+}
+
+// ---- router: softmax and top-k, one warp per token ----
+
+__global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E, int k, float* probs, float* lse,
+                                           int32_t* expert, float* gate) {
+  const int64_t t = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
+  if (t >= n) return;
+  const int lane = threadIdx.x % 32;
+  const float* l = logits + t * E;
+  float v[kExpertsPerLane];
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kExpertsPerLane; ++i) {
+    const int e = lane + 32 * i;
+    v[i] = e < E ? l[e] : -INFINITY;
+    m = fmaxf(m, v[i]);
+  }
+  m = warp_max(m);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < kExpertsPerLane; ++i) {
+    const int e = lane + 32 * i;
+    v[i] = e < E ? expf(v[i] - m) : 0.f;
+    s += v[i];
+  }
+  s = warp_sum(s);
+#pragma unroll
+  for (int i = 0; i < kExpertsPerLane; ++i) {
+    const int e = lane + 32 * i;
+    v[i] = v[i] / s;
+    if (e < E) probs[t * E + e] = v[i];
+  }
+  if (lane == 0) lse[t] = m + logf(s);
+
+  // Repeated selection: the largest untaken p, ties to the lower expert index. (p ≥ 0, so
+  // −1 marks experts that are taken or beyond E.)
+  unsigned taken = 0;  // bit i: expert lane + 32·i is taken
+  float chosen_p[kMaxRouterTopK];
+  int chosen_e[kMaxRouterTopK];
+  for (int slot = 0; slot < k; ++slot) {
+    float best = -1.f;
+    int best_e = 0x7fffffff;
+#pragma unroll
+    for (int i = 0; i < kExpertsPerLane; ++i) {
+      const int e = lane + 32 * i;
+      const float p = (e < E && !(taken >> i & 1u)) ? v[i] : -1.f;
+      if (p > best) {  // strict: within a lane e increases with i, so ties keep the lower
+        best = p;
+        best_e = e;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, best, o);
+      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (other > best || (other == best && other_e < best_e)) {
+        best = other;
+        best_e = other_e;
+      }
+    }
+    if (best_e % 32 == lane) taken |= 1u << (best_e / 32);
+    chosen_p[slot] = best;
+    chosen_e[slot] = best_e;
+  }
+  float chosen_sum = 0.f;
+  for (int slot = 0; slot < k; ++slot) chosen_sum += chosen_p[slot];
+  for (int slot = 0; slot < k; ++slot) {
+    if (lane == slot) {
+      expert[t * k + slot] = chosen_e[slot];
+      gate[t * k + slot] = chosen_p[slot] / chosen_sum;
+    }
+  }
+}
+
+void check_router_shape(const char* what, int64_t n, int E, int k) {
+  if (n < 0 || E < 1 || E > kMaxRouterExperts || k < 1 || k > E || k > kMaxRouterTopK)
+    throw std::invalid_argument(std::string(what) + ": tokens " + std::to_string(n) + ", experts " +
+                                std::to_string(E) + ", top_k " + std::to_string(k) + " (need 1 ≤ experts ≤ " +
+                                std::to_string(kMaxRouterExperts) + ", 1 ≤ top_k ≤ min(experts, " +
+                                std::to_string(kMaxRouterTopK) + "))");
+}
+
+// ---- pair sort: stable radix sort by expert, then capacity and positions ----
+
+// keys (P): the expert, E for pairs already dropped; values (P): the pair index.
+__global__ void sort_keys_kernel(const int32_t* expert, int64_t pairs, int E, uint32_t* keys, int32_t* values) {
+  const int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (p >= pairs) return;
+  const int32_t e = expert[p];
+  keys[p] = (e >= 0 && e < E) ? uint32_t(e) : uint32_t(E);
+  values[p] = static_cast<int32_t>(p);
+}
+
+// First index i of sorted keys with keys[i] ≥ key.
+__device__ inline int64_t lower_bound(const uint32_t* keys, int64_t count, uint32_t key) {
+  int64_t lo = 0, hi = count;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (keys[mid] < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// One block. start_all (E): first sorted position of expert e; load, counts (E);
+// start_kept (E): first position of e in `order` (exclusive scan of counts, in expert order).
+__global__ void expert_ranges_kernel(const uint32_t* sorted_keys, int64_t pairs, int E, int64_t capacity,
+                                     int64_t* start_all, int64_t* start_kept, int64_t* load, int64_t* counts) {
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const int64_t begin = lower_bound(sorted_keys, pairs, uint32_t(e));
+    const int64_t end = lower_bound(sorted_keys, pairs, uint32_t(e) + 1);
+    start_all[e] = begin;
+    load[e] = end - begin;
+    counts[e] = capacity > 0 && end - begin > capacity ? capacity : end - begin;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int64_t kept = 0;
+    for (int e = 0; e < E; ++e) {
+      start_kept[e] = kept;
+      kept += counts[e];
+    }
+  }
+}
+
+__global__ void place_pairs_kernel(const uint32_t* sorted_keys, const int32_t* sorted_pairs, int64_t pairs, int E,
+                                   int64_t capacity, const int64_t* start_all, const int64_t* start_kept,
+                                   int32_t* order, int32_t* row_of_pair) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= pairs) return;
+  const uint32_t e = sorted_keys[i];
+  const int32_t p = sorted_pairs[i];
+  if (e >= uint32_t(E)) {
+    row_of_pair[p] = -1;
+    return;
+  }
+  const int64_t rank = i - start_all[e];  // among expert e's pairs, in pair order (stable sort)
+  if (capacity > 0 && rank >= capacity) {
+    row_of_pair[p] = -1;
+    return;
+  }
+  const int64_t pos = start_kept[e] + rank;
+  order[pos] = p;
+  row_of_pair[p] = static_cast<int32_t>(pos);
+}
+
+// Workspace of moe_sort_pairs, each part 256-byte aligned.
+struct SortWorkspace {
+  uint32_t* keys_in;
+  uint32_t* keys_out;
+  int32_t* pairs_in;
+  int32_t* pairs_out;
+  int64_t* start_all;
+  int64_t* start_kept;
+  void* cub_temp;
+  size_t cub_bytes;
+  size_t total;
+};
+
+size_t round_up_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+int key_bits(int E) {  // bits for keys 0..E
+  int bits = 1;
+  while ((int64_t(1) << bits) <= E) ++bits;
+  return bits;
+}
+
+// Offsets from the workspace start first (base null: sizes only), then the pointers.
+SortWorkspace sort_workspace(void* base, int64_t pairs, int E) {
+  const size_t P = static_cast<size_t>(pairs);
+  size_t cub_bytes = 0;
+  if (pairs > 0)
+    MOK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+        nullptr, cub_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+        static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(pairs), 0, key_bits(E)));
+  const size_t parts[7] = {P * sizeof(uint32_t), P * sizeof(uint32_t), P * sizeof(int32_t), P * sizeof(int32_t),
+                           size_t(E) * sizeof(int64_t), size_t(E) * sizeof(int64_t), cub_bytes};
+  size_t offset[7], at = 0;
+  for (int i = 0; i < 7; ++i) {
+    offset[i] = at;
+    at += round_up_256(parts[i]);
+  }
+  SortWorkspace w{};
+  w.total = at;
+  w.cub_bytes = cub_bytes;
+  if (!base) return w;
+  char* b = static_cast<char*>(base);
+  w.keys_in = reinterpret_cast<uint32_t*>(b + offset[0]);
+  w.keys_out = reinterpret_cast<uint32_t*>(b + offset[1]);
+  w.pairs_in = reinterpret_cast<int32_t*>(b + offset[2]);
+  w.pairs_out = reinterpret_cast<int32_t*>(b + offset[3]);
+  w.start_all = reinterpret_cast<int64_t*>(b + offset[4]);
+  w.start_kept = reinterpret_cast<int64_t*>(b + offset[5]);
+  w.cub_temp = b + offset[6];
+  return w;
+}
+
+void check_sort_shape(int64_t pairs, int E, int64_t capacity) {
+  if (pairs < 0 || pairs > int64_t(0x7fffffff) || E < 1 || capacity < 0)
+    throw std::invalid_argument("moe_sort_pairs: pairs " + std::to_string(pairs) + ", experts " + std::to_string(E) +
+                                ", capacity " + std::to_string(capacity) +
+                                " (need 0 ≤ pairs < 2^31, experts ≥ 1, capacity ≥ 0)");
+}
+
+// ---- rows: gather, combine, dot, scale (one warp per row, 16-byte vectors when aligned) ----
+
+template <typename T, int V>
+__global__ void gather_rows_kernel(const T* src, const int32_t* order, int k, int64_t m, int64_t d, T* out) {
+  const int64_t i = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
+  if (i >= m) return;
+  const int lane = threadIdx.x % 32;
+  const T* from = src + int64_t(order[i] / k) * d;
+  T* to = out + i * d;
+  for (int64_t j = int64_t(lane) * V; j < d; j += 32 * V) {
+    if constexpr (V == 1) {
+      to[j] = from[j];
+    } else {
+      *reinterpret_cast<uint4*>(to + j) = *reinterpret_cast<const uint4*>(from + j);
+    }
+  }
+}
+
+template <typename T, int V>
+__global__ void combine_pairs_kernel(const T* rows, const int32_t* row_of_pair, const float* gate, int64_t n, int k,
+                                     int64_t d, T* out) {
+  const int64_t t = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
+  if (t >= n) return;
+  const int lane = threadIdx.x % 32;
+  for (int64_t j = int64_t(lane) * V; j < d; j += 32 * V) {
+    float acc[V];
+#pragma unroll
+    for (int u = 0; u < V; ++u) acc[u] = 0.f;
+    for (int s = 0; s < k; ++s) {
+      const int32_t r = row_of_pair[t * k + s];
+      if (r < 0) continue;
+      const float g = gate ? gate[t * k + s] : 1.f;
+      float x[V];
+      load_vec<T, V>(rows + int64_t(r) * d + j, x);
+#pragma unroll
+      for (int u = 0; u < V; ++u) acc[u] = fmaf(g, x[u], acc[u]);
+    }
+    store_vec<T, V>(out + t * d + j, acc);
+  }
+}
+
+template <typename T, int V>
+__global__ void row_dot_kernel(const T* a, const T* b, int64_t m, int64_t f, float* out) {
+  const int64_t i = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
+  if (i >= m) return;
+  const int lane = threadIdx.x % 32;
+  float acc = 0.f;
+  for (int64_t j = int64_t(lane) * V; j < f; j += 32 * V) {
+    float x[V], y[V];
+    load_vec<T, V>(a + i * f + j, x);
+    load_vec<T, V>(b + i * f + j, y);
+#pragma unroll
+    for (int u = 0; u < V; ++u) acc = fmaf(x[u], y[u], acc);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) out[i] = acc;
+}
+
+template <typename T, int V>
+__global__ void scale_rows_kernel(const T* x, const float* s, int64_t m, int64_t d, T* out) {
+  const int64_t i = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
+  if (i >= m) return;
+  const int lane = threadIdx.x % 32;
+  const float si = s[i];
+  for (int64_t j = int64_t(lane) * V; j < d; j += 32 * V) {
+    float v[V];
+    load_vec<T, V>(x + i * d + j, v);
+#pragma unroll
+    for (int u = 0; u < V; ++u) v[u] *= si;
+    store_vec<T, V>(out + i * d + j, v);
+  }
+}
+
+__global__ void pair_values_to_rows_kernel(const float* per_pair, const int32_t* order, int64_t m, float* per_row) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < m) per_row[i] = per_pair[order[i]];
+}
+
+__global__ void rows_to_pair_values_kernel(const float* per_row, const int32_t* order, int64_t m, float* per_pair) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < m) per_pair[order[i]] = per_row[i];
+}
+
+// ---- router losses: column sums of p per chunk of rows, then one block in a fixed order ----
+
+constexpr int kLossChunkRows = kThreads;
+
+// partial (chunks, E + 1) doubles: column sums of p over the chunk's rows, then Σ lse².
+__global__ void router_loss_partials_kernel(const float* probs, const float* lse, int64_t n, int E, double* partial) {
+  const int64_t r0 = blockIdx.x * int64_t(kLossChunkRows);
+  const int64_t r1 = r0 + kLossChunkRows < n ? r0 + kLossChunkRows : n;
+  double* out = partial + blockIdx.x * int64_t(E + 1);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    double s = 0.0;
+    for (int64_t r = r0; r < r1; ++r) s += probs[r * E + e];
+    out[e] = s;
+  }
+  // Σ lse² over the chunk: one row per thread, then a fixed tree over the block.
+  __shared__ double tree[kThreads];
+  const int64_t r = r0 + threadIdx.x;
+  const double l = r < r1 ? double(lse[r]) : 0.0;
+  tree[threadIdx.x] = l * l;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (int(threadIdx.x) < half) tree[threadIdx.x] += tree[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[E] = tree[0];
+}
+
+__global__ void router_loss_finish_kernel(const double* partial, int64_t chunks, const float* f, const uint8_t* remote,
+                                          int E, double* out) {
+  __shared__ double column[kMaxRouterExperts + 1];  // Σ_t p_te, then Σ_t lse²
+  for (int e = threadIdx.x; e <= E; e += blockDim.x) {
+    double s = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) s += partial[c * (E + 1) + e];
+    column[e] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double aux = 0.0, far = 0.0;
+    for (int e = 0; e < E; ++e) {
+      aux += double(f[e]) * column[e];
+      if (remote && remote[e]) far += column[e];
+    }
+    out[0] = aux;
+    out[1] = column[E];
+    out[2] = far;
+  }
+}
+
+int64_t loss_chunks(int64_t n) { return (n + kLossChunkRows - 1) / kLossChunkRows; }
+
+// ---- router backward, one warp per token ----
+
+__global__ void router_backward_kernel(const float* probs, const float* lse, const int32_t* choice, const float* dgate,
+                                       const float* f, const uint8_t* remote, int64_t n, int E, int k, float aux_w,
+                                       float z_w, float loc_w, float* dlogits) {
+  const int64_t t = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
+  if (t >= n) return;
+  const int lane = threadIdx.x % 32;
+  const float* p = probs + t * E;
+  float pv[kExpertsPerLane], dp[kExpertsPerLane];
+#pragma unroll
+  for (int i = 0; i < kExpertsPerLane; ++i) {
+    const int e = lane + 32 * i;
+    pv[i] = e < E ? p[e] : 0.f;
+    dp[i] = e < E ? aux_w * f[e] : 0.f;                        // aux: aux_coef·E·f_e/n
+    if (e < E && remote && remote[e]) dp[i] += loc_w;          // locality: experts elsewhere
+  }
+  // gates g_q = p_{c_q}/S: dp_{c_q} += (dg_q − Σ_r dg_r·g_r)/S
+  const int32_t* ch = choice + t * k;
+  const float* dg = dgate + t * k;
+  float s = 0.f, dot = 0.f;
+  for (int q = 0; q < k; ++q) s += p[ch[q]];
+  for (int q = 0; q < k; ++q) dot += dg[q] * p[ch[q]] / s;
+  for (int q = 0; q < k; ++q) {
+    const float add = (dg[q] - dot) / s;
+#pragma unroll
+    for (int i = 0; i < kExpertsPerLane; ++i)
+      if (lane + 32 * i == ch[q]) dp[i] += add;
+  }
+  // softmax: dl_e = p_e·(dp_e − Σ p·dp); z: + z_w·lse·p_e
+  float pdp = 0.f;
+#pragma unroll
+  for (int i = 0; i < kExpertsPerLane; ++i) pdp += pv[i] * dp[i];
+  pdp = warp_sum(pdp);
+  const float zl = z_w * lse[t];
+  float* dl = dlogits + t * E;
+#pragma unroll
+  for (int i = 0; i < kExpertsPerLane; ++i) {
+    const int e = lane + 32 * i;
+    if (e < E) dl[e] = pv[i] * (dp[i] - pdp) + zl * pv[i];
+  }
+}
+
+template <typename T>
+constexpr int kVec = 16 / sizeof(T);
+
+}  // namespace
+
+void router_softmax_topk(const float* logits, int64_t n, int E, int k, float* probs, float* lse, int32_t* expert,
+                         float* gate, cudaStream_t stream) {
+  check_router_shape("router_softmax_topk", n, E, k);
+  if (n == 0) return;
+  router_softmax_topk_kernel<<<warp_blocks(n), kThreads, 0, stream>>>(logits, n, E, k, probs, lse, expert, gate);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+size_t moe_sort_pairs_workspace_bytes(int64_t pairs, int E) {
+  check_sort_shape(pairs, E, 0);
+  return sort_workspace(nullptr, pairs, E).total;
+}
+
+void moe_sort_pairs(const int32_t* expert, int64_t pairs, int E, int64_t capacity, int32_t* order,
+                    int32_t* row_of_pair, int64_t* load, int64_t* counts, void* ws, size_t ws_bytes,
+                    cudaStream_t stream) {
+  check_sort_shape(pairs, E, capacity);
+  if (!ws) throw std::invalid_argument("moe_sort_pairs: no workspace");
+  SortWorkspace w = sort_workspace(ws, pairs, E);
+  if (ws_bytes < w.total)
+    throw std::invalid_argument("moe_sort_pairs: workspace of " + std::to_string(ws_bytes) + " bytes, needs " +
+                                std::to_string(w.total) + " (moe_sort_pairs_workspace_bytes)");
+  if (pairs > 0) {
+    sort_keys_kernel<<<blocks_for(pairs, kThreads), kThreads, 0, stream>>>(expert, pairs, E, w.keys_in, w.pairs_in);
+    MOK_CUDA_CHECK_LAUNCH();
+    MOK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(w.cub_temp, w.cub_bytes, w.keys_in, w.keys_out, w.pairs_in,
+                                                   w.pairs_out, static_cast<int>(pairs), 0, key_bits(E), stream));
+  }
+  expert_ranges_kernel<<<1, kThreads, 0, stream>>>(w.keys_out, pairs, E, capacity, w.start_all, w.start_kept, load,
+                                                   counts);
+  MOK_CUDA_CHECK_LAUNCH();
+  if (pairs > 0) {
+    place_pairs_kernel<<<blocks_for(pairs, kThreads), kThreads, 0, stream>>>(
+        w.keys_out, w.pairs_out, pairs, E, capacity, w.start_all, w.start_kept, order, row_of_pair);
+    MOK_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <typename T>
+void gather_rows(const T* src, const int32_t* order, int k, int64_t m, int64_t d, T* out, cudaStream_t stream) {
+  if (m <= 0 || d <= 0) return;
+  if (k < 1) throw std::invalid_argument("gather_rows: top_k must be ≥ 1");
+  if (rows_vectorizable<T>(d, {src, out}))
+    gather_rows_kernel<T, kVec<T>><<<warp_blocks(m), kThreads, 0, stream>>>(src, order, k, m, d, out);
+  else
+    gather_rows_kernel<T, 1><<<warp_blocks(m), kThreads, 0, stream>>>(src, order, k, m, d, out);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void combine_pairs(const T* rows, const int32_t* row_of_pair, const float* gate, int64_t n, int k, int64_t d, T* out,
+                   cudaStream_t stream) {
+  if (n <= 0 || d <= 0) return;
+  if (k < 1) throw std::invalid_argument("combine_pairs: top_k must be ≥ 1");
+  if (rows_vectorizable<T>(d, {rows, out}))
+    combine_pairs_kernel<T, kVec<T>><<<warp_blocks(n), kThreads, 0, stream>>>(rows, row_of_pair, gate, n, k, d, out);
+  else
+    combine_pairs_kernel<T, 1><<<warp_blocks(n), kThreads, 0, stream>>>(rows, row_of_pair, gate, n, k, d, out);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void pair_values_to_rows(const float* per_pair, const int32_t* order, int64_t m, float* per_row, cudaStream_t stream) {
+  if (m <= 0) return;
+  pair_values_to_rows_kernel<<<blocks_for(m, kThreads), kThreads, 0, stream>>>(per_pair, order, m, per_row);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void rows_to_pair_values(const float* per_row, const int32_t* order, int64_t m, int64_t pairs, float* per_pair,
+                         cudaStream_t stream) {
+  if (pairs <= 0) return;
+  MOK_CUDA_CHECK(cudaMemsetAsync(per_pair, 0, size_t(pairs) * sizeof(float), stream));  // 0 bits = 0.0f
+  if (m <= 0) return;
+  rows_to_pair_values_kernel<<<blocks_for(m, kThreads), kThreads, 0, stream>>>(per_row, order, m, per_pair);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void row_dot(const T* a, const T* b, int64_t m, int64_t f, float* out, cudaStream_t stream) {
+  if (m <= 0) return;
+  if (rows_vectorizable<T>(f, {a, b}))
+    row_dot_kernel<T, kVec<T>><<<warp_blocks(m), kThreads, 0, stream>>>(a, b, m, f, out);
+  else
+    row_dot_kernel<T, 1><<<warp_blocks(m), kThreads, 0, stream>>>(a, b, m, f, out);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void scale_rows(const T* x, const float* s, int64_t m, int64_t d, T* out, cudaStream_t stream) {
+  if (m <= 0 || d <= 0) return;
+  if (rows_vectorizable<T>(d, {x, out}))
+    scale_rows_kernel<T, kVec<T>><<<warp_blocks(m), kThreads, 0, stream>>>(x, s, m, d, out);
+  else
+    scale_rows_kernel<T, 1><<<warp_blocks(m), kThreads, 0, stream>>>(x, s, m, d, out);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+size_t router_losses_workspace_bytes(int64_t n, int E) {
+  return size_t(loss_chunks(n)) * size_t(E + 1) * sizeof(double);
+}
+
+void router_losses(const float* probs, const float* lse, const float* f, const uint8_t* remote, int64_t n, int E,
+                   double* out, void* ws, size_t ws_bytes, cudaStream_t stream) {
+  if (n < 0 || E < 1 || E > kMaxRouterExperts)
+    throw std::invalid_argument("router_losses: tokens " + std::to_string(n) + ", experts " + std::to_string(E) +
+                                " (need 1 ≤ experts ≤ " + std::to_string(kMaxRouterExperts) + ")");
+  if (ws_bytes < router_losses_workspace_bytes(n, E))
+    throw std::invalid_argument("router_losses: workspace of " + std::to_string(ws_bytes) + " bytes, needs " +
+                                std::to_string(router_losses_workspace_bytes(n, E)));
+  const int64_t chunks = loss_chunks(n);
+  auto* partial = static_cast<double*>(ws);
+  if (chunks > 0) {
+    router_loss_partials_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(probs, lse, n, E, partial);
+    MOK_CUDA_CHECK_LAUNCH();
+  }
+  router_loss_finish_kernel<<<1, kThreads, 0, stream>>>(partial, chunks, f, remote, E, out);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void router_backward(const float* probs, const float* lse, const int32_t* choice, const float* dgate, const float* f,
+                     const uint8_t* remote, int64_t n, int E, int k, float aux_w, float z_w, float loc_w,
+                     float* dlogits, cudaStream_t stream) {
+  check_router_shape("router_backward", n, E, k);
+  if (n == 0) return;
+  router_backward_kernel<<<warp_blocks(n), kThreads, 0, stream>>>(probs, lse, choice, dgate, f, remote, n, E, k,
+                                                                  aux_w, z_w, loc_w, dlogits);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+#define MOK_MOE_ROUTING_ROWS(T)                                                                                   \
+  template void gather_rows<T>(const T*, const int32_t*, int, int64_t, int64_t, T*, cudaStream_t);               \
+  template void combine_pairs<T>(const T*, const int32_t*, const float*, int64_t, int, int64_t, T*, cudaStream_t); \
+  template void row_dot<T>(const T*, const T*, int64_t, int64_t, float*, cudaStream_t);                          \
+  template void scale_rows<T>(const T*, const float*, int64_t, int64_t, T*, cudaStream_t);
+MOK_MOE_ROUTING_ROWS(float)
+MOK_MOE_ROUTING_ROWS(bf16)
+#undef MOK_MOE_ROUTING_ROWS
+
+}  // namespace mok::cuda
