@@ -16,7 +16,7 @@
 // adds dQ with atomics would need): the price of a fixed summation order.
 #include "kernels/cuda_check.h"
 #include "kernels/flash_attention_launch.h"
-#include "kernels/flash_attention_mma.cuh"
+#include "kernels/flash_attention_tiles.cuh"
 
 #include <cmath>
 

@@ -9,7 +9,7 @@
 // skips a tile whose keys all follow its queries.
 #include "kernels/cuda_check.h"
 #include "kernels/flash_attention_launch.h"
-#include "kernels/flash_attention_mma.cuh"
+#include "kernels/flash_attention_tiles.cuh"
 
 #include <cmath>
 

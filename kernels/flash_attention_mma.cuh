@@ -1,7 +1,7 @@
 #pragma once
-// Warp-level tensor-core pieces of the bf16 flash attention kernels (sm_80+ PTX; built for
-// sm_90): asynchronous global → shared copies, ldmatrix, mma.sync m16n8k16 (bf16 in, float
-// accumulate), and the shared-memory tile loader.
+// The PTX the bf16 flash attention kernels use (sm_80+; built for sm_90): asynchronous
+// global → shared copies, ldmatrix, mma.sync m16n8k16 (bf16 in, float accumulate), exp2 on
+// the special-function unit. Tile and fragment addressing: flash_attention_tiles.cuh.
 //
 // Fragment layouts of mma.m16n8k16 (g = lane / 4, t = lane % 4):
 //   A (16×16, row-major)  a0: (g, 2t..2t+1)  a1: (g+8, 2t..)  a2: (g, 2t+8..)  a3: (g+8, 2t+8..)
@@ -10,9 +10,6 @@
 // Two bf16 per 32-bit register, the lower column (or k) in the low half. The C layout of two
 // neighbouring n-tiles is the A layout of one k-step: scores feed the next product in
 // registers.
-//
-// Shared tiles are row-major with rows of hd + 8 bf16: the 16-byte pad shifts consecutive
-// rows by one 16-byte bank group, so the 8 row addresses of an ldmatrix hit distinct banks.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -75,34 +72,6 @@ __device__ inline float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-}
-
-// A fragment of the 16×16 block at (row0, col0) of a row-major shared tile (ld in elements).
-__device__ inline void load_a(uint32_t (&a)[4], const __nv_bfloat16* tile, int ld, int row0, int col0, int lane) {
-  ldmatrix_x4(a, tile + (row0 + lane % 16) * ld + col0 + (lane / 16) * 8);
-}
-// B fragments of two n-tiles from a tile stored n-major ([n][k], e.g. keys × dims for Q·Kᵀ):
-// n rows n0..n0+15, k columns k0..k0+15. (r[0], r[1]) is n-tile n0, (r[2], r[3]) n-tile n0+8.
-__device__ inline void load_b_nk(uint32_t (&r)[4], const __nv_bfloat16* tile, int ld, int n0, int k0, int lane) {
-  ldmatrix_x4(r, tile + (n0 + (lane / 16) * 8 + lane % 8) * ld + k0 + ((lane / 8) % 2) * 8);
-}
-// B fragments of two n-tiles from a tile stored k-major ([k][n], e.g. keys × dims for P·V):
-// k rows k0..k0+15, n columns n0..n0+15. (r[0], r[1]) is n-tile n0, (r[2], r[3]) n-tile n0+8.
-__device__ inline void load_b_kn(uint32_t (&r)[4], const __nv_bfloat16* tile, int ld, int k0, int n0, int lane) {
-  ldmatrix_x4_trans(r, tile + (k0 + ((lane / 8) % 2) * 8 + lane % 8) * ld + n0 + (lane / 16) * 8);
-}
-
-// Rows [r0, r0 + kRows) of one head (src: row 0 of its columns, row stride ld elements) into
-// a (kRows, kHd + 8) shared tile, 16 bytes per cp.async by all kThreads threads; rows ≥ S
-// zero-filled (their source clamped to row 0, never read).
-template <int kRows, int kHd, int kThreads>
-__device__ inline void load_tile_async(__nv_bfloat16* dst, const __nv_bfloat16* src, long long ld, int r0, int S) {
-  constexpr int kChunks = kHd / 8, kLd = kHd + 8;
-  for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
-    const int r = c / kChunks, part = c % kChunks;
-    const bool valid = r0 + r < S;
-    cp_async_16(dst + r * kLd + part * 8, src + (valid ? r0 + r : 0) * ld + part * 8, valid);
-  }
 }
 
 }  // namespace mok::cuda::mma
