@@ -12,7 +12,7 @@
 #   STEPS=20 (timed)  WARMUP=5 (left out of tokens/s, for mok too)  BATCH, SEQ (override both)
 #   CORPUS=PATH (text for both; default the Brown corpus when found, else random bytes for
 #   the peers and this repository's docs/ for mok)  MEMORY_CAP_GIB (peers only)
-#   PEER_TIMEOUT=600 (s per peer variant)  MOK_TIMEOUT=300 (s per mok run)  PYTHON=python3
+#   PEER_TIMEOUT=300 (s per peer variant)  MOK_TIMEOUT=300 (s per mok run)  PYTHON=python3
 #   PEER_ARGS (more options for the peers script)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
@@ -36,8 +36,12 @@ trap 'rm -rf "$SCRATCH"' EXIT
 section() { printf '\n==== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
 section "device"
-nvidia-smi -L || echo "nvidia-smi: not available"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || true
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi -L
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+else
+  echo "nvidia-smi: not available"
+fi
 
 section "libraries"
 "$PYTHON" - <<'EOF' || echo "python3 with torch: not available"
@@ -87,7 +91,7 @@ if [ -n "${MEMORY_CAP_GIB:-}" ]; then CAP_ARGS=(--device-memory-cap "$MEMORY_CAP
 section "PyTorch peers"
 # shellcheck disable=SC2086  # PEER_ARGS is a list of options
 "$PYTHON" "$PEERS" --shapes "$SHAPES" --variants "$VARIANTS" --steps "$STEPS" --warmup "$WARMUP" \
-  "${SIZE_ARGS[@]}" "${PEER_DATA[@]}" "${CAP_ARGS[@]}" --variant-timeout "${PEER_TIMEOUT:-600}" \
+  "${SIZE_ARGS[@]}" "${PEER_DATA[@]}" "${CAP_ARGS[@]}" --variant-timeout "${PEER_TIMEOUT:-300}" \
   --json "$OUT_DIR/peers.json" --log-dir "$OUT_DIR/peer_logs" ${PEER_ARGS:-} \
   || echo "peers: exited with $?"
 
