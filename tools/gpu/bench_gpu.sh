@@ -10,8 +10,8 @@
 # goes on. Settings through the environment:
 #   SHAPES=dense,moe8,moe64  VARIANTS=eager,compiled,loop,grouped,grouped-compiled
 #   STEPS=20 (timed)  WARMUP=5 (left out of tokens/s, for mok too)  BATCH, SEQ (override both)
-#   CORPUS=PATH (text for both; default the Brown corpus when found, else random bytes for
-#   the peers and this repository's docs/ for mok)  MEMORY_CAP_GIB (peers only)
+#   CORPUS=PATH (text for both; default the Brown corpus when found, else this repository's
+#   core/ sources)  MEMORY_CAP_GIB (peers only)
 #   PEER_TIMEOUT=300 (s per peer variant)  MOK_TIMEOUT=300 (s per mok run)  PYTHON=python3
 #   PEER_ARGS (more options for the peers script)
 set -uo pipefail
@@ -78,8 +78,9 @@ elif [ -n "$BROWN" ]; then
   PEER_DATA=(--corpus "$BROWN")
   echo "text: the Brown corpus at $BROWN (both)"
 else
-  MOK_DATA=(--set "data.corpus=$ROOT/docs")
-  echo "text: no Brown corpus found; peers on random bytes, mok on $ROOT/docs (throughput only)"
+  # this repository's C++ sources: 1.2 MB of UTF-8 text that always travels with the tree
+  PEER_DATA=(--corpus "$ROOT/core"); MOK_DATA=(--set "data.corpus=$ROOT/core")
+  echo "text: no Brown corpus found; both read $ROOT/core (throughput only)"
 fi
 
 SIZE_ARGS=(); MOK_SIZE=()

@@ -413,7 +413,9 @@ def run_variant(s, variant, args):
         if not hasattr(torch, "compile"):
             raise RuntimeError(f"torch.compile is not available in torch {torch.__version__}")
         import torch._dynamo
-        torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+        for limit in ("recompile_limit", "cache_size_limit"):  # the name changed across versions
+            if hasattr(torch._dynamo.config, limit):
+                setattr(torch._dynamo.config, limit, max(64, getattr(torch._dynamo.config, limit)))
         if args.compile_scope == "block":
             # one compiled graph per block kind (the blocks share code) and one for the head
             for i in range(len(model.blocks)):
