@@ -4,6 +4,8 @@
 #include <string>
 
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_types.h"
+#include "kernels/elementwise.h"
 
 namespace mok::cuda {
 namespace {
@@ -191,17 +193,20 @@ void LtGemm::scale_only(int64_t m, int64_t n, float beta, void* c, int64_t ldc, 
     MOK_CUDA_CHECK(cudaMemset2DAsync(c, size_t(ldc) * es, 0, size_t(n) * es, size_t(m), stream));
     return;
   }
-  // C = beta·C through cuBLASLt's elementwise transform, in place (column-major (n, m)).
-  cublasLtMatrixTransformDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t layout = nullptr;
-  MOK_CUBLAS_CHECK(cublasLtMatrixTransformDescCreate(&desc, CUDA_R_32F));
-  MOK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, cuda_type(c_type), n, m, ldc));
-  const float zero = 0.f;
-  const cublasStatus_t status =
-      cublasLtMatrixTransform(handle_, desc, &beta, c, layout, &zero, nullptr, nullptr, c, layout, stream);
-  cublasLtMatrixLayoutDestroy(layout);
-  cublasLtMatrixTransformDescDestroy(desc);
-  MOK_CUBLAS_CHECK(status);
+  // C = beta·C with the elementwise scale kernel: one call over C when its rows are
+  // contiguous, else one per row (k = 0 or alpha = 0 only: never on a training path).
+  auto scale_rows = [&](void* p, int64_t count) {
+    if (c_type == GemmType::f32) {
+      scale<float>(static_cast<float*>(p), beta, static_cast<float*>(p), count, stream);
+    } else {
+      scale<bf16>(static_cast<bf16*>(p), beta, static_cast<bf16*>(p), count, stream);
+    }
+  };
+  if (ldc == n) {
+    scale_rows(c, m * n);
+  } else {
+    for (int64_t r = 0; r < m; ++r) scale_rows(static_cast<char*>(c) + size_t(r) * ldc * es, n);
+  }
 }
 
 void LtGemm::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,

@@ -25,4 +25,7 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& config)
 // with a message when the spec is malformed or names a layer ≥ layers.
 std::vector<bool> parse_moe_layers(const std::string& spec, int layers);
 
+// parallel.gpus: "2,3" → {2, 3}; empty when the text is not a comma list of indices ≥ 0.
+std::vector<int> parse_gpu_list(const std::string& spec);
+
 }  // namespace mok

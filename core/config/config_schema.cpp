@@ -244,6 +244,11 @@ std::vector<ConfigKeySpec> build_schema() {
           .range(0, 1 << 30));
   add(key("train.log_every", &E::train, &TrainConfig::log_every, "steps between metric rows")
           .range(1, 1 << 30));
+  add(key("train.precision", &E::train, &TrainConfig::precision,
+          "element type of activations and of the weights' compute copies: `fp32`, or `bf16` on a GPU "
+          "(master weights, optimizer state, losses and router probabilities stay fp32); `auto` = bf16 on "
+          "a GPU, fp32 on the CPU")
+          .one_of({"auto", "fp32", "bf16"}));
 
   add(key("kittens.mode", &E::kittens, &KittensConfig::mode,
           "`exact` saves activations as they are; `kitten` saves compact copies")
@@ -352,6 +357,8 @@ std::vector<ConfigKeySpec> build_schema() {
 
   add(key("parallel.device", &E::parallel, &ParallelConfig::device, "where the model runs")
           .one_of({"cpu", "cuda"}));
+  add(key("parallel.gpus", &E::parallel, &ParallelConfig::gpus,
+          "device cuda: the GPU of each rank as a comma list of indices (`2,3`); empty: rank r on cuda:r"));
   add(key("parallel.ranks", &E::parallel, &ParallelConfig::ranks,
           "expert-parallel ranks; experts must be a multiple")
           .range(1, 4096));

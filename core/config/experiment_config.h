@@ -60,6 +60,7 @@ struct TrainConfig {
   int eval_batches = 8;        // validation batches per pass
   int checkpoint_every = 0;    // steps between checkpoints; 0 → only the final one
   int log_every = 1;           // steps between metric rows
+  std::string precision = "auto";  // auto | fp32 | bf16: activations and compute copies of weights
 
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
 };
@@ -134,6 +135,7 @@ struct ParallelConfig {
   double link_latency_us = 0.0;  // emulated per-message latency
   bool link_sleep = false;       // also sleep for the emulated link time (else only modeled)
   std::string expert_placement = "contiguous";  // contiguous | round_robin | "0,0,1,1" (owner per expert)
+  std::string gpus;              // device cuda: GPU index per rank, "2,3"; "" → rank r on cuda:r
 
   friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };

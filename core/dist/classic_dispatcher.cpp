@@ -32,13 +32,15 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
                                 std::to_string(bank.size()));
   const int64_t n = x.dim(0), d = x.dim(1);
   const int k = r.k;
+  const int32_t* expert = r.expert.data_as<int32_t>();  // (n·k) host
+  const real* gate = r.gate.data();                      // (n·k) host
   const std::vector<int>& mine = placement_.experts_on(me);
   const int L = static_cast<int>(mine.size());
 
   // Send plan: per destination rank, per expert it owns (ascending), pairs in token order.
   std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(E));
   for (int64_t p = 0; p < n * k; ++p)
-    if (r.expert[p] >= 0) by_expert[r.expert[p]].push_back(p);
+    if (expert[p] >= 0) by_expert[expert[p]].push_back(p);
   send_pairs_.clear();
   send_rows_.assign(R, 0);
   std::vector<int64_t> count_msg;      // per destination: rows per expert it owns
@@ -86,7 +88,7 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   // 3. gates for the owner's backward.
   if (keep) {
     std::vector<real> send_gate(static_cast<size_t>(sent_total));
-    for (int64_t i = 0; i < sent_total; ++i) send_gate[i] = r.gate[send_pairs_[i]];
+    for (int64_t i = 0; i < sent_total; ++i) send_gate[i] = gate[send_pairs_[i]];
     recv_gate_.assign(static_cast<size_t>(recv_total), real(0));
     comm_.all_to_all_v(send_gate.data(), send_rows_, recv_gate_.data(), recv_rows_,
                        CommPurpose::control);
@@ -137,7 +139,7 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
       std::memcpy(per_pair.data() + send_pairs_[i] * d, got_y.data() + i * d, d * sizeof(real));
   });
   Tensor y({n, d});
-  combine_pairs(per_pair, r.expert, r.gate.data(), n, k, d, y);
+  combine_pairs(per_pair, expert, gate, n, k, d, y);
 
   counts_.pairs = sent_total;
   counts_.pairs_to_rank = send_rows_;
@@ -147,14 +149,15 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   k_ = k;
   kept_ = keep;
   if (keep) {
-    pair_expert_ = r.expert;
+    pair_expert_.assign(expert, expert + n * k);
   } else {
     recv_gate_.clear();
   }
   return y;
 }
 
-Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector<real>& dgate) {
+Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate_out) {
+  std::vector<real> dgate;  // (n·k), handed out as a host tensor at the end
   if (!kept_) throw std::logic_error("ClassicDispatcher::backward without a kept forward");
   const int R = comm_.size(), me = comm_.rank();
   const int64_t n = n_, d = dy.dim(1);
@@ -189,7 +192,7 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vect
     for (int s = 0; s < R; ++s) m += recv_counts_[static_cast<size_t>(s) * L + l];
     if (m == 0) continue;
     Tensor dye({m, d});
-    std::vector<real> ge(static_cast<size_t>(m)), dge(static_cast<size_t>(m));
+    Tensor ge({m}), dge({m});
     int64_t row = 0;
     for (int s = 0; s < R; ++s) {
       const int64_t c = recv_counts_[static_cast<size_t>(s) * L + l], off = recv_offset(s, l);
@@ -199,7 +202,7 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vect
       }
       row += c;
     }
-    Tensor dxe = bank.experts[e]->backward_gated(dye, ge.data(), dge.data());
+    Tensor dxe = bank.experts[e]->backward_gated(dye, &ge, &dge);
     row = 0;
     for (int s = 0; s < R; ++s) {
       const int64_t c = recv_counts_[static_cast<size_t>(s) * L + l], off = recv_offset(s, l);
@@ -229,8 +232,10 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vect
     }
   });
   Tensor dx({n, d});
-  combine_pairs(per_pair_dx, pair_expert_, nullptr, n, k, d, dx);  // gates already applied
+  combine_pairs(per_pair_dx, pair_expert_.data(), nullptr, n, k, d, dx);  // gates already applied
 
+  dgate_out = Tensor({static_cast<int64_t>(dgate.size())});
+  std::copy(dgate.begin(), dgate.end(), dgate_out.data());
   kept_ = false;
   recv_gate_.clear();
   pair_expert_.clear();

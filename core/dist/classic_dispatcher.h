@@ -48,7 +48,7 @@ class ClassicDispatcher final : public ExpertDispatcher {
 
   Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank,
                  bool keep) override;
-  Tensor backward(const Tensor& dy, ExpertBank& bank, std::vector<real>& dgate) override;
+  Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) override;
   std::string name() const override { return "classic"; }
 
   const DispatchCounts& last_counts() const { return counts_; }

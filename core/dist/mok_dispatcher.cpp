@@ -140,6 +140,8 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
                                 std::to_string(bank.size()));
   const int64_t n = x.dim(0), d = x.dim(1);
   const int k = r.k;
+  const int32_t* expert = r.expert.data_as<int32_t>();  // (n·k) host
+  const real* gate = r.gate.data();                      // (n·k) host
   const std::vector<int>& mine = placement_.experts_on(me);
   const int L = static_cast<int>(mine.size());
   fwd_before_ = comm_.stats();
@@ -162,11 +164,11 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   std::vector<double> rows(static_cast<size_t>(E), 0.0);
   for (int64_t t = 0; t < n; ++t)
     for (int s = 0; s < k; ++s) {
-      const int e = r.expert[t * k + s];
+      const int e = expert[t * k + s];
       if (e < 0 || owner[e] == me) continue;
       int m = 0;
       for (int q = 0; q < k; ++q) {
-        const int eq = r.expert[t * k + q];
+        const int eq = expert[t * k + q];
         m += eq >= 0 && owner[eq] == owner[e];
       }
       rows[e] += 1.0 / m;
@@ -193,7 +195,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   std::vector<int32_t> send_entry;
   std::vector<real> send_gate;
   for (int64_t p = 0; p < n * k; ++p) {
-    const int e = r.expert[p];
+    const int e = expert[p];
     if (e < 0) continue;
     log_.pairs++;
     if (owner[e] == me) {
@@ -212,7 +214,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       size_t base = 0;
       for (int s = 0; s < k; ++s) {
         const int64_t p = t * k + s;
-        const int e = r.expert[p];
+        const int e = expert[p];
         if (e < 0 || owner[e] != q || shadow_index[e] >= 0) continue;
         if (j == 0) {
           base = send_slot_.size();
@@ -226,7 +228,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
         }
         send_slot_[base + j] = s;
         send_entry[base + j] = placement_.local_index(e);
-        send_gate[base + j] = r.gate[p];
+        send_gate[base + j] = gate[p];
         ++j;
       }
     }
@@ -242,7 +244,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   {
     std::vector<int64_t> packed(static_cast<size_t>(E), 0);
     for (int64_t p = 0; p < n * k; ++p)
-      if (r.expert[p] >= 0) packed[r.expert[p]] += 2;
+      if (expert[p] >= 0) packed[expert[p]] += 2;
     for (int e = 0; e < E; ++e) packed[e] += my_decision[e];
     int64_t my_rows = 0;
     for (int q = 0; q < R; ++q) my_rows += send_rows_[q];
@@ -437,7 +439,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     Tensor yse = shadows_.at(my_shadowed_[i])->forward(xe, keep);
     parallel_for(static_cast<int64_t>(pairs.size()), 64, [&](int64_t i0, int64_t i1) {
       for (int64_t m = i0; m < i1; ++m) {
-        const real g = r.gate[pairs[m]];
+        const real g = gate[pairs[m]];
         real* dst = parts.data() + pairs[m] * d;
         const real* src = yse.data() + m * d;
         for (int64_t c = 0; c < d; ++c) dst[c] = g * src[c];
@@ -494,7 +496,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   row_bytes_ = d * static_cast<int64_t>(sizeof(real));
   kept_ = keep;
   if (keep) {
-    gate_ = r.gate;
+    gate_.assign(gate, gate + n * k);
     finish_log(fwd_before_, false);
   } else {
     recv_gate_.clear();
@@ -504,7 +506,8 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   return y;
 }
 
-Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector<real>& dgate) {
+Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate_out) {
+  std::vector<real> dgate;  // (n·k), handed out as a host tensor at the end
   if (!kept_) throw std::logic_error("MokDispatcher::backward without a kept forward");
   const int R = comm_.size(), me = comm_.rank();
   const int E = placement_.experts();
@@ -553,9 +556,9 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector<r
     sc.up().weight().grad.zero();
     sc.down().weight().grad.zero();
     Tensor dye = gather(dy, pairs, k, d);
-    std::vector<real> ge(static_cast<size_t>(m)), dge(static_cast<size_t>(m));
+    Tensor ge({m}), dge({m});
     for (int64_t j = 0; j < m; ++j) ge[j] = gate_[pairs[j]];
-    Tensor dxs = sc.backward_gated(dye, ge.data(), dge.data());
+    Tensor dxs = sc.backward_gated(dye, &ge, &dge);
     for (int64_t j = 0; j < m; ++j) {
       dgate[pairs[j]] = dge[j];
       std::memcpy(parts.data() + pairs[j] * d, dxs.data() + j * d, d * sizeof(real));
@@ -571,9 +574,9 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector<r
       if (expert_chunk(l, L, C) != c || entries.empty()) continue;
       const int64_t m = static_cast<int64_t>(entries.size());
       Tensor dye = gather(recv_dy, entry_rows(entries, k, recv_cmb_), 1, d);
-      std::vector<real> ge(static_cast<size_t>(m)), dge(static_cast<size_t>(m));
+      Tensor ge({m}), dge({m});
       for (int64_t i = 0; i < m; ++i) ge[i] = recv_gate_[entries[i]];
-      dxe[l] = bank.experts[mine[l]]->backward_gated(dye, ge.data(), dge.data());
+      dxe[l] = bank.experts[mine[l]]->backward_gated(dye, &ge, &dge);
       for (int64_t i = 0; i < m; ++i) back_dgate[entries[i]] = dge[i];
     }
     const std::vector<int64_t>& done = recv_done_bwd_[c];
@@ -668,6 +671,8 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, std::vector<r
   Tensor dx({n, d});
   sum_heads(parts, head_of_, n, k, d, dx);
 
+  dgate_out = Tensor({static_cast<int64_t>(dgate.size())});
+  std::copy(dgate.begin(), dgate.end(), dgate_out.data());
   finish_log(fwd_before_, true);
   kept_ = false;
   recv_gate_.clear();

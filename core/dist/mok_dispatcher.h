@@ -85,7 +85,7 @@ class MokDispatcher final : public ExpertDispatcher {
 
   Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank,
                  bool keep) override;
-  Tensor backward(const Tensor& dy, ExpertBank& bank, std::vector<real>& dgate) override;
+  Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) override;
   std::string name() const override { return "mok"; }
 
   // The last dispatch on this rank (complete after backward when training).

@@ -1,7 +1,7 @@
-// The exact policy: keep X as it is and form dW += scale · Xᵀ·dY with one GEMM.
+// The exact policy: keep X as it is (on its device) and form dW += scale · Xᵀ·dY with one GEMM.
 #include <stdexcept>
 
-#include "core/backend/gemm.h"
+#include "core/backend/exec_context.h"
 #include "core/kittens/saved_linear_input.h"
 
 MOK_NN_BEGIN
@@ -25,8 +25,7 @@ class ExactSavedLinearInput final : public SavedLinearInput {
                                   ", dY " + dy.shape_string() + ", dW " + dw.shape_string() +
                                   " do not match");
     // dW(d_in, d_out) += scale · X(n, d_in)ᵀ · dY(n, d_out)
-    gemm(true, false, d_in, d_out, n, scale, x_.data(), d_in, dy.data(), d_out, real(1), dw.data(),
-         d_out);
+    ExecContext::current().ops().gemm(true, false, d_in, d_out, n, scale, x_, d_in, dy, d_out, 1.0, dw, d_out);
     x_.reset();
   }
 

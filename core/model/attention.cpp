@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/backend/causal_attention.h"
+#include "core/backend/exec_context.h"
 #include "core/util/thread_pool.h"
 
 MOK_NN_BEGIN
@@ -22,14 +23,15 @@ Attention::Attention(const std::string& prefix, int64_t d, int heads, double ini
 }
 
 Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool keep_input) {
+  const ExecContext& cx = ExecContext::current();
   const int64_t n = static_cast<int64_t>(batch) * seq;
   Tensor qkv = qkv_.forward(x, keep && keep_input,
                             qkv_saved_.output_tag(keep));
-  rope_apply(qkv.data(), n, 3 * d_, 2 * heads_, seq, 0, *rope_, false);  // q and k heads
-  Tensor o = Tensor::uninitialized({n, d_});
+  cx.ops().rope_(qkv, n, 3 * d_, 2 * heads_, seq, 0, *rope_, false);  // q and k heads
+  Tensor o = cx.activation({n, d_});
   Tensor lse;
-  if (keep) lse = Tensor::uninitialized({batch, heads_, seq}, MemTag{MemCategory::saved_activations, layer_, "attn.lse"});
-  causal_attention_forward(qkv.data(), batch, seq, heads_, hd_, o.data(), keep ? lse.data() : nullptr);
+  if (keep) lse = cx.empty({batch, heads_, seq}, kRealDType, MemTag{MemCategory::saved_activations, layer_, "attn.lse"});
+  cx.ops().attention_forward(qkv, batch, seq, heads_, hd_, o, keep ? &lse : nullptr);
   Tensor y = out_.forward(o, keep);
   if (keep) {
     qkv_saved_.keep(std::move(qkv));
@@ -41,14 +43,14 @@ Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool k
 }
 
 Tensor Attention::backward(const Tensor& dy, const Tensor* recomputed_x) {
+  const ExecContext& cx = ExecContext::current();
   const int64_t n = static_cast<int64_t>(batch_) * seq_;
   Tensor d_o = out_.backward(dy);
-  Tensor dqkv = Tensor::uninitialized({n, 3 * d_});  // every column block written by its head
-  causal_attention_backward(qkv_saved_.get().data(), d_o.data(), lse_.data(), batch_, seq_, heads_, hd_,
-                            dqkv.data());
+  Tensor dqkv = cx.activation({n, 3 * d_});  // every column block written by its head
+  cx.ops().attention_backward(qkv_saved_.get(), d_o, lse_, batch_, seq_, heads_, hd_, dqkv);
   qkv_saved_.reset();
   lse_.reset();
-  rope_apply(dqkv.data(), n, 3 * d_, 2 * heads_, seq_, 0, *rope_, true);
+  cx.ops().rope_(dqkv, n, 3 * d_, 2 * heads_, seq_, 0, *rope_, true);
   Tensor dx = qkv_.input_grad(dqkv);
   qkv_.weight_grad(dqkv, recomputed_x);
   return dx;

@@ -1,6 +1,6 @@
 #pragma once
 // Cross-entropy over the logits with a fused log-softmax; mean over scored targets.
-//   logits (n, vocab), targets (n) (negative = not scored) → loss (nats)
+//   logits (n, vocab), targets (n, host; negative = not scored) → loss (nats, host)
 // Keeps softmax − onehot in the logits' own buffer ("ce.grad", layer −1, n·vocab): the
 // gradient is complete at forward, backward only scales it.
 

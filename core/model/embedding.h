@@ -1,6 +1,7 @@
 #pragma once
 // Token embedding: x[t] = W[token[t]].
-//   tokens (n) → x (n, d); W (vocab, d). Keeps the token ids (n int32, "embed.tokens").
+//   tokens (n, host) → x (n, d); W (vocab, d). Keeps the token ids (n int32 on the layer's
+//   device, "embed.tokens").
 
 #include <cstdint>
 
@@ -18,8 +19,7 @@ class Embedding {
 
  private:
   Parameter w_;       // (vocab, d)
-  ByteBuffer tokens_; // (n) int32, saved_activations layer −1 "embed.tokens"
-  int64_t n_ = 0;
+  Tensor tokens_;     // (n) i32, saved_activations layer −1 "embed.tokens"
 };
 
 MOK_NN_END

@@ -13,7 +13,8 @@
 //   forward:  y[t] = Σ_{s=0..k−1, expert(t,s) ≥ 0} gate(t,s) · E_{expert(t,s)}(x[t])
 //             summed in slot order, no atomics. Each expert sees its tokens in token order.
 //   backward: given dy (n, d): returns dx (n, d) of the routed part (summed in slot order),
-//             writes dgate(t,s) = dy[t] · E_{expert(t,s)}(x[t]) (0 for dropped pairs), and
+//             writes dgate (n·k, `real`, on the layer's device) with
+//             dgate(t,s) = dy[t] · E_{expert(t,s)}(x[t]) (0 for dropped pairs), and
 //             adds every expert's weight gradients into its Parameter::grad.
 // Forward with keep = true keeps what backward needs (inside the experts, tagged
 // "moe.expert.*"); backward frees it. Results must not depend on the thread count.
@@ -22,44 +23,40 @@
 #include <string>
 #include <vector>
 
-#include "core/model/swiglu_mlp.h"
+#include "core/model/expert_bank.h"
 #include "core/routing/routing_decision.h"
 
 MOK_NN_BEGIN
-
-// The routed experts of one layer, indexed by global expert id. On a rank that does not
-// hold expert e, experts[e] is null.
-struct ExpertBank {
-  std::vector<std::unique_ptr<SwiGluMlp>> experts;
-  int size() const { return static_cast<int>(experts.size()); }
-};
 
 class ExpertDispatcher {
  public:
   virtual ~ExpertDispatcher() = default;
   virtual Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank,
                          bool keep) = 0;
-  virtual Tensor backward(const Tensor& dy, ExpertBank& bank, std::vector<real>& dgate) = 0;
+  virtual Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) = 0;
   virtual std::string name() const = 0;
 };
 
-// The combine every dispatcher shares: dst (n, d) row t = Σ_s scale[t·k+s] · per_pair[t·k+s]
-// over the k slots in slot order (no atomics, so the result is deterministic); slots whose
-// expert is < 0 (dropped) are skipped; scale null → 1 (e.g. when gates are already applied).
-void combine_pairs(const Tensor& per_pair, const std::vector<int32_t>& expert, const real* scale,
+// The host combine of the per-expert dispatchers (core/parallel): dst (n, d) row t =
+// Σ_s scale[t·k+s] · per_pair[t·k+s] over the k slots in slot order (no atomics, so the result
+// is deterministic); slots whose expert (n·k) is < 0 (dropped) are skipped; scale null → 1
+// (e.g. when gates are already applied). Host tensors of `real`.
+void combine_pairs(const Tensor& per_pair, const int32_t* expert, const real* scale,
                    int64_t n, int k, int64_t d, Tensor& dst);
 
-// All experts on this rank: gather each expert's tokens, run it, combine.
+// All experts on this rank, stacked: gather the routed rows sorted by expert (the router's
+// PairOrder), run every expert with grouped matrix products, combine. Runs through the
+// rank's Ops on any device; needs a stacked bank (make_stacked_expert_bank).
 class LocalDispatcher final : public ExpertDispatcher {
  public:
   Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep) override;
-  Tensor backward(const Tensor& dy, ExpertBank& bank, std::vector<real>& dgate) override;
+  Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) override;
   std::string name() const override { return "local"; }
 
  private:
-  // Kept between forward and backward: pairs per expert (token order) and gates.
-  std::vector<std::vector<int64_t>> pairs_;  // [expert] → pair indices t·k + s
-  std::vector<real> gate_;                   // (n·k)
+  // Kept between forward and backward: the pair order and the gates.
+  Tensor order_, row_of_pair_;  // (m), (n·k) i32
+  Tensor gate_;                 // (n·k)
   int64_t n_ = 0;
   int k_ = 0;
 };

@@ -1,6 +1,8 @@
 #pragma once
 // Deterministic parameter creation: values come from the counter RNG with one stream per
-// parameter name, so adding or reordering parameters never shifts the others' values.
+// parameter name, so adding or reordering parameters never shifts the others' values. They
+// are drawn on the host and placed on the device of the current ExecContext (with a compute
+// copy when its compute dtype is not `real`), so every device starts from the same values.
 
 #include <cstdint>
 #include <string>
@@ -15,5 +17,15 @@ uint64_t parameter_stream(const std::string& name);  // FNV-1a of the name
 // value ~ N(0, std²) (std > 0), or filled with `fill` when std == 0. grad zeroed, same shape.
 Parameter make_parameter(const std::string& name, std::vector<int64_t> shape, double std,
                          uint64_t seed, real fill = 0, bool weight_decay = true, bool expert = false);
+
+// Fills `out` (numel values, host) with the values make_parameter(name, …) would draw.
+void draw_parameter_values(const std::string& name, double std, uint64_t seed, real fill, real* out, int64_t numel);
+
+// A parameter whose value, grad and compute copy are views of stacked tensors (e.g. one expert
+// of an (E, d, 2f) stack); its values are drawn by name as make_parameter's would be.
+// `compute_stack` is empty when the context has no compute copies.
+Parameter make_parameter_view(const std::string& name, const Tensor& value_stack, const Tensor& grad_stack,
+                              const Tensor& compute_stack, int64_t offset, std::vector<int64_t> shape,
+                              double std, uint64_t seed, bool weight_decay, bool expert);
 
 MOK_NN_END

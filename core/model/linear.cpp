@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "core/backend/gemm.h"
+#include "core/backend/exec_context.h"
 #include "core/model/init.h"
 
 MOK_NN_BEGIN
@@ -25,18 +25,23 @@ Linear::Linear(const std::string& name, int64_t d_in, int64_t d_out, double init
     : w_(make_parameter(name, {d_in, d_out}, init_std, seed, 0, true, expert)),
       layer_(layer), kind_(std::move(kind)) {}
 
+Linear::Linear(Parameter weight, int layer, std::string kind)
+    : w_(std::move(weight)), layer_(layer), kind_(std::move(kind)) {}
+
 void Linear::set_policy(SavedInputPolicy* policy) {
   policy_ = policy;
   saved_.reset();
 }
 
-Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag) {
+Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag, bool real_output) {
+  const ExecContext& cx = ExecContext::current();
   const int64_t n = x.dim(0);
   if (x.numel() != n * d_in())
     throw std::invalid_argument("Linear " + w_.name + ": input " + x.shape_string() +
                                 " does not have " + std::to_string(d_in()) + " columns");
-  Tensor y = Tensor::uninitialized({n, d_out()}, std::move(out_tag));  // GEMM with beta 0
-  matmul(x.data(), w_.value.data(), y.data(), n, d_in(), d_out());
+  // GEMM with beta 0: every element written
+  Tensor y = cx.empty({n, d_out()}, real_output ? kRealDType : cx.compute_dtype(), std::move(out_tag));
+  cx.ops().gemm(false, false, n, d_out(), d_in(), 1.0, x, d_in(), w_.compute(), d_out(), 0.0, y, d_out());
   if (keep) {
     if (!saved_) saved_ = policy_ ? policy_->make(layer_, kind_) : make_exact_saved_linear_input();
     saved_->save(x, MemTag{MemCategory::saved_activations, layer_, kind_});
@@ -45,17 +50,18 @@ Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag) {
 }
 
 Tensor Linear::input_grad(const Tensor& dy) const {
+  const ExecContext& cx = ExecContext::current();
   const int64_t n = dy.dim(0);
-  Tensor dx = Tensor::uninitialized({n, d_in()});
-  matmul_nt(dy.data(), w_.value.data(), dx.data(), n, d_out(), d_in());
+  Tensor dx = cx.activation({n, d_in()});
+  cx.ops().gemm(false, true, n, d_in(), d_out(), 1.0, dy, d_out(), w_.compute(), d_out(), 0.0, dx, d_in());
   return dx;
 }
 
 void Linear::weight_grad(const Tensor& dy, const Tensor* recomputed_x) {
   if (recomputed_x) {
     const int64_t n = dy.dim(0);
-    gemm(true, false, d_in(), d_out(), n, real(1), recomputed_x->data(), d_in(), dy.data(), d_out(),
-         real(1), w_.grad.data(), d_out());
+    ExecContext::current().ops().gemm(true, false, d_in(), d_out(), n, 1.0, *recomputed_x, d_in(), dy, d_out(), 1.0,
+                                      w_.grad, d_out());
     return;
   }
   if (!saved_) throw std::logic_error("Linear " + w_.name + ": backward without a saved forward");

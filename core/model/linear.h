@@ -1,6 +1,7 @@
 #pragma once
 // Linear layer without bias: Y = X·W.
-//   X (n, d_in), W (d_in, d_out), Y (n, d_out)
+//   X (n, d_in), W (d_in, d_out), Y (n, d_out); products run through the rank's Ops with the
+//   weight's compute copy (core/model/parameter.h).
 // Forward hands X to a SavedLinearInput (from the SavedInputPolicy) for dW = Xᵀ·dY;
 // backward's dX = dY·Wᵀ needs no saved tensor. The two backward halves are separate so
 // that callers can scale dY differently for each (MoE gates) or supply a recomputed X.
@@ -18,9 +19,12 @@ class Linear {
   // `kind`: the saved-activation kind of X (e.g. "attn.qkv.input"); `layer`: block index.
   Linear(const std::string& name, int64_t d_in, int64_t d_out, double init_std, uint64_t seed,
          int layer, std::string kind, bool expert = false);
+  // Over an existing weight (e.g. a view of stacked expert weights).
+  Linear(Parameter weight, int layer, std::string kind);
 
-  // keep: save X for backward. out_tag: how Y's bytes are counted.
-  Tensor forward(const Tensor& x, bool keep, MemTag out_tag = {});
+  // keep: save X for backward. out_tag: how Y's bytes are counted. Y is in the context's
+  // compute dtype, or in `real` when real_output (router logits).
+  Tensor forward(const Tensor& x, bool keep, MemTag out_tag = {}, bool real_output = false);
   // dX = dY·Wᵀ and dW += Xᵀ·dY; returns dX (n, d_in).
   Tensor backward(const Tensor& dy);
   // dX = dY·Wᵀ only.

@@ -1,7 +1,6 @@
 #include "core/model/lm_head.h"
 
-#include "core/backend/gemm.h"
-#include "core/util/thread_pool.h"
+#include "core/backend/exec_context.h"
 
 MOK_NN_BEGIN
 
@@ -19,9 +18,10 @@ void LmHead::set_policy(SavedInputPolicy* policy) {
 
 Tensor LmHead::forward(const Tensor& x, bool keep, MemTag out_tag) {
   if (untied_) return untied_->forward(x, keep, std::move(out_tag));
+  const ExecContext& cx = ExecContext::current();
   const int64_t n = x.dim(0);
-  Tensor logits = Tensor::uninitialized({n, vocab_}, std::move(out_tag));
-  matmul_nt(x.data(), tied_->value.data(), logits.data(), n, d_, vocab_);  // x·Eᵀ
+  Tensor logits = cx.activation({n, vocab_}, std::move(out_tag));
+  cx.ops().gemm(false, true, n, vocab_, d_, 1.0, x, d_, tied_->compute(), d_, 0.0, logits, vocab_);  // x·Eᵀ
   if (keep) {
     if (!saved_) saved_ = policy_ ? policy_->make(-1, "head.input") : make_exact_saved_linear_input();
     saved_->save(x, MemTag{MemCategory::saved_activations, -1, "head.input"});
@@ -31,17 +31,14 @@ Tensor LmHead::forward(const Tensor& x, bool keep, MemTag out_tag) {
 
 Tensor LmHead::backward(const Tensor& dlogits) {
   if (untied_) return untied_->backward(dlogits);
+  const ExecContext& cx = ExecContext::current();
   const int64_t n = dlogits.dim(0);
-  Tensor dx = Tensor::uninitialized({n, d_});
-  matmul(dlogits.data(), tied_->value.data(), dx.data(), n, vocab_, d_);  // dlogits·E
+  Tensor dx = cx.activation({n, d_});
+  cx.ops().gemm(false, false, n, d_, vocab_, 1.0, dlogits, vocab_, tied_->compute(), d_, 0.0, dx, d_);  // dlogits·E
   // dE (vocab, d) += (xᵀ·dlogits)ᵀ: the policy forms (d, vocab); add it transposed.
-  Tensor dw({d_, vocab_});
+  Tensor dw = cx.zeros({d_, vocab_}, kRealDType);
   saved_->accumulate_weight_grad(dlogits, dw, real(1));
-  real* g = tied_->grad.data();
-  parallel_for(vocab_, 16, [&](int64_t v0, int64_t v1) {
-    for (int64_t v = v0; v < v1; ++v)
-      for (int64_t j = 0; j < d_; ++j) g[v * d_ + j] += dw[j * vocab_ + v];
-  });
+  cx.ops().add_transposed_(tied_->grad, dw);
   return dx;
 }
 

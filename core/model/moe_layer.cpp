@@ -1,6 +1,6 @@
 #include "core/model/moe_layer.h"
 
-#include "core/util/thread_pool.h"
+#include "core/backend/exec_context.h"
 
 MOK_NN_BEGIN
 
@@ -10,20 +10,17 @@ MoeLayer::MoeLayer(const std::string& prefix, const MoeConfig& c, double init_st
       router_(prefix, c.d, c.experts, c.top_k, init_std, seed, layer, c.aux_loss_coef, c.z_loss_coef,
               c.capacity_factor),
       dispatcher_(std::make_unique<LocalDispatcher>()) {
-  for (int e = 0; e < c.experts; ++e) {
-    if (!c.local_experts.empty() && !c.local_experts.at(e)) {
-      bank_.experts.push_back(nullptr);  // held by another rank
-      continue;
-    }
-    bank_.experts.push_back(std::make_unique<SwiGluMlp>(prefix + ".experts." + std::to_string(e), c.d,
-                                                        c.hidden, init_std, out_std, seed, layer,
-                                                        "moe.expert", true));
-  }
+  // This rank's experts stacked for grouped products; the others' slots stay null (their
+  // memory lives on other ranks).
+  std::vector<GroupedSwiGlu::ExpertSpec> specs;
+  for (int e = 0; e < c.experts; ++e) specs.push_back({prefix + ".experts." + std::to_string(e), seed});
+  bank_ = make_stacked_expert_bank(specs, c.local_experts, c.d, c.hidden, init_std, out_std, layer, "moe.expert");
   if (c.shared_expert)
     shared_ = std::make_unique<SwiGluMlp>(prefix + ".shared", c.d, c.hidden, init_std, out_std, seed,
                                           layer, "moe.shared");
   for (auto& e : bank_.experts)
     if (e) e->set_recompute_hidden(c.recompute);
+  bank_.grouped->set_recompute_hidden(c.recompute);
   if (shared_) shared_->set_recompute_hidden(c.recompute);
 }
 
@@ -31,12 +28,7 @@ Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats) {
   RouterLosses losses;
   RoutingDecision r = router_.forward(x, keep, &losses);
   Tensor y = dispatcher_->forward(x, r, bank_, keep);
-  if (shared_) {
-    Tensor ys = shared_->forward(x, keep);
-    parallel_for(y.numel(), 4096, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) y[i] += ys[i];
-    });
-  }
+  if (shared_) ExecContext::current().ops().add_(y, shared_->forward(x, keep));
   if (stats) {
     stats->losses = losses;
     stats->load = r.load;
@@ -46,14 +38,15 @@ Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats) {
 }
 
 Tensor MoeLayer::backward(const Tensor& dy, real loss_scale) {
-  std::vector<real> dgate;
+  Tensor dgate;  // (n·k)
   Tensor dx = dispatcher_->backward(dy, bank_, dgate);
   Tensor dxr = router_.backward(dgate, loss_scale);
-  Tensor dxs;
-  if (shared_) dxs = shared_->backward(dy);
-  parallel_for(dx.numel(), 4096, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) dx[i] += dxr[i] + (shared_ ? dxs[i] : real(0));
-  });
+  Ops& ops = ExecContext::current().ops();
+  if (shared_) {
+    ops.add2_(dx, dxr, shared_->backward(dy));  // dx += dxr + dxs
+  } else {
+    ops.add_(dx, dxr);
+  }
   return dx;
 }
 

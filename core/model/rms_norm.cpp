@@ -1,6 +1,6 @@
 #include "core/model/rms_norm.h"
 
-#include "core/backend/rms_norm_kernel.h"
+#include "core/backend/exec_context.h"
 #include "core/model/init.h"
 
 MOK_NN_BEGIN
@@ -10,29 +10,32 @@ RmsNorm::RmsNorm(const std::string& name, int64_t d, double eps, int layer, std:
       layer_(layer), kind_(std::move(kind)), x_(layer_, kind_ + ".input") {}
 
 Tensor RmsNorm::forward(const Tensor& x, bool keep) {
+  const ExecContext& cx = ExecContext::current();
   const int64_t n = x.dim(0), d = g_.value.numel();
-  Tensor y = Tensor::uninitialized({n, d});
+  Tensor y = cx.activation({n, d});
   if (keep) {
     x_.keep(x.clone(x_.output_tag(true)));
-    rstd_ = Tensor::uninitialized({n}, MemTag{MemCategory::saved_activations, layer_, kind_ + ".rstd"});
+    rstd_ = cx.empty({n}, kRealDType, MemTag{MemCategory::saved_activations, layer_, kind_ + ".rstd"});
   }
-  rms_norm_forward(x.data(), g_.value.data(), eps_, n, d, y.data(), keep ? rstd_.data() : nullptr);
+  cx.ops().rms_norm_forward(x, g_.compute(), eps_, y, keep ? &rstd_ : nullptr);
   return y;
 }
 
 Tensor RmsNorm::recompute_output() const {
+  const ExecContext& cx = ExecContext::current();
   const Tensor& x = x_.get();
   const int64_t n = x.dim(0), d = g_.value.numel();
-  Tensor y = Tensor::uninitialized({n, d});
-  rms_norm_apply(x.data(), g_.value.data(), rstd_.data(), n, d, y.data());
+  Tensor y = cx.activation({n, d});
+  cx.ops().rms_norm_apply(x, g_.compute(), rstd_, y);
   return y;
 }
 
 Tensor RmsNorm::backward(const Tensor& dy) {
+  const ExecContext& cx = ExecContext::current();
   const Tensor& x = x_.get();
   const int64_t n = x.dim(0), d = g_.value.numel();
-  Tensor dx = Tensor::uninitialized({n, d});
-  rms_norm_backward(dy.data(), x.data(), g_.value.data(), rstd_.data(), n, d, dx.data(), g_.grad.data());
+  Tensor dx = cx.activation({n, d});
+  cx.ops().rms_norm_backward(dy, x, g_.compute(), rstd_, dx, g_.grad);
   x_.reset();
   rstd_.reset();
   return dx;

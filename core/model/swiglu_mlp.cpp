@@ -1,7 +1,8 @@
 #include "core/model/swiglu_mlp.h"
 
-#include "core/backend/swiglu_kernel.h"
-#include "core/util/thread_pool.h"
+#include <stdexcept>
+
+#include "core/backend/exec_context.h"
 
 MOK_NN_BEGIN
 
@@ -12,13 +13,24 @@ SwiGluMlp::SwiGluMlp(const std::string& prefix, int64_t d, int64_t f, double ini
       down_(prefix + ".w_down", f, d, out_std, seed, layer, kind + ".down.input", expert),
       a_(layer, kind + ".act.input") {}
 
+SwiGluMlp::SwiGluMlp(Parameter w_up, Parameter w_down, int layer, const std::string& kind)
+    : d_(w_up.value.dim(0)), f_(w_down.value.dim(0)), layer_(layer), kind_(kind),
+      up_(std::move(w_up), layer, kind + ".up.input"),
+      down_(std::move(w_down), layer, kind + ".down.input"),
+      a_(layer, kind + ".act.input") {
+  if (up_.d_out() != 2 * f_ || down_.d_out() != d_)
+    throw std::invalid_argument("SwiGluMlp: w_up " + up_.weight().value.shape_string() + " and w_down " +
+                                down_.weight().value.shape_string() + " do not make a (d, 2f), (f, d) pair");
+}
+
 Tensor SwiGluMlp::forward(const Tensor& x, bool keep, bool keep_input, bool keep_hidden) {
+  const ExecContext& cx = ExecContext::current();
   const int64_t n = x.dim(0);
   keep_hidden = keep_hidden && !recompute_hidden_;
   Tensor a = up_.forward(x, keep && keep_input,
                          a_.output_tag(keep));
-  Tensor h = Tensor::uninitialized({n, f_});
-  swiglu_forward(a.data(), n, f_, h.data());
+  Tensor h = cx.activation({n, f_});
+  cx.ops().swiglu_forward(a, h);
   Tensor y = down_.forward(h, keep && keep_hidden);
   if (keep) {
     a_.keep(std::move(a));
@@ -31,37 +43,29 @@ Tensor SwiGluMlp::backward(const Tensor& dy, const Tensor* recomputed_x) {
   return backward_gated(dy, nullptr, nullptr, recomputed_x);
 }
 
-Tensor SwiGluMlp::backward_gated(const Tensor& dy, const real* gate, real* dgate,
+Tensor SwiGluMlp::backward_gated(const Tensor& dy, const Tensor* gate, Tensor* dgate,
                                  const Tensor* recomputed_x) {
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
   const int64_t n = dy.dim(0);
   Tensor h;  // (n, f), recomputed from a when needed
   if (gate || !hidden_kept_) {
-    h = Tensor::uninitialized({n, f_});
-    swiglu_forward(a_.get().data(), n, f_, h.data());
+    h = cx.activation({n, f_});
+    ops.swiglu_forward(a_.get(), h);
   }
   Tensor dh = down_.input_grad(dy);  // (n, f) = dy·Wdownᵀ, before the gate
   if (gate) {
-    Tensor dy_gated = Tensor::uninitialized({n, d_});
-    parallel_for(n, 16, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        real* dhr = dh.data() + r * f_;
-        const real* hr = h.data() + r * f_;
-        real s = 0;
-        for (int64_t j = 0; j < f_; ++j) s += dhr[j] * hr[j];
-        dgate[r] = s;  // dy·(h·Wdown) = (dy·Wdownᵀ)·h
-        for (int64_t j = 0; j < f_; ++j) dhr[j] *= gate[r];
-        const real* dyr = dy.data() + r * d_;
-        real* dgr = dy_gated.data() + r * d_;
-        for (int64_t j = 0; j < d_; ++j) dgr[j] = gate[r] * dyr[j];
-      }
-    });
+    ops.row_dot(dh, h, *dgate);  // dy·(h·Wdown) = (dy·Wdownᵀ)·h
+    ops.scale_rows(dh, *gate, dh);
+    Tensor dy_gated = cx.activation({n, d_});
+    ops.scale_rows(dy, *gate, dy_gated);
     down_.weight_grad(dy_gated, hidden_kept_ ? nullptr : &h);
   } else {
     down_.weight_grad(dy, hidden_kept_ ? nullptr : &h);
   }
   h.reset();
-  Tensor da = Tensor::uninitialized({n, 2 * f_});
-  swiglu_backward(a_.get().data(), dh.data(), n, f_, da.data());
+  Tensor da = cx.activation({n, 2 * f_});
+  ops.swiglu_backward(a_.get(), dh, da);
   a_.reset();
   dh.reset();
   Tensor dx = up_.input_grad(da);

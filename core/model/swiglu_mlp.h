@@ -21,14 +21,17 @@ class SwiGluMlp {
  public:
   SwiGluMlp(const std::string& prefix, int64_t d, int64_t f, double init_std, double out_std,
             uint64_t seed, int layer, const std::string& kind, bool expert = false);
+  // Over existing weights w_up (d, 2f) and w_down (f, d), e.g. views of stacked experts.
+  SwiGluMlp(Parameter w_up, Parameter w_down, int layer, const std::string& kind);
 
   // keep_input = false: the up projection's input is not kept (caller recomputes it).
   Tensor forward(const Tensor& x, bool keep, bool keep_input = true, bool keep_hidden = true);
   // Plain backward: dx (n, d).
   Tensor backward(const Tensor& dy, const Tensor* recomputed_x = nullptr);
   // Gated backward: the layer's output rows were used as gate[t]·y[t]; dy is the gradient
-  // of the gated sum. Writes dgate (n), returns dx (n, d).
-  Tensor backward_gated(const Tensor& dy, const real* gate, real* dgate,
+  // of the gated sum. gate (n) and dgate (n, written) are `real` on the layer's device
+  // (both null: the plain backward). Returns dx (n, d).
+  Tensor backward_gated(const Tensor& dy, const Tensor* gate, Tensor* dgate,
                         const Tensor* recomputed_x = nullptr);
 
   // Never keep h, whatever forward is asked (recompute it from a in backward).

@@ -1,15 +1,11 @@
 #include "core/model/transformer_block.h"
 
-#include "core/util/thread_pool.h"
+#include "core/backend/exec_context.h"
 
 MOK_NN_BEGIN
 
 namespace {
-void add_into(Tensor& y, const Tensor& x) {  // y += x
-  parallel_for(y.numel(), 4096, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) y[i] += x[i];
-  });
-}
+void add_into(Tensor& y, const Tensor& x) { ExecContext::current().ops().add_(y, x); }  // y += x
 }  // namespace
 
 TransformerBlock::TransformerBlock(int layer, const BlockConfig& c, const RopeTable* rope, uint64_t seed)
@@ -124,6 +120,7 @@ void TransformerBlock::set_policy(SavedInputPolicy* policy) {
       e->down().set_policy(policy);
       e->set_saved_policy(policy);
     }
+    if (auto* g = moe_->experts().grouped.get()) g->set_policy(policy);
     if (auto* s = moe_->shared_expert()) {
       s->up().set_policy(policy);
       s->down().set_policy(policy);

@@ -4,12 +4,14 @@
 //
 // Pairs are indexed p = t·k + s (token t, slot s). Slots are in descending router
 // probability (ties: lower expert index first). A pair dropped by the capacity factor has
-// expert −1 and contributes nothing; its gate is still the renormalised value.
+// expert −1 and contributes nothing; its gate is still the renormalised value. `expert`,
+// `gate` and `pairs` live on the router's device; host dispatchers (core/dist) read them
+// with data_as<int32_t>() / data() on the CPU.
 
 #include <cstdint>
 #include <vector>
 
-#include "core/real.h"
+#include "core/backend/ops.h"
 
 MOK_NN_BEGIN
 
@@ -17,9 +19,10 @@ struct RoutingDecision {
   int64_t tokens = 0;
   int k = 0;
   int experts = 0;
-  std::vector<int32_t> expert;  // (tokens·k) expert id, −1 when dropped
-  std::vector<real> gate;       // (tokens·k) gate, renormalised over the token's k choices
-  std::vector<int64_t> load;    // (experts) pairs routed to each expert, before capacity
+  Tensor expert;                // (tokens·k) i32 expert id, −1 when dropped
+  Tensor gate;                  // (tokens·k) `real` gate, renormalised over the token's k choices
+  PairOrder pairs;              // the kept pairs sorted by expert (core/backend/ops.h)
+  std::vector<int64_t> load;    // (experts) pairs routed to each expert, before capacity (host)
   int64_t dropped = 0;          // pairs dropped by the capacity factor
   int64_t capacity = 0;         // pairs an expert may take; 0 = unlimited (dropless)
 };

@@ -37,9 +37,10 @@ class TopKRouter {
              uint64_t seed, int layer, double aux_coef, double z_coef, double capacity_factor);
 
   RoutingDecision forward(const Tensor& x, bool keep, RouterLosses* losses);
-  // dgate (n·k): gradient of the objective w.r.t. the gates (0 for dropped pairs), already
-  // scaled. loss_scale multiplies the aux and z gradients. Returns dx (n, d).
-  Tensor backward(const std::vector<real>& dgate, real loss_scale);
+  // dgate (n·k, `real`, on the layer's device): gradient of the objective w.r.t. the gates
+  // (0 for dropped pairs), already scaled. loss_scale multiplies the aux and z gradients.
+  // Returns dx (n, d).
+  Tensor backward(const Tensor& dgate, real loss_scale);
 
   // Expert parallelism: each rank routes only its shard of the batch, but the load-balancing
   // loss must use the global fractions f_e for the objective (and its gradient) to be the
@@ -70,7 +71,7 @@ class TopKRouter {
   double aux_coef_, z_coef_, capacity_factor_;
   Linear proj_;          // Wr (d, E)
   Tensor probs_, lse_;   // (n, E), (n)
-  ByteBuffer choice_;    // (n·k) int32 chosen experts, before capacity
+  Tensor choice_;        // (n·k) i32 chosen experts, before capacity
   std::vector<double> f_;  // (E) routed fraction per expert (global with a reducer), for the aux gradient
   CountReducer count_reducer_;
   int64_t n_ = 0;

@@ -1,6 +1,9 @@
 #include "core/tensor/block_cache.h"
 
+#include "core/tensor/allocator.h"
+
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -95,6 +98,32 @@ void BlockCache::trim() {
     for (void* b : blocks) std::free(b);
   s.free_by_class.clear();
   s.cached = 0;
+}
+
+MOK_NN_END
+
+MOK_NN_BEGIN
+
+namespace {
+
+// The host's Allocator: blocks from the cache; fills and copies are plain memory operations.
+class CpuAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::cpu(); }
+  void* allocate(int64_t bytes) override { return BlockCache::allocate(bytes); }
+  void release(void* block, int64_t bytes) override { BlockCache::release(block, bytes); }
+  void memset(void* p, int value, int64_t bytes) override { std::memset(p, value, static_cast<size_t>(bytes)); }
+  void copy_to_host(void* dst, const void* src, int64_t bytes) override { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
+  void copy_from_host(void* dst, const void* src, int64_t bytes) override { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
+  void copy_within(void* dst, const void* src, int64_t bytes) override { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
+  int64_t cached_bytes() const override { return BlockCache::cached_bytes(); }
+};
+
+}  // namespace
+
+Allocator& cpu_allocator() {
+  static CpuAllocator* allocator = new CpuAllocator;  // never destroyed, like the cache
+  return *allocator;
 }
 
 MOK_NN_END

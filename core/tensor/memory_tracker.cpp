@@ -17,13 +17,23 @@ const char* mem_category_name(MemCategory c) {
   return "unknown";
 }
 
-void MemoryTracker::add(const MemTag& tag, int64_t bytes) {
+void MemoryTracker::Counts::add(int c, int64_t bytes) {
+  live[c] += bytes;
+  peak[c] = std::max(peak[c], live[c]);
+  live_total += bytes;
+  peak_total = std::max(peak_total, live_total);
+}
+
+void MemoryTracker::Counts::reset_peaks() {
+  peak = live;
+  peak_total = live_total;
+}
+
+void MemoryTracker::add(const MemTag& tag, int64_t bytes, DeviceType device) {
   std::lock_guard lock(mutex_);
   const int c = static_cast<int>(tag.category);
-  live_[c] += bytes;
-  peak_[c] = std::max(peak_[c], live_[c]);
-  live_total_ += bytes;
-  peak_total_ = std::max(peak_total_, live_total_);
+  all_.add(c, bytes);
+  by_device_[static_cast<int>(device)].add(c, bytes);
   if (tag.category == MemCategory::saved_activations) {
     KindBytes& k = saved_[{tag.layer, tag.kind}];
     k.live += bytes;
@@ -31,29 +41,45 @@ void MemoryTracker::add(const MemTag& tag, int64_t bytes) {
   }
 }
 
-void MemoryTracker::remove(const MemTag& tag, int64_t bytes) {
+void MemoryTracker::remove(const MemTag& tag, int64_t bytes, DeviceType device) {
   std::lock_guard lock(mutex_);
   const int c = static_cast<int>(tag.category);
-  live_[c] -= bytes;
-  live_total_ -= bytes;
+  all_.add(c, -bytes);
+  by_device_[static_cast<int>(device)].add(c, -bytes);
   if (tag.category == MemCategory::saved_activations) saved_[{tag.layer, tag.kind}].live -= bytes;
 }
 
 int64_t MemoryTracker::live_bytes(MemCategory c) const {
   std::lock_guard lock(mutex_);
-  return live_[static_cast<int>(c)];
+  return all_.live[static_cast<int>(c)];
 }
 int64_t MemoryTracker::peak_bytes(MemCategory c) const {
   std::lock_guard lock(mutex_);
-  return peak_[static_cast<int>(c)];
+  return all_.peak[static_cast<int>(c)];
 }
 int64_t MemoryTracker::live_total() const {
   std::lock_guard lock(mutex_);
-  return live_total_;
+  return all_.live_total;
 }
 int64_t MemoryTracker::peak_total() const {
   std::lock_guard lock(mutex_);
-  return peak_total_;
+  return all_.peak_total;
+}
+int64_t MemoryTracker::live_bytes(MemCategory c, DeviceType device) const {
+  std::lock_guard lock(mutex_);
+  return by_device_[static_cast<int>(device)].live[static_cast<int>(c)];
+}
+int64_t MemoryTracker::peak_bytes(MemCategory c, DeviceType device) const {
+  std::lock_guard lock(mutex_);
+  return by_device_[static_cast<int>(device)].peak[static_cast<int>(c)];
+}
+int64_t MemoryTracker::live_total(DeviceType device) const {
+  std::lock_guard lock(mutex_);
+  return by_device_[static_cast<int>(device)].live_total;
+}
+int64_t MemoryTracker::peak_total(DeviceType device) const {
+  std::lock_guard lock(mutex_);
+  return by_device_[static_cast<int>(device)].peak_total;
 }
 std::map<std::pair<int, std::string>, MemoryTracker::KindBytes> MemoryTracker::saved_by_layer_kind()
     const {
@@ -63,8 +89,8 @@ std::map<std::pair<int, std::string>, MemoryTracker::KindBytes> MemoryTracker::s
 
 void MemoryTracker::reset_peaks() {
   std::lock_guard lock(mutex_);
-  peak_ = live_;
-  peak_total_ = live_total_;
+  all_.reset_peaks();
+  for (Counts& d : by_device_) d.reset_peaks();
   for (auto& [key, k] : saved_) k.peak = k.live;
 }
 

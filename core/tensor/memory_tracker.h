@@ -1,7 +1,8 @@
 #pragma once
-// MemoryTracker: live and peak bytes by category, and saved-activation bytes per
+// MemoryTracker: live and peak bytes by category and device, and saved-activation bytes per
 // (layer, tensor kind). Every Tensor and ByteBuffer registers its bytes here, so the figures
 // are what is really held, not an estimate. One tracker per rank (thread or process).
+// Figures without a device are over all devices (a GPU run's are almost all on the GPU).
 
 #include <array>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "core/real.h"
+#include "core/tensor/dtype.h"
 
 MOK_NN_BEGIN
 
@@ -39,13 +41,18 @@ class MemoryTracker {
     int64_t peak = 0;
   };
 
-  void add(const MemTag& tag, int64_t bytes);
-  void remove(const MemTag& tag, int64_t bytes);
+  void add(const MemTag& tag, int64_t bytes, DeviceType device = DeviceType::cpu);
+  void remove(const MemTag& tag, int64_t bytes, DeviceType device = DeviceType::cpu);
 
   int64_t live_bytes(MemCategory c) const;
   int64_t peak_bytes(MemCategory c) const;
   int64_t live_total() const;
   int64_t peak_total() const;  // peak of the sum, not the sum of peaks
+  // The same, on one kind of device only.
+  int64_t live_bytes(MemCategory c, DeviceType device) const;
+  int64_t peak_bytes(MemCategory c, DeviceType device) const;
+  int64_t live_total(DeviceType device) const;
+  int64_t peak_total(DeviceType device) const;
   // Saved-activation bytes by (layer, kind); layer -1 is model-level (embeddings, head).
   std::map<std::pair<int, std::string>, KindBytes> saved_by_layer_kind() const;
 
@@ -57,11 +64,19 @@ class MemoryTracker {
   static void set_current(MemoryTracker* tracker);  // nullptr restores the process default
 
  private:
+  struct Counts {
+    std::array<int64_t, static_cast<int>(MemCategory::count)> live{};
+    std::array<int64_t, static_cast<int>(MemCategory::count)> peak{};
+    int64_t live_total = 0;
+    int64_t peak_total = 0;
+    void add(int c, int64_t bytes);
+    void reset_peaks();
+  };
+  static constexpr int kDeviceTypes = 2;  // cpu, cuda
+
   mutable std::mutex mutex_;
-  std::array<int64_t, static_cast<int>(MemCategory::count)> live_{};
-  std::array<int64_t, static_cast<int>(MemCategory::count)> peak_{};
-  int64_t live_total_ = 0;
-  int64_t peak_total_ = 0;
+  Counts all_;
+  std::array<Counts, kDeviceTypes> by_device_;
   std::map<std::pair<int, std::string>, KindBytes> saved_;
 };
 

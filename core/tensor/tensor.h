@@ -1,16 +1,27 @@
 #pragma once
-// Tensor: a dense, row-major, owning array of `real` with a shape, whose bytes are counted
-// by the MemoryTracker that was current when it was allocated (under its MemTag).
-// ByteBuffer: the same for raw bytes (compact copies: 8-/4-bit codes, scales).
-// Both are move-only; copy explicitly with clone().
+// Tensor: a dense, row-major array with a shape, an element type (DType) and a device, whose
+// bytes come from that device's Allocator and are counted by the MemoryTracker that was
+// current when they were allocated (under its MemTag, by device).
+// ByteBuffer: the bytes behind tensors; also used alone for raw bytes (8-/4-bit codes).
+//
+// Ownership: a tensor owns its storage, or shares it as a view (view()): stacked expert
+// weights (E, d, 2f) give each expert a named (d, 2f) view. Tensors are move-only; copy the
+// contents explicitly with clone().
+//
+// Access: data(), span() and operator[] are the CPU core's: host memory of `real`. data_as<T>()
+// is host memory of any element type; ptr<T>() / raw() give the address on any device, for
+// kernels. Each checks what it assumes and says what it found.
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/real.h"
+#include "core/tensor/allocator.h"
+#include "core/tensor/dtype.h"
 #include "core/tensor/memory_tracker.h"
 
 MOK_NN_BEGIN
@@ -18,73 +29,118 @@ MOK_NN_BEGIN
 class ByteBuffer {
  public:
   ByteBuffer() = default;
-  ByteBuffer(int64_t bytes, MemTag tag);  // zero-filled
+  ByteBuffer(int64_t bytes, MemTag tag);  // host, zero-filled
   // Contents undefined: only for a caller that writes every byte before reading any.
   static ByteBuffer uninitialized(int64_t bytes, MemTag tag);
+  // On any device: zero-filled or undefined.
+  ByteBuffer(int64_t bytes, MemTag tag, Allocator& allocator, bool zero_fill);
   ~ByteBuffer();
   ByteBuffer(ByteBuffer&& other) noexcept;
   ByteBuffer& operator=(ByteBuffer&& other) noexcept;
   ByteBuffer(const ByteBuffer&) = delete;
   ByteBuffer& operator=(const ByteBuffer&) = delete;
 
-  uint8_t* data() { return data_; }
+  uint8_t* data() { return data_; }  // the device's address (host memory on the CPU)
   const uint8_t* data() const { return data_; }
   int64_t size() const { return bytes_; }
   const MemTag& tag() const { return tag_; }
+  Allocator* allocator() const { return allocator_; }
+  Device device() const { return device_; }
   void reset();  // frees the bytes now
 
  private:
-  ByteBuffer(int64_t bytes, MemTag tag, bool zero_fill);
   uint8_t* data_ = nullptr;
   int64_t bytes_ = 0;
   MemTag tag_;
   MemoryTracker* tracker_ = nullptr;
+  Allocator* allocator_ = nullptr;
+  Device device_;
 };
 
 class Tensor {
  public:
   Tensor() = default;
-  // Zero-filled tensor of `shape`, counted under `tag` (workspace unless said).
+  // Zero-filled host tensor of `real`, counted under `tag` (workspace unless said).
   explicit Tensor(std::vector<int64_t> shape, MemTag tag = {});
   Tensor(std::initializer_list<int64_t> shape, MemTag tag = {})
       : Tensor(std::vector<int64_t>(shape), std::move(tag)) {}
   // Contents undefined: for an op that overwrites every element of its output before
   // anything reads it (saves the zero-fill pass over fresh activations).
   static Tensor uninitialized(std::vector<int64_t> shape, MemTag tag = {});
+  // Any element type on any device (the allocator decides the device).
+  static Tensor empty(std::vector<int64_t> shape, DType dtype, Allocator& allocator, MemTag tag = {});
+  static Tensor zeros(std::vector<int64_t> shape, DType dtype, Allocator& allocator, MemTag tag = {});
 
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
 
+  // A copy on the same device with the same element type.
   Tensor clone(MemTag tag) const;
-  Tensor clone() const { return clone(buffer_.tag()); }
+  Tensor clone() const { return clone(tag()); }
+  // Elements [offset, offset + numel(shape)) of this tensor's storage, as a tensor of
+  // `shape` that shares it (no bytes are allocated or counted).
+  Tensor view(int64_t offset, std::vector<int64_t> shape) const;
 
-  real* data() { return reinterpret_cast<real*>(buffer_.data()); }
-  const real* data() const { return reinterpret_cast<const real*>(buffer_.data()); }
+  // Host memory of `real` (the CPU core's element type).
+  real* data() { return host_ptr<real>(); }
+  const real* data() const { return const_cast<Tensor*>(this)->host_ptr<real>(); }
   std::span<real> span() { return {data(), static_cast<size_t>(numel_)}; }
   std::span<const real> span() const { return {data(), static_cast<size_t>(numel_)}; }
-  real& operator[](int64_t i) { return data()[i]; }
-  real operator[](int64_t i) const { return data()[i]; }
+  real& operator[](int64_t i) { return raw_real()[i]; }
+  real operator[](int64_t i) const { return const_cast<Tensor*>(this)->raw_real()[i]; }
+  // Host memory of element type T.
+  template <typename T> T* data_as() { return host_ptr<T>(); }
+  template <typename T> const T* data_as() const { return const_cast<Tensor*>(this)->host_ptr<T>(); }
+  // The address on this tensor's device, element type T (checked) or untyped.
+  template <typename T> T* ptr() { check_dtype(dtype_of<T>); return static_cast<T*>(raw()); }
+  template <typename T> const T* ptr() const { check_dtype(dtype_of<T>); return static_cast<const T*>(raw()); }
+  void* raw() { return storage_ ? storage_->data() + offset_bytes_ : nullptr; }
+  const void* raw() const { return storage_ ? storage_->data() + offset_bytes_ : nullptr; }
 
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const { return numel_; }
-  int64_t bytes() const { return numel_ * static_cast<int64_t>(sizeof(real)); }
+  int64_t bytes() const { return numel_ * dtype_size(dtype_); }
   bool empty() const { return numel_ == 0; }
-  const MemTag& tag() const { return buffer_.tag(); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  bool is_cpu() const { return device().is_cpu(); }
+  Allocator& allocator() const;
+  const MemTag& tag() const;
+  bool is_view() const { return view_; }
 
   // Same data, new shape with the same element count.
   void reshape(std::vector<int64_t> shape);
-  void fill(real value);
-  void zero() { fill(real(0)); }
-  void reset() { buffer_.reset(); shape_.clear(); numel_ = 0; }
+  void fill(real value);  // host tensors of `real`
+  void zero();            // any device, any element type
+  void reset() { storage_.reset(); shape_.clear(); numel_ = 0; offset_bytes_ = 0; view_ = false; }
   std::string shape_string() const;
+  std::string describe() const;  // e.g. "(16, 128) bf16 on cuda:0"
+
+  // Copies between host memory and this tensor (any device); `bytes` must equal bytes().
+  void copy_from_host(const void* src, int64_t bytes);
+  void copy_to_host(void* dst, int64_t bytes) const;
 
  private:
-  Tensor(std::vector<int64_t> shape, MemTag tag, bool zero_fill);
+  Tensor(std::vector<int64_t> shape, DType dtype, Allocator& allocator, MemTag tag, bool zero_fill);
+  template <typename T> T* host_ptr() {
+    check_host(dtype_of<T>);
+    return static_cast<T*>(raw());
+  }
+  real* raw_real() { return static_cast<real*>(raw()); }
+  void check_host(DType want) const;
+  void check_dtype(DType want) const;
+
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
-  ByteBuffer buffer_;
+  DType dtype_ = kRealDType;
+  std::shared_ptr<ByteBuffer> storage_;
+  int64_t offset_bytes_ = 0;
+  bool view_ = false;
 };
+
+// Element count of a shape (throws on a negative dimension).
+int64_t shape_numel(const std::vector<int64_t>& shape);
 
 MOK_NN_END

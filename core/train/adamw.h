@@ -5,7 +5,9 @@
 //   p ← p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + ε)
 // The update of each element is computed in double and depends on that element only, so
 // it is bitwise identical for any thread count. State tensors (m, v: same shapes as the
-// parameters) are counted under MemCategory::optimizer_state.
+// parameters, on their device) are counted under MemCategory::optimizer_state. The update
+// runs as one op of the rank's ExecContext (on a GPU: one launch over every parameter, which
+// also rewrites the bf16 compute copies).
 
 #include <cstdint>
 #include <vector>
@@ -23,7 +25,7 @@ struct AdamWOptions {
 
 class AdamW {
  public:
-  // Allocates m and v (zeros) on the MemoryTracker current now.
+  // Allocates m and v (zeros) on the parameters' device and the MemoryTracker current now.
   AdamW(std::vector<Parameter*> params, AdamWOptions options);
 
   // One update of every parameter from its grad, with learning rate `lr`.

@@ -2,25 +2,12 @@
 
 #include <cmath>
 
-#include "core/util/thread_pool.h"
+#include "core/backend/exec_context.h"
 
 namespace mok {
 
-namespace {
-constexpr int64_t kGrain = 1 << 14;
-}
-
 double global_grad_norm(const std::vector<Parameter*>& params) {
-  double sum_sq = 0.0;
-  for (const Parameter* p : params) {
-    const real* g = p->grad.data();
-    sum_sq += parallel_sum(p->grad.numel(), kGrain, [g](int64_t b, int64_t e) {
-      double s = 0.0;
-      for (int64_t k = b; k < e; ++k) s += static_cast<double>(g[k]) * g[k];
-      return s;
-    });
-  }
-  return std::sqrt(sum_sq);
+  return std::sqrt(ExecContext::current().ops().grad_norm_sq(params));
 }
 
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm) {
@@ -28,15 +15,8 @@ double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm) {
 }
 
 double clip_grad_norm_to(const std::vector<Parameter*>& params, double norm, double max_norm) {
-  if (max_norm > 0.0 && norm > max_norm && std::isfinite(norm)) {
-    const real scale = static_cast<real>(max_norm / norm);
-    for (Parameter* p : params) {
-      real* g = p->grad.data();
-      parallel_for(p->grad.numel(), kGrain, [g, scale](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k) g[k] *= scale;
-      });
-    }
-  }
+  if (max_norm > 0.0 && norm > max_norm && std::isfinite(norm))
+    ExecContext::current().ops().scale_grads(params, max_norm / norm);
   return norm;
 }
 

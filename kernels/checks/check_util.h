@@ -86,6 +86,8 @@ void check_elementwise(CheckInputs& in, std::vector<OpCheck>& out);   // element
 void check_gemm(CheckInputs& in, std::vector<OpCheck>& out);          // gemm_checks.cpp
 void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out);   // moe_routing_checks.cu
 void check_attention(CheckInputs& in, std::vector<OpCheck>& out);     // attention_checks.cu
+// The whole training step, GPU against CPU (needs the others to pass first).
+void check_model_training(CheckInputs& in, std::vector<OpCheck>& out);  // model_checks.cpp
 
 // Kernel timings at the benchmark shapes (CUDA events, median of repeats after warm-up),
 // printed as a table with achieved GB/s or TFLOP/s; mok-gpu-check calls each in turn.
@@ -93,5 +95,6 @@ void print_elementwise_timings();  // elementwise_timings.cu
 void print_gemm_timings();         // gemm_timings.cpp (ends with print_moe_routing_timings)
 void print_moe_routing_timings();  // moe_routing_timings.cu
 void print_attention_timings();    // attention_timings.cu
+void print_model_timings();        // model_checks.cpp: whole training steps of the benchmark models
 
 }  // namespace mok::cuda

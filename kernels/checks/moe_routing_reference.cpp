@@ -30,8 +30,8 @@ RouterReference reference_router(const RouterCase& c, const std::vector<float>& 
   f64::RouterLosses losses;
   f64::RoutingDecision r = router.forward(x, true, &losses);
   RouterReference ref;
-  ref.gate.assign(r.gate.begin(), r.gate.end());
-  ref.expert = r.expert;
+  ref.gate.assign(r.gate.data(), r.gate.data() + r.gate.numel());
+  ref.expert.assign(r.expert.data_as<int32_t>(), r.expert.data_as<int32_t>() + r.expert.numel());
   ref.load = r.load;
   ref.capacity = r.capacity;
   ref.aux = losses.aux;
@@ -56,7 +56,8 @@ RouterReference reference_router(const RouterCase& c, const std::vector<float>& 
     f64::select_top_k(ref.probs.data() + t * E, E, k, nullptr, ref.choice.data() + t * k);
   }
 
-  std::vector<double> dg(dgate.begin(), dgate.end());
+  f64::Tensor dg({static_cast<int64_t>(dgate.size())});
+  std::copy(dgate.begin(), dgate.end(), dg.data());
   f64::Tensor dx = router.backward(dg, c.loss_scale);  // = dlogits · Wrᵀ = dlogits
   ref.dlogits.assign(dx.data(), dx.data() + dx.numel());
   return ref;
@@ -66,7 +67,7 @@ std::vector<double> reference_combine(const std::vector<double>& per_pair, const
                                       const std::vector<double>& scale, int64_t n, int k, int64_t d) {
   f64::Tensor pairs({n * k, d}), out({n, d});
   for (int64_t i = 0; i < n * k * d; ++i) pairs[i] = per_pair[i];
-  f64::combine_pairs(pairs, expert, scale.empty() ? nullptr : scale.data(), n, k, d, out);
+  f64::combine_pairs(pairs, expert.data(), scale.empty() ? nullptr : scale.data(), n, k, d, out);
   return std::vector<double>(out.data(), out.data() + out.numel());
 }
 

@@ -157,7 +157,7 @@ class TestGradcheckLayers : public QObject {
     };
     mlp.forward(x, true, true, false);
     Tensor dgate({n});
-    Tensor dx = mlp.backward_gated(w, gate.data(), dgate.data());
+    Tensor dx = mlp.backward_gated(w, &gate, &dgate);
     GRADCHECK("expert.input", objective, x.data(), dx.data(), x.numel());
     GRADCHECK("expert.gate", objective, gate.data(), dgate.data(), n);
     GRADCHECK("expert.w_up", objective, mlp.up().weight().value.data(), mlp.up().weight().grad.data(), mlp.up().weight().value.numel());

@@ -17,13 +17,12 @@
 
 namespace mok::test {
 
-// `experts` SwiGLU experts (d, f), expert e seeded 100 + e.
+// `experts` SwiGLU experts (d, f), expert e seeded 100 + e, stacked (so the LocalDispatcher
+// can run them) with a SwiGluMlp view per expert (what the per-expert dispatchers run).
 inline ExpertBank make_expert_bank(int experts, int64_t d, int64_t f) {
-  ExpertBank bank;
-  for (int e = 0; e < experts; ++e)
-    bank.experts.push_back(std::make_unique<SwiGluMlp>("moe.expert" + std::to_string(e), d, f, 0.3, 0.3,
-                                                       100 + e, 0, "moe.expert", true));
-  return bank;
+  std::vector<GroupedSwiGlu::ExpertSpec> specs;
+  for (int e = 0; e < experts; ++e) specs.push_back({"moe.expert" + std::to_string(e), static_cast<uint64_t>(100 + e)});
+  return make_stacked_expert_bank(specs, {}, d, f, 0.3, 0.3, 0, "moe.expert");
 }
 
 // Rows t0 … t1 − 1 of the global (tokens, d) matrix of normal values of `stream`.

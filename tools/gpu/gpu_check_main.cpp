@@ -51,6 +51,7 @@ std::vector<float> normals(size_t n, uint64_t stream) {
 }  // namespace
 
 int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe as they are printed
   const auto q = mok::cuda::query_devices();
   if (q.devices.empty()) {
     std::fprintf(stderr, "no CUDA device: %s\n", q.unavailable_reason.c_str());
@@ -71,6 +72,7 @@ int main() {
   mok::cuda::print_elementwise_timings();
   mok::cuda::print_gemm_timings();
   mok::cuda::print_attention_timings();
+  mok::cuda::print_model_timings();
 
   cublasHandle_t handle;
   cublasCreate(&handle);

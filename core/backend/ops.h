@@ -1,0 +1,155 @@
+#pragma once
+// Ops: the coarse, fused operations every layer runs through, one implementation per device.
+// Layers keep their forward/backward pairs and call only these (through the ExecContext of
+// their rank, core/backend/exec_context.h), so the model has one code path and two backends:
+//   CpuOps (core/backend/cpu_ops.h)  wraps the CPU kernels of core/backend, bit for bit
+//   CudaOps (kernels/cuda_ops.h)     CUDA kernels and cuBLASLt, registered by kernels/
+//
+// Element types: tensors of activations and compute copies of weights are in the context's
+// compute dtype (`real` on the CPU; f32 or bf16 on a GPU); weights' master values, gradients
+// and optimizer state are `real` (f32 on a GPU); statistics (rstd, log-sum-exp, router
+// probabilities and gates, losses) are `real` on the CPU and f32 on a GPU. Integer tensors
+// (token ids, expert ids, permutations) are i32. Every tensor an op takes is on the op's
+// device. Shapes are row-major; "(n, d)" means n rows of d.
+//
+// Determinism: every op's result is a function of its inputs only (fixed reduction orders,
+// no floating-point atomics), so a run repeats bit for bit on one machine.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/backend/cross_entropy_kernel.h"
+#include "core/tensor/tensor.h"
+
+MOK_NN_BEGIN
+
+class RopeTable;
+struct LocalityPolicy;
+struct Parameter;
+
+// Routed (token, slot) pairs p = t·k + s sorted by expert: the permutation that gathers each
+// expert's tokens into one contiguous segment (a stable counting sort: within an expert, pairs
+// keep their order).
+struct PairOrder {
+  Tensor order;                  // (m) i32: pair index of sorted row i; m = kept pairs
+  Tensor row_of_pair;            // (n·k) i32: sorted row of pair p, −1 when dropped
+  std::vector<int64_t> offsets;  // (E + 1), host: expert e's rows are [offsets[e], offsets[e+1])
+  std::vector<int64_t> load;     // (E), host: pairs routed to each expert before capacity
+  int64_t dropped = 0;           // pairs beyond capacity
+  int64_t rows() const { return offsets.empty() ? 0 : offsets.back(); }
+};
+
+// The router's loss sums, before their coefficients (core/routing/topk_router.h):
+//   aux = Σ_e f_e·P_e with P_e the mean probability of expert e; z_sum = Σ_t lse_t²;
+//   remote_sum = Σ_t Σ_{e not local} p_te.
+struct RouterLossSums {
+  double aux = 0.0;
+  double z_sum = 0.0;
+  double remote_sum = 0.0;
+};
+
+struct AdamWStep {
+  double lr = 0.0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.0;
+  int64_t t = 1;  // 1-based update count (bias correction)
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual Device device() const = 0;
+  virtual Allocator& allocator() = 0;
+  virtual std::string name() const = 0;  // e.g. "cpu (OpenBLAS)", "cuda:0 NVIDIA H200"
+  // Waits until all work issued so far has finished (timings; a no-op on the CPU).
+  virtual void synchronize() {}
+  // Makes this device the calling thread's (each rank thread calls it, through
+  // ScopedExecContext, before it computes; a no-op on the CPU).
+  virtual void bind_thread() {}
+
+  // --- matrix products: C(m,n) = alpha·op(A)·op(B) + beta·C over strided row-major views
+  // (lda, ldb, ldc in elements). A and B in the compute dtype; C in the compute dtype or
+  // `real` (weight gradients, router logits).
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+                    int64_t lda, const Tensor& b, int64_t ldb, double beta, Tensor& c, int64_t ldc) = 0;
+  // Expert segments: rows [off[g], off[g+1]) of A (M, k) times B_g = b[g] of stacked B
+  // (G, k, n) — or (G, n, k) used transposed — into the same rows of C (M, n).
+  virtual void grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& b,
+                            double beta, Tensor& c) = 0;
+  // dW_g += A[rows g]ᵀ·dY[rows g] for stacked dW (G, k, n) in `real`; A (M, k), dY (M, n).
+  virtual void grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
+                                   Tensor& dw) = 0;
+
+  // --- elementwise
+  virtual void add_(Tensor& y, const Tensor& x) = 0;                    // y += x
+  virtual void add2_(Tensor& y, const Tensor& a, const Tensor& b) = 0;  // y += (a + b)
+  virtual void scale(const Tensor& x, double f, Tensor& out) = 0;       // out = x·f
+  virtual void add_transposed_(Tensor& y, const Tensor& x) = 0;         // y (r, c) += xᵀ, x (c, r); `real`
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;             // element type change, same shape
+
+  // --- layers' fused kernels
+  // RMSNorm over rows: y = x·rstd·g, rstd = 1/sqrt(mean(x²) + eps); rstd (n) kept when given.
+  virtual void rms_norm_forward(const Tensor& x, const Tensor& g, double eps, Tensor& y, Tensor* rstd) = 0;
+  virtual void rms_norm_apply(const Tensor& x, const Tensor& g, const Tensor& rstd, Tensor& y) = 0;
+  // dx written; dg (`real`) accumulated.
+  virtual void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& g, const Tensor& rstd,
+                                 Tensor& dx, Tensor& dg) = 0;
+  // Rotary embedding of `heads` heads at the start of each of `rows` rows of x (row stride ld).
+  virtual void rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const RopeTable& table,
+                     bool inverse) = 0;
+  // Causal attention: qkv (b·s, 3·h·hd) → o (b·s, h·hd), lse (b, h, s) when given.
+  virtual void attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o,
+                                 Tensor* lse) = 0;
+  virtual void attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, int batch, int seq,
+                                  int heads, int hd, Tensor& dqkv) = 0;
+  // SwiGLU: a (n, 2f) = [gate | up] → h (n, f); backward writes da (n, 2f).
+  virtual void swiglu_forward(const Tensor& a, Tensor& h) = 0;
+  virtual void swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) = 0;
+  // Cross-entropy of logits (n, V) against host targets (n; negative = not scored); with
+  // write_grad the logits become softmax − onehot. Returns the summed loss on the host.
+  virtual CrossEntropySum cross_entropy(Tensor& logits, const int32_t* targets, bool write_grad) = 0;
+  // x (n, d) = W[tokens]; tokens (n) i32. Backward: dW (`real`) row v += Σ dx[t] over
+  // tokens[t] = v, in token order.
+  virtual void embedding_forward(const Tensor& w, const Tensor& tokens, Tensor& x) = 0;
+  virtual void embedding_backward(const Tensor& dx, const Tensor& tokens, Tensor& dw) = 0;
+
+  // --- routing and dispatch (core/routing/topk_router.h, core/model/local_dispatcher.cpp)
+  // Softmax of logits (n, E) and top-k (ties to the lower index; with `locality`, its
+  // preference): probs (n, E), lse (n), expert (n·k) i32, gate (n·k) renormalised.
+  virtual void router_softmax_topk(const Tensor& logits, int k, const LocalityPolicy* locality, Tensor& probs,
+                                    Tensor& lse, Tensor& expert, Tensor& gate) = 0;
+  // Sorts pairs by expert; pairs beyond `capacity` per expert (in pair order; 0 = no limit)
+  // are dropped and their `expert` set to −1 in place.
+  virtual PairOrder sort_pairs(Tensor& expert, int experts, int64_t capacity) = 0;
+  // f (E): routed fraction per expert; local (E): 1 where the expert lives on this rank, for
+  // the locality loss (null: none).
+  virtual RouterLossSums router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+                                          const std::vector<uint8_t>* local) = 0;
+  // dlogits (n, E) of the gates' gradient dgate (n·k), the aux, z and locality losses
+  // (weights already divided by n and scaled), through the softmax. choice: experts before capacity.
+  virtual void router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,
+                               const std::vector<double>& f, const std::vector<uint8_t>* local, double aux_w,
+                               double z_w, double loc_w, Tensor& dlogits) = 0;
+  // out (m, d): out[i] = src[order[i] / k]   (the token of sorted pair i)
+  virtual void gather_rows(const Tensor& src, const Tensor& order, int k, Tensor& out) = 0;
+  // out (n, d): out[t] = Σ_s gate[t·k+s]·rows[row_of_pair[t·k+s]] over slots in order, skipping
+  // dropped pairs; gate null → 1.
+  virtual void combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n, int k,
+                             Tensor& out) = 0;
+  // per_row[i] = per_pair[order[i]];  per_pair (n·k) = 0, then per_pair[order[i]] = per_row[i].
+  virtual void pairs_to_rows(const Tensor& per_pair, const Tensor& order, Tensor& per_row) = 0;
+  virtual void rows_to_pairs(const Tensor& per_row, const Tensor& order, Tensor& per_pair) = 0;
+  // out[r] = Σ_j a[r, j]·b[r, j];  out[r, :] = s[r]·x[r, :]  (out may be x).
+  virtual void row_dot(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void scale_rows(const Tensor& x, const Tensor& s, Tensor& out) = 0;
+
+  // --- optimizer (core/train/adamw.h, core/train/grad_clip.h); m, v index-aligned with params.
+  // Writes each parameter's compute copy (if it has one) from the updated value.
+  virtual void adamw_step(const std::vector<Parameter*>& params, std::vector<Tensor>& m, std::vector<Tensor>& v,
+                          const AdamWStep& step) = 0;
+  virtual double grad_norm_sq(const std::vector<Parameter*>& params) = 0;  // Σ g², fixed order
+  virtual void scale_grads(const std::vector<Parameter*>& params, double s) = 0;
+  // Rewrites every compute copy from its master value (after loading weights).
+  virtual void refresh_compute_copies(const std::vector<Parameter*>& params) = 0;
+};
+
+MOK_NN_END

@@ -1,0 +1,185 @@
+#include "core/model/grouped_swiglu.h"
+
+#include <stdexcept>
+
+#include "core/backend/exec_context.h"
+#include "core/model/init.h"
+
+MOK_NN_BEGIN
+
+namespace {
+
+MemTag saved_tag(int layer, const std::string& kind) { return MemTag{MemCategory::saved_activations, layer, kind}; }
+
+}  // namespace
+
+GroupedSwiGlu::GroupedSwiGlu(const std::vector<ExpertSpec>& experts, int64_t d, int64_t f, double init_std,
+                             double out_std, int layer, const std::string& kind)
+    : specs_(experts), d_(d), f_(f), layer_(layer), kind_(kind) {
+  const ExecContext& cx = ExecContext::current();
+  const int64_t G = groups();
+  const MemTag value_tag{MemCategory::parameters, -1, ""}, grad_tag{MemCategory::gradients, -1, ""};
+  auto make_stack = [&](Stack& s, int64_t rows, int64_t cols) {
+    s.value = cx.empty({G, rows, cols}, kRealDType, value_tag);
+    s.grad = cx.zeros({G, rows, cols}, kRealDType, grad_tag);
+    if (cx.compute_dtype() != kRealDType) s.compute = cx.empty({G, rows, cols}, cx.compute_dtype(), value_tag);
+  };
+  make_stack(up_, d, 2 * f);
+  make_stack(down_, f, d);
+  // Draw every expert's values by name into its block (make_parameter_view), as separate
+  // experts would; expert_view() later hands out views of the same blocks.
+  for (int g = 0; g < G; ++g) {
+    make_parameter_view(specs_[g].prefix + ".w_up", up_.value, up_.grad, up_.compute, g * d * 2 * f, {d, 2 * f},
+                        init_std, specs_[g].seed, true, true);
+    make_parameter_view(specs_[g].prefix + ".w_down", down_.value, down_.grad, down_.compute, g * f * d, {f, d},
+                        out_std, specs_[g].seed, true, true);
+  }
+  act_slots_.reserve(G);
+  for (int g = 0; g < G; ++g) act_slots_.emplace_back(layer_, kind_ + ".act.input");
+  up_keepers_.resize(G);
+  down_keepers_.resize(G);
+}
+
+std::unique_ptr<SwiGluMlp> GroupedSwiGlu::expert_view(int g) const {
+  auto view = [&](const Stack& s, int64_t rows, int64_t cols, const std::string& name) {
+    Parameter p;
+    p.name = name;
+    p.value = s.value.view(g * rows * cols, {rows, cols});
+    p.grad = s.grad.view(g * rows * cols, {rows, cols});
+    if (!s.compute.empty()) p.compute_copy = s.compute.view(g * rows * cols, {rows, cols});
+    p.weight_decay = true;
+    p.expert = true;
+    return p;
+  };
+  return std::make_unique<SwiGluMlp>(view(up_, d_, 2 * f_, specs_[g].prefix + ".w_up"),
+                                     view(down_, f_, d_, specs_[g].prefix + ".w_down"), layer_, kind_);
+}
+
+void GroupedSwiGlu::set_policy(SavedInputPolicy* policy) {
+  policy_ = policy;
+  for (auto& k : up_keepers_) k.reset();
+  for (auto& k : down_keepers_) k.reset();
+  for (auto& slot : act_slots_) slot.set_policy(policy);
+  reset_saved();
+}
+
+void GroupedSwiGlu::save_input(const Tensor& x, const std::string& kind, Tensor& whole,
+                               std::vector<std::unique_ptr<SavedLinearInput>>& keepers) {
+  if (!policy_) {
+    whole = x.clone(saved_tag(layer_, kind));
+    return;
+  }
+  const int64_t cols = x.dim(1);
+  for (int g = 0; g < groups(); ++g) {
+    const int64_t r0 = offsets_[g], rows = offsets_[g + 1] - r0;
+    if (rows == 0) continue;
+    if (!keepers[g]) keepers[g] = policy_->make(layer_, kind);
+    keepers[g]->save(x.view(r0 * cols, {rows, cols}), saved_tag(layer_, kind));
+  }
+}
+
+void GroupedSwiGlu::weight_grad(const Tensor& dy, Tensor& whole,
+                                std::vector<std::unique_ptr<SavedLinearInput>>& keepers, Stack& w,
+                                const Tensor* recomputed) {
+  Ops& ops = ExecContext::current().ops();
+  if (recomputed || !policy_) {
+    ops.grouped_weight_grad(offsets_, recomputed ? *recomputed : whole, dy, w.grad);
+    whole.reset();
+    return;
+  }
+  const int64_t rows_w = w.grad.dim(1), cols_w = w.grad.dim(2), cols = dy.dim(1);
+  for (int g = 0; g < groups(); ++g) {
+    const int64_t r0 = offsets_[g], rows = offsets_[g + 1] - r0;
+    if (rows == 0) continue;
+    Tensor dw = w.grad.view(g * rows_w * cols_w, {rows_w, cols_w});
+    keepers[g]->accumulate_weight_grad(dy.view(r0 * cols, {rows, cols}), dw, real(1));
+  }
+}
+
+Tensor GroupedSwiGlu::forward(const Tensor& xs, const std::vector<int64_t>& offsets, bool keep) {
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  const int64_t m = xs.dim(0);
+  if (static_cast<int>(offsets.size()) != groups() + 1 || offsets.back() != m)
+    throw std::invalid_argument("GroupedSwiGlu: " + std::to_string(offsets.size()) + " offsets ending at " +
+                                std::to_string(offsets.empty() ? 0 : offsets.back()) + " for " +
+                                std::to_string(groups()) + " experts and " + std::to_string(m) + " rows");
+  const bool keep_hidden = !recompute_hidden_;
+  if (keep) offsets_ = offsets;
+  Tensor a = cx.activation({m, 2 * f_}, keep && !policy_ ? saved_tag(layer_, kind_ + ".act.input") : MemTag{});
+  ops.grouped_gemm(false, offsets, xs, up_.weights(), 0.0, a);  // (m, 2f)
+  if (keep) save_input(xs, kind_ + ".up.input", xs_kept_, up_keepers_);
+  Tensor h = cx.activation({m, f_});
+  ops.swiglu_forward(a, h);
+  Tensor ys = cx.activation({m, d_});
+  ops.grouped_gemm(false, offsets, h, down_.weights(), 0.0, ys);  // (m, d)
+  if (keep && keep_hidden) save_input(h, kind_ + ".down.input", h_kept_, down_keepers_);
+  if (keep) {
+    if (!policy_) {
+      a_kept_ = std::move(a);
+    } else {
+      for (int g = 0; g < groups(); ++g) {
+        const int64_t r0 = offsets[g], rows = offsets[g + 1] - r0;
+        if (rows > 0) act_slots_[g].keep(a.view(r0 * 2 * f_, {rows, 2 * f_}));
+      }
+    }
+    hidden_kept_ = keep_hidden;
+  }
+  return ys;
+}
+
+Tensor GroupedSwiGlu::restore_act() {
+  if (!policy_) return a_kept_.view(0, a_kept_.shape());
+  // Each expert's restored copy into one (m, 2f) tensor.
+  const ExecContext& cx = ExecContext::current();
+  Tensor a = cx.activation({offsets_.back(), 2 * f_});
+  for (int g = 0; g < groups(); ++g) {
+    const int64_t r0 = offsets_[g], rows = offsets_[g + 1] - r0;
+    if (rows == 0) continue;
+    const Tensor& part = act_slots_[g].get();
+    Tensor dst = a.view(r0 * 2 * f_, {rows, 2 * f_});
+    a.allocator().copy_within(dst.raw(), part.raw(), part.bytes());
+    act_slots_[g].reset();  // the compact copy and its restored rows are no longer needed
+  }
+  return a;
+}
+
+Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, const Tensor& gate, Tensor& dgate) {
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  const int64_t m = dys.dim(0);
+  if (offsets_.empty() || offsets_.back() != m)
+    throw std::logic_error("GroupedSwiGlu: backward of " + std::to_string(m) + " rows without a matching forward");
+  Tensor a = restore_act();          // (m, 2f)
+  Tensor h = cx.activation({m, f_});  // rebuilt: the gates' gradient needs it
+  ops.swiglu_forward(a, h);
+  Tensor dh = cx.activation({m, f_});
+  ops.grouped_gemm(true, offsets_, dys, down_.weights(), 0.0, dh);  // dys·W_downᵀ, before the gate
+  ops.row_dot(dh, h, dgate);
+  ops.scale_rows(dh, gate, dh);
+  Tensor dy_gated = cx.activation({m, d_});
+  ops.scale_rows(dys, gate, dy_gated);
+  weight_grad(dy_gated, h_kept_, down_keepers_, down_, hidden_kept_ ? nullptr : &h);
+  h.reset();
+  dy_gated.reset();
+  Tensor da = cx.activation({m, 2 * f_});
+  ops.swiglu_backward(a, dh, da);
+  a.reset();
+  a_kept_.reset();
+  for (auto& slot : act_slots_) slot.reset();
+  dh.reset();
+  Tensor dxs = cx.activation({m, d_});
+  ops.grouped_gemm(true, offsets_, da, up_.weights(), 0.0, dxs);  // da·W_upᵀ
+  weight_grad(da, xs_kept_, up_keepers_, up_, nullptr);
+  reset_saved();
+  return dxs;
+}
+
+void GroupedSwiGlu::reset_saved() {
+  xs_kept_.reset();
+  h_kept_.reset();
+  a_kept_.reset();
+  for (auto& slot : act_slots_) slot.reset();
+}
+
+MOK_NN_END

@@ -1,0 +1,38 @@
+#pragma once
+// Allocator: where a tensor's bytes come from and how they are filled and copied, per
+// device. The CPU's is the block cache (core/tensor/block_cache.h); a CUDA device's is a
+// stream-ordered caching allocator (kernels/cuda_caching_allocator.h) whose fills and copies
+// are ordered with the device's compute stream. Every Tensor and ByteBuffer remembers the
+// allocator it came from, so that clone(), zero() and the destructor work on any device.
+
+#include <cstdint>
+
+#include "core/tensor/dtype.h"
+
+MOK_NN_BEGIN
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual Device device() const = 0;
+  // A block of at least `bytes` (> 0), 64-byte aligned on the host and 256-byte aligned on
+  // a GPU; contents undefined. Throws std::bad_alloc (or a subclass naming the device) when
+  // the memory is not there.
+  virtual void* allocate(int64_t bytes) = 0;
+  // Gives back a block from allocate(bytes), with the same `bytes`.
+  virtual void release(void* block, int64_t bytes) = 0;
+  // Sets `bytes` bytes at p (this device's memory) to `value`.
+  virtual void memset(void* p, int value, int64_t bytes) = 0;
+  // Copies between this device's memory and host memory, and within this device. A copy to
+  // the host has finished when the call returns.
+  virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* host_src, int64_t bytes) = 0;
+  virtual void copy_within(void* dst, const void* src, int64_t bytes) = 0;
+  // Bytes this allocator holds for reuse beyond what live tensors hold (reserved − live).
+  virtual int64_t cached_bytes() const = 0;
+};
+
+// The host's allocator (the block cache).
+Allocator& cpu_allocator();
+
+MOK_NN_END

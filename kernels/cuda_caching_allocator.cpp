@@ -1,0 +1,134 @@
+#include "kernels/cuda_caching_allocator.h"
+
+#include <algorithm>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda_check.h"
+
+namespace mok::cuda {
+
+namespace {
+
+constexpr int64_t kAlignBytes = 256;
+
+std::string mib(int64_t bytes) { return std::to_string(bytes / (1 << 20)) + " MiB"; }
+
+// cudaMalloc failed: a std::bad_alloc that says where and how much.
+class DeviceOutOfMemory final : public std::bad_alloc {
+ public:
+  explicit DeviceOutOfMemory(std::string what) : what_(std::move(what)) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
+};
+
+}  // namespace
+
+CudaCachingAllocator::CudaCachingAllocator(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+
+CudaCachingAllocator::~CudaCachingAllocator() {
+  // Tensors still alive (static storage, a leaked model) keep their blocks; only the cache goes.
+  cudaStreamSynchronize(stream_);
+  for (auto& [cls, blocks] : free_)
+    for (void* b : blocks) cudaFree(b);
+}
+
+int64_t CudaCachingAllocator::size_class(int64_t bytes) {
+  if (bytes <= 4096) return (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  int64_t p = 4096;
+  while (p * 2 <= bytes) p *= 2;
+  const int64_t step = p / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+void* CudaCachingAllocator::allocate(int64_t bytes) {
+  const int64_t cls = size_class(bytes);
+  {
+    std::lock_guard lock(mutex_);
+    auto it = free_.find(cls);
+    if (it != free_.end() && !it->second.empty()) {
+      void* block = it->second.back();
+      it->second.pop_back();
+      cached_ -= cls;
+      return block;
+    }
+  }
+  void* block = nullptr;
+  cudaError_t status = cudaMalloc(&block, static_cast<size_t>(cls));
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear, then give the cache back and try once more
+    trim();
+    status = cudaMalloc(&block, static_cast<size_t>(cls));
+  }
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    std::lock_guard lock(mutex_);
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw DeviceOutOfMemory("CUDA out of memory on cuda:" + std::to_string(device_) + ": asked " + mib(cls) +
+                            ", this process holds " + mib(reserved_) + ", the device has " +
+                            mib(static_cast<int64_t>(free_b)) + " free of " + mib(static_cast<int64_t>(total_b)) +
+                            " (" + cudaGetErrorString(status) + ")");
+  }
+  std::lock_guard lock(mutex_);
+  reserved_ += cls;
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  return block;
+}
+
+void CudaCachingAllocator::release(void* block, int64_t bytes) {
+  if (!block) return;
+  const int64_t cls = size_class(bytes);
+  std::lock_guard lock(mutex_);
+  free_[cls].push_back(block);
+  cached_ += cls;
+}
+
+void CudaCachingAllocator::trim() {
+  MOK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::lock_guard lock(mutex_);
+  for (auto& [cls, blocks] : free_) {
+    for (void* b : blocks) cudaFree(b);
+    reserved_ -= cls * static_cast<int64_t>(blocks.size());
+  }
+  free_.clear();
+  cached_ = 0;
+}
+
+void CudaCachingAllocator::memset(void* p, int value, int64_t bytes) {
+  MOK_CUDA_CHECK(cudaMemsetAsync(p, value, static_cast<size_t>(bytes), stream_));
+}
+
+void CudaCachingAllocator::copy_to_host(void* host_dst, const void* src, int64_t bytes) {
+  MOK_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
+  MOK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaCachingAllocator::copy_from_host(void* dst, const void* host_src, int64_t bytes) {
+  // From pageable memory: the source has been read when the call returns.
+  MOK_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaCachingAllocator::copy_within(void* dst, const void* src, int64_t bytes) {
+  MOK_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
+}
+
+int64_t CudaCachingAllocator::cached_bytes() const {
+  std::lock_guard lock(mutex_);
+  return cached_;
+}
+
+int64_t CudaCachingAllocator::reserved_bytes() const {
+  std::lock_guard lock(mutex_);
+  return reserved_;
+}
+
+int64_t CudaCachingAllocator::peak_reserved_bytes() const {
+  std::lock_guard lock(mutex_);
+  return peak_reserved_;
+}
+
+}  // namespace mok::cuda

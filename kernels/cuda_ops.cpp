@@ -1,0 +1,507 @@
+#include "kernels/cuda_ops.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "core/backend/rope.h"
+#include "core/model/parameter.h"
+#include "kernels/adamw.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/cuda_check.h"
+#include "kernels/dropped_pairs.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/flash_attention.h"
+#include "kernels/gemm_lt.h"
+#include "kernels/grad_norm.h"
+#include "kernels/grouped_gemm.h"
+#include "kernels/moe_routing.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "kernels/transpose_add.h"
+
+namespace mok::cuda {
+
+using mok::DType;
+using mok::Tensor;
+
+namespace {
+
+// Runs f.template operator()<T>() for the element type of an activation tensor.
+template <typename F>
+void by_type(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: f.template operator()<float>(); return;
+    case DType::bf16: f.template operator()<bf16>(); return;
+    default:
+      throw std::invalid_argument(std::string(op) + ": CUDA computes in f32 or bf16, not " + mok::dtype_name(t));
+  }
+}
+
+GemmType gemm_type(const Tensor& t, const char* op) {
+  if (t.dtype() == DType::f32) return GemmType::f32;
+  if (t.dtype() == DType::bf16) return GemmType::bf16;
+  throw std::invalid_argument(std::string(op) + ": a matrix of " + mok::dtype_name(t.dtype()));
+}
+
+void same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(std::string(op) + ": " + a.describe() + " and " + b.describe() + " differ in type");
+}
+
+}  // namespace
+
+struct CudaOps::DeviceRope {
+  Tensor cos, sin;  // (max_positions, hd/2) f32
+  int max_positions = 0, hd = 0;
+};
+
+template <typename Plan>
+struct CudaOps::PlanCache {
+  std::vector<const void*> key;  // the tensors' addresses the plan was built for
+  std::unique_ptr<Plan> plan;
+  Tensor memory;                 // the plan's device copy
+};
+
+CudaOps::CudaOps(int device) : device_(device) {
+  MOK_CUDA_CHECK(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  MOK_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  name_ = "cuda:" + std::to_string(device) + " " + prop.name;
+  MOK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  allocator_ = std::make_unique<CudaCachingAllocator>(device, stream_);
+  lt_ = std::make_unique<LtGemm>();
+  grouped_ = std::make_unique<GroupedGemm>(*lt_);
+  adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
+  grad_norm_ = std::make_unique<PlanCache<GradNormPlan>>();
+}
+
+CudaOps::~CudaOps() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);
+  ropes_.clear();
+  adamw_.reset();
+  grad_norm_.reset();
+  grouped_.reset();
+  lt_.reset();
+  allocator_.reset();
+  cudaStreamDestroy(stream_);
+}
+
+void CudaOps::synchronize() { MOK_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void CudaOps::bind_thread() { MOK_CUDA_CHECK(cudaSetDevice(device_)); }
+
+Tensor CudaOps::scratch(size_t bytes) {
+  return Tensor::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::u8, *allocator_);
+}
+
+Tensor CudaOps::upload_floats(const std::vector<double>& values) {
+  std::vector<float> f(values.begin(), values.end());
+  Tensor t = Tensor::empty({static_cast<int64_t>(f.size())}, DType::f32, *allocator_);
+  t.copy_from_host(f.data(), t.bytes());
+  return t;
+}
+
+Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int experts) {
+  if (!local) return {};
+  std::vector<uint8_t> remote(static_cast<size_t>(experts));
+  for (int e = 0; e < experts; ++e) remote[e] = (*local)[e] ? 0 : 1;
+  Tensor t = Tensor::empty({experts}, DType::u8, *allocator_);
+  t.copy_from_host(remote.data(), t.bytes());
+  return t;
+}
+
+// --- matrix products
+
+void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+                   int64_t lda, const Tensor& b, int64_t ldb, double beta, Tensor& c, int64_t ldc) {
+  same_dtype(a, b, "gemm");
+  lt_->gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), a.raw(), lda, b.raw(), ldb, static_cast<float>(beta),
+            c.raw(), ldc, gemm_type(a, "gemm"), gemm_type(c, "gemm"), stream_);
+}
+
+void CudaOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& b,
+                           double beta, Tensor& c) {
+  same_dtype(a, b, "grouped_gemm");
+  const int groups = static_cast<int>(offsets.size()) - 1;
+  const int64_t k = a.dim(1), n = c.dim(1);
+  grouped_->rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n, static_cast<float>(beta),
+                 c.raw(), n, gemm_type(a, "grouped_gemm"), gemm_type(c, "grouped_gemm"), stream_);
+}
+
+void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
+                                  Tensor& dw) {
+  same_dtype(a, dy, "grouped_weight_grad");
+  const int groups = static_cast<int>(offsets.size()) - 1;
+  const int64_t k = a.dim(1), n = dy.dim(1);
+  grouped_->weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(), k * n,
+                        gemm_type(a, "grouped_weight_grad"), stream_);
+}
+
+// --- elementwise
+
+void CudaOps::add_(Tensor& y, const Tensor& x) {
+  same_dtype(y, x, "add_");
+  by_type(y.dtype(), "add_", [&]<typename T>() {
+    add_inplace<T>(static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), y.numel(), stream_);
+  });
+}
+
+void CudaOps::add2_(Tensor& y, const Tensor& a, const Tensor& b) {
+  same_dtype(y, a, "add2_");
+  same_dtype(y, b, "add2_");
+  by_type(y.dtype(), "add2_", [&]<typename T>() {
+    add2_inplace<T>(static_cast<T*>(y.raw()), static_cast<const T*>(a.raw()), static_cast<const T*>(b.raw()),
+                    y.numel(), stream_);
+  });
+}
+
+void CudaOps::scale(const Tensor& x, double f, Tensor& out) {
+  same_dtype(x, out, "scale");
+  by_type(x.dtype(), "scale", [&]<typename T>() {
+    cuda::scale<T>(static_cast<const T*>(x.raw()), static_cast<float>(f), static_cast<T*>(out.raw()), x.numel(),
+                   stream_);
+  });
+}
+
+void CudaOps::add_transposed_(Tensor& y, const Tensor& x) {
+  transpose_add(y.ptr<float>(), x.ptr<float>(), y.dim(0), y.dim(1), stream_);
+}
+
+void CudaOps::convert(const Tensor& src, Tensor& dst) {
+  if (src.numel() != dst.numel()) throw std::invalid_argument("convert: " + src.describe() + " into " + dst.describe());
+  by_type(src.dtype(), "convert", [&]<typename S>() {
+    by_type(dst.dtype(), "convert", [&]<typename D>() {
+      cuda::convert<S, D>(static_cast<const S*>(src.raw()), static_cast<D*>(dst.raw()), src.numel(), stream_);
+    });
+  });
+}
+
+// --- layers' kernels
+
+void CudaOps::rms_norm_forward(const Tensor& x, const Tensor& g, double eps, Tensor& y, Tensor* rstd) {
+  const int64_t d = g.numel(), n = x.numel() / d;
+  by_type(x.dtype(), "rms_norm_forward", [&]<typename T>() {
+    cuda::rms_norm_forward<T>(static_cast<const T*>(x.raw()), static_cast<const T*>(g.raw()), static_cast<float>(eps),
+                              n, d, static_cast<T*>(y.raw()), rstd ? rstd->ptr<float>() : nullptr, stream_);
+  });
+}
+
+void CudaOps::rms_norm_apply(const Tensor& x, const Tensor& g, const Tensor& rstd, Tensor& y) {
+  const int64_t d = g.numel(), n = x.numel() / d;
+  by_type(x.dtype(), "rms_norm_apply", [&]<typename T>() {
+    cuda::rms_norm_apply<T>(static_cast<const T*>(x.raw()), static_cast<const T*>(g.raw()), rstd.ptr<float>(), n, d,
+                            static_cast<T*>(y.raw()), stream_);
+  });
+}
+
+void CudaOps::rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& g, const Tensor& rstd, Tensor& dx,
+                                Tensor& dg) {
+  const int64_t d = g.numel(), n = x.numel() / d;
+  const size_t bytes = rms_norm_backward_workspace_bytes(n, d);
+  Tensor ws = scratch(bytes);
+  by_type(x.dtype(), "rms_norm_backward", [&]<typename T>() {
+    cuda::rms_norm_backward<T>(static_cast<const T*>(dy.raw()), static_cast<const T*>(x.raw()),
+                               static_cast<const T*>(g.raw()), rstd.ptr<float>(), n, d, static_cast<T*>(dx.raw()),
+                               dg.ptr<float>(), ws.raw(), bytes, stream_);
+  });
+}
+
+const CudaOps::DeviceRope& CudaOps::rope_table(const mok::RopeTable& table) {
+  auto& slot = ropes_[&table];
+  if (!slot || slot->max_positions != table.max_positions() || slot->hd != table.head_dim()) {
+    mok::ScopedMemoryTracker internal(internal_tracker_);
+    slot = std::make_unique<DeviceRope>();
+    slot->max_positions = table.max_positions();
+    slot->hd = table.head_dim();
+    const int64_t count = static_cast<int64_t>(table.max_positions()) * (table.head_dim() / 2);
+    std::vector<float> c(table.cos_row(0), table.cos_row(0) + count), s(table.sin_row(0), table.sin_row(0) + count);
+    slot->cos = Tensor::empty({count}, DType::f32, *allocator_);
+    slot->sin = Tensor::empty({count}, DType::f32, *allocator_);
+    slot->cos.copy_from_host(c.data(), slot->cos.bytes());
+    slot->sin.copy_from_host(s.data(), slot->sin.bytes());
+  }
+  return *slot;
+}
+
+void CudaOps::rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const mok::RopeTable& table,
+                    bool inverse) {
+  if (rows > 0 && pos0 + std::min<int64_t>(seq, rows) > table.max_positions())
+    throw std::invalid_argument("RoPE: position beyond max_seq_len " + std::to_string(table.max_positions()));
+  const DeviceRope& r = rope_table(table);
+  by_type(x.dtype(), "rope_", [&]<typename T>() {
+    rope_apply<T>(static_cast<T*>(x.raw()), rows, ld, heads, seq, pos0, r.cos.ptr<float>(), r.sin.ptr<float>(), r.hd,
+                  inverse, stream_);
+  });
+}
+
+void CudaOps::attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o, Tensor* lse) {
+  by_type(qkv.dtype(), "attention_forward", [&]<typename T>() {
+    flash_attention_forward<T>(static_cast<const T*>(qkv.raw()), batch, seq, heads, hd, static_cast<T*>(o.raw()),
+                               lse ? lse->ptr<float>() : nullptr, stream_);
+  });
+}
+
+void CudaOps::attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, int batch, int seq,
+                                 int heads, int hd, Tensor& dqkv) {
+  const size_t bytes = flash_attention_backward_workspace_bytes(batch, seq, heads, hd);
+  Tensor ws = scratch(bytes);
+  by_type(qkv.dtype(), "attention_backward", [&]<typename T>() {
+    flash_attention_backward<T>(static_cast<const T*>(qkv.raw()), static_cast<const T*>(d_o.raw()), lse.ptr<float>(),
+                                nullptr, batch, seq, heads, hd, static_cast<T*>(dqkv.raw()), ws.raw(), bytes, stream_);
+  });
+}
+
+void CudaOps::swiglu_forward(const Tensor& a, Tensor& h) {
+  const int64_t n = a.dim(0), f = a.dim(1) / 2;
+  by_type(a.dtype(), "swiglu_forward", [&]<typename T>() {
+    cuda::swiglu_forward<T>(static_cast<const T*>(a.raw()), n, f, static_cast<T*>(h.raw()), stream_);
+  });
+}
+
+void CudaOps::swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) {
+  const int64_t n = a.dim(0), f = a.dim(1) / 2;
+  by_type(a.dtype(), "swiglu_backward", [&]<typename T>() {
+    cuda::swiglu_backward<T>(static_cast<const T*>(a.raw()), static_cast<const T*>(dh.raw()), n, f,
+                             static_cast<T*>(da.raw()), stream_);
+  });
+}
+
+mok::CrossEntropySum CudaOps::cross_entropy(Tensor& logits, const int32_t* targets, bool write_grad) {
+  const int64_t n = logits.dim(0), vocab = logits.dim(1);
+  for (int64_t r = 0; r < n; ++r)
+    if (targets[r] >= vocab)
+      throw std::invalid_argument("cross_entropy: target " + std::to_string(targets[r]) +
+                                  " outside the vocabulary of " + std::to_string(vocab));
+  Tensor ids = Tensor::empty({n}, DType::i32, *allocator_);
+  ids.copy_from_host(targets, ids.bytes());
+  Tensor row_loss = Tensor::empty({n}, DType::f32, *allocator_);
+  by_type(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    cross_entropy_forward<T>(static_cast<T*>(logits.raw()), ids.ptr<int32_t>(), n, vocab, write_grad,
+                             row_loss.ptr<float>(), stream_);
+  });
+  Tensor sums = Tensor::empty({16}, DType::u8, *allocator_);  // double loss sum, int64 count
+  auto* base = static_cast<uint8_t*>(sums.raw());
+  const size_t bytes = cross_entropy_reduce_workspace_bytes(n);
+  Tensor ws = scratch(bytes);
+  cross_entropy_reduce(row_loss.ptr<float>(), ids.ptr<int32_t>(), n, reinterpret_cast<double*>(base),
+                       reinterpret_cast<int64_t*>(base + 8), ws.raw(), bytes, stream_);
+  uint8_t host[16];
+  sums.copy_to_host(host, 16);
+  mok::CrossEntropySum out;
+  std::memcpy(&out.loss_sum, host, 8);
+  std::memcpy(&out.count, host + 8, 8);
+  return out;
+}
+
+void CudaOps::embedding_forward(const Tensor& w, const Tensor& tokens, Tensor& x) {
+  by_type(w.dtype(), "embedding_forward", [&]<typename T>() {
+    cuda::embedding_forward<T>(static_cast<const T*>(w.raw()), tokens.ptr<int32_t>(), tokens.numel(), w.dim(1),
+                               static_cast<T*>(x.raw()), stream_);
+  });
+}
+
+void CudaOps::embedding_backward(const Tensor& dx, const Tensor& tokens, Tensor& dw) {
+  const int64_t n = tokens.numel(), vocab = dw.dim(0), d = dw.dim(1);
+  const size_t bytes = embedding_backward_workspace_bytes(n, vocab, d);
+  Tensor ws = scratch(bytes);
+  by_type(dx.dtype(), "embedding_backward", [&]<typename T>() {
+    cuda::embedding_backward<T>(static_cast<const T*>(dx.raw()), tokens.ptr<int32_t>(), n, vocab, d, dw.ptr<float>(),
+                                ws.raw(), bytes, stream_);
+  });
+}
+
+// --- routing and dispatch
+
+void CudaOps::router_softmax_topk(const Tensor& logits, int k, const mok::LocalityPolicy* locality, Tensor& probs,
+                                  Tensor& lse, Tensor& expert, Tensor& gate) {
+  if (locality)
+    throw std::runtime_error("routing: the locality-aware router (routing.locality_margin) runs on the CPU only");
+  const int64_t n = logits.dim(0);
+  const int E = static_cast<int>(logits.dim(1));
+  if (E > kMaxRouterExperts || k > kMaxRouterTopK)
+    throw std::invalid_argument("routing on CUDA takes up to " + std::to_string(kMaxRouterExperts) + " experts and top-" +
+                                std::to_string(kMaxRouterTopK) + "; asked " + std::to_string(E) + ", top-" +
+                                std::to_string(k));
+  cuda::router_softmax_topk(logits.ptr<float>(), n, E, k, probs.ptr<float>(), lse.ptr<float>(),
+                            expert.ptr<int32_t>(), gate.ptr<float>(), stream_);
+}
+
+mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity) {
+  const int64_t pairs = expert.numel();
+  const int E = experts;
+  mok::PairOrder out;
+  Tensor order = Tensor::empty({pairs}, DType::i32, *allocator_);
+  out.row_of_pair = Tensor::empty({pairs}, DType::i32, *allocator_);
+  std::vector<int64_t> host(2 * static_cast<size_t>(E), 0);  // load, kept
+  if (pairs > 0) {
+    Tensor counts = Tensor::empty({2 * static_cast<int64_t>(E)}, DType::i64, *allocator_);
+    const size_t bytes = moe_sort_pairs_workspace_bytes(pairs, E);
+    Tensor ws = scratch(bytes);
+    moe_sort_pairs(expert.ptr<int32_t>(), pairs, E, capacity, order.ptr<int32_t>(), out.row_of_pair.ptr<int32_t>(),
+                   counts.ptr<int64_t>(), counts.ptr<int64_t>() + E, ws.raw(), bytes, stream_);
+    counts.copy_to_host(host.data(), counts.bytes());  // the per-expert counts: the one wait of the layer
+  }
+  out.load.assign(host.begin(), host.begin() + E);
+  out.offsets.assign(E + 1, 0);
+  int64_t kept = 0;
+  for (int e = 0; e < E; ++e) {
+    out.offsets[e + 1] = out.offsets[e] + host[E + e];
+    kept += host[E + e];
+  }
+  int64_t routed = 0;
+  for (int e = 0; e < E; ++e) routed += out.load[e];
+  out.dropped = routed - kept;
+  out.order = order.view(0, {kept});
+  if (out.dropped > 0) mark_dropped_pairs(expert.ptr<int32_t>(), out.row_of_pair.ptr<int32_t>(), pairs, stream_);
+  return out;
+}
+
+mok::RouterLossSums CudaOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+                                              const std::vector<uint8_t>* local) {
+  const int64_t n = probs.dim(0);
+  const int E = static_cast<int>(probs.dim(1));
+  Tensor f_dev = upload_floats(f);
+  Tensor remote = upload_remote_mask(local, E);
+  Tensor sums = Tensor::empty({3}, DType::f64, *allocator_);
+  const size_t bytes = router_losses_workspace_bytes(n, E);
+  Tensor ws = scratch(bytes);
+  router_losses(probs.ptr<float>(), lse.ptr<float>(), f_dev.ptr<float>(),
+                local ? static_cast<const uint8_t*>(remote.raw()) : nullptr, n, E, sums.ptr<double>(), ws.raw(), bytes,
+                stream_);
+  double host[3];
+  sums.copy_to_host(host, sizeof host);
+  mok::RouterLossSums out;
+  out.aux = n > 0 ? host[0] / static_cast<double>(n) : 0.0;  // Σ_e f_e·(Σ_t p_te)/n
+  out.z_sum = host[1];
+  out.remote_sum = host[2];
+  return out;
+}
+
+void CudaOps::router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,
+                              const std::vector<double>& f, const std::vector<uint8_t>* local, double aux_w,
+                              double z_w, double loc_w, Tensor& dlogits) {
+  const int64_t n = probs.dim(0);
+  const int E = static_cast<int>(probs.dim(1));
+  const int k = static_cast<int>(choice.numel() / std::max<int64_t>(n, 1));
+  Tensor f_dev = upload_floats(f);
+  Tensor remote = upload_remote_mask(local, E);
+  cuda::router_backward(probs.ptr<float>(), lse.ptr<float>(), choice.ptr<int32_t>(), dgate.ptr<float>(),
+                        f_dev.ptr<float>(), local ? static_cast<const uint8_t*>(remote.raw()) : nullptr, n, E, k,
+                        static_cast<float>(aux_w), static_cast<float>(z_w), static_cast<float>(loc_w),
+                        dlogits.ptr<float>(), stream_);
+}
+
+void CudaOps::gather_rows(const Tensor& src, const Tensor& order, int k, Tensor& out) {
+  by_type(src.dtype(), "gather_rows", [&]<typename T>() {
+    cuda::gather_rows<T>(static_cast<const T*>(src.raw()), order.ptr<int32_t>(), k, order.numel(), src.dim(1),
+                         static_cast<T*>(out.raw()), stream_);
+  });
+}
+
+void CudaOps::combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n, int k,
+                            Tensor& out) {
+  by_type(out.dtype(), "combine_pairs", [&]<typename T>() {
+    cuda::combine_pairs<T>(static_cast<const T*>(rows.raw()), row_of_pair.ptr<int32_t>(),
+                           gate ? gate->ptr<float>() : nullptr, n, k, out.dim(1), static_cast<T*>(out.raw()), stream_);
+  });
+}
+
+void CudaOps::pairs_to_rows(const Tensor& per_pair, const Tensor& order, Tensor& per_row) {
+  pair_values_to_rows(per_pair.ptr<float>(), order.ptr<int32_t>(), order.numel(), per_row.ptr<float>(), stream_);
+}
+
+void CudaOps::rows_to_pairs(const Tensor& per_row, const Tensor& order, Tensor& per_pair) {
+  rows_to_pair_values(per_row.ptr<float>(), order.ptr<int32_t>(), order.numel(), per_pair.numel(),
+                      per_pair.ptr<float>(), stream_);
+}
+
+void CudaOps::row_dot(const Tensor& a, const Tensor& b, Tensor& out) {
+  same_dtype(a, b, "row_dot");
+  by_type(a.dtype(), "row_dot", [&]<typename T>() {
+    cuda::row_dot<T>(static_cast<const T*>(a.raw()), static_cast<const T*>(b.raw()), a.dim(0), a.dim(1),
+                     out.ptr<float>(), stream_);
+  });
+}
+
+void CudaOps::scale_rows(const Tensor& x, const Tensor& s, Tensor& out) {
+  by_type(x.dtype(), "scale_rows", [&]<typename T>() {
+    cuda::scale_rows<T>(static_cast<const T*>(x.raw()), s.ptr<float>(), x.dim(0), x.dim(1), static_cast<T*>(out.raw()),
+                        stream_);
+  });
+}
+
+// --- optimizer
+
+AdamWPlan& CudaOps::adamw_plan(const std::vector<mok::Parameter*>& params, std::vector<Tensor>& m,
+                               std::vector<Tensor>& v) {
+  std::vector<const void*> key;
+  for (size_t i = 0; i < params.size(); ++i) {
+    key.push_back(params[i]->value.raw());
+    key.push_back(m[i].raw());
+  }
+  PlanCache<AdamWPlan>& c = *adamw_;
+  if (!c.plan || c.key != key) {
+    std::vector<AdamWTensor> tensors;
+    bool bf16_copies = false;
+    for (size_t i = 0; i < params.size(); ++i) {
+      mok::Parameter& p = *params[i];
+      if (!p.compute_copy.empty()) bf16_copies = p.compute_copy.dtype() == DType::bf16;
+      tensors.push_back({p.value.ptr<float>(), p.grad.ptr<float>(), m[i].ptr<float>(), v[i].ptr<float>(),
+                         p.compute_copy.empty() ? nullptr : p.compute_copy.raw(), p.value.numel(),
+                         p.weight_decay ? 1 : 0});
+    }
+    c.plan = std::make_unique<AdamWPlan>(tensors, bf16_copies);
+    mok::ScopedMemoryTracker internal(internal_tracker_);
+    c.memory = scratch(c.plan->device_bytes());
+    c.plan->upload(c.memory.raw(), stream_);
+    c.key = std::move(key);
+  }
+  return *c.plan;
+}
+
+void CudaOps::adamw_step(const std::vector<mok::Parameter*>& params, std::vector<Tensor>& m, std::vector<Tensor>& v,
+                         const mok::AdamWStep& st) {
+  adamw_plan(params, m, v).step(st.lr, st.beta1, st.beta2, st.eps, st.weight_decay, st.t, stream_);
+}
+
+GradNormPlan& CudaOps::grad_norm_plan(const std::vector<mok::Parameter*>& params) {
+  std::vector<const void*> key;
+  for (const mok::Parameter* p : params) key.push_back(p->grad.raw());
+  PlanCache<GradNormPlan>& c = *grad_norm_;
+  if (!c.plan || c.key != key) {
+    std::vector<GradNormTensor> tensors;
+    for (mok::Parameter* p : params) tensors.push_back({p->grad.ptr<float>(), p->grad.numel()});
+    c.plan = std::make_unique<GradNormPlan>(tensors);
+    mok::ScopedMemoryTracker internal(internal_tracker_);
+    c.memory = scratch(c.plan->device_bytes());
+    c.plan->upload(c.memory.raw(), stream_);
+    c.key = std::move(key);
+  }
+  return *c.plan;
+}
+
+double CudaOps::grad_norm_sq(const std::vector<mok::Parameter*>& params) {
+  Tensor sum = Tensor::empty({1}, DType::f64, *allocator_);
+  grad_norm_plan(params).sum_squares(sum.ptr<double>(), stream_);
+  double host = 0.0;
+  sum.copy_to_host(&host, sizeof host);
+  return host;
+}
+
+void CudaOps::scale_grads(const std::vector<mok::Parameter*>& params, double s) {
+  grad_norm_plan(params).scale(static_cast<float>(s), stream_);
+}
+
+void CudaOps::refresh_compute_copies(const std::vector<mok::Parameter*>& params) {
+  for (mok::Parameter* p : params)
+    if (!p->compute_copy.empty()) convert(p->value, p->compute_copy);
+}
+
+}  // namespace mok::cuda

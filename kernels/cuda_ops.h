@@ -1,0 +1,122 @@
+#pragma once
+// CudaOps: the Ops table of one CUDA device (core/backend/ops.h), over the kernels of
+// kernels/ and cuBLASLt. Everything is enqueued on the rank's one compute stream, in the
+// order the layers call; the host waits only where a value must reach it: the per-expert
+// counts of each MoE layer, the loss of each forward, the gradient norm of each step.
+//
+// Element types: activations and compute copies f32 or bf16 (the context's compute dtype),
+// everything else f32 (i32 for ids). Scratch space comes from the caching allocator per call
+// and goes back when the call returns (stream order makes that safe). What repeats every
+// step is built once: RoPE tables on the device, the optimizer's and the gradient norm's
+// launch plans (rebuilt when the parameter set changes).
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/backend/ops.h"
+#include "core/tensor/memory_tracker.h"
+#include "kernels/cuda_caching_allocator.h"
+
+namespace mok::cuda {
+
+class LtGemm;
+class GroupedGemm;
+class AdamWPlan;
+class GradNormPlan;
+
+class CudaOps final : public mok::Ops {
+ public:
+  // Binds `device` on the calling thread and creates the stream, cuBLASLt state and allocator.
+  explicit CudaOps(int device);
+  ~CudaOps() override;
+
+  mok::Device device() const override { return mok::Device::cuda(device_); }
+  mok::Allocator& allocator() override { return *allocator_; }
+  std::string name() const override { return name_; }
+  void synchronize() override;
+  void bind_thread() override;
+  cudaStream_t stream() const { return stream_; }
+  CudaCachingAllocator& caching_allocator() { return *allocator_; }
+
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const mok::Tensor& a,
+            int64_t lda, const mok::Tensor& b, int64_t ldb, double beta, mok::Tensor& c, int64_t ldc) override;
+  void grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const mok::Tensor& a, const mok::Tensor& b,
+                    double beta, mok::Tensor& c) override;
+  void grouped_weight_grad(const std::vector<int64_t>& offsets, const mok::Tensor& a, const mok::Tensor& dy,
+                           mok::Tensor& dw) override;
+
+  void add_(mok::Tensor& y, const mok::Tensor& x) override;
+  void add2_(mok::Tensor& y, const mok::Tensor& a, const mok::Tensor& b) override;
+  void scale(const mok::Tensor& x, double f, mok::Tensor& out) override;
+  void add_transposed_(mok::Tensor& y, const mok::Tensor& x) override;
+  void convert(const mok::Tensor& src, mok::Tensor& dst) override;
+
+  void rms_norm_forward(const mok::Tensor& x, const mok::Tensor& g, double eps, mok::Tensor& y,
+                        mok::Tensor* rstd) override;
+  void rms_norm_apply(const mok::Tensor& x, const mok::Tensor& g, const mok::Tensor& rstd, mok::Tensor& y) override;
+  void rms_norm_backward(const mok::Tensor& dy, const mok::Tensor& x, const mok::Tensor& g, const mok::Tensor& rstd,
+                         mok::Tensor& dx, mok::Tensor& dg) override;
+  void rope_(mok::Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const mok::RopeTable& table,
+             bool inverse) override;
+  void attention_forward(const mok::Tensor& qkv, int batch, int seq, int heads, int hd, mok::Tensor& o,
+                         mok::Tensor* lse) override;
+  void attention_backward(const mok::Tensor& qkv, const mok::Tensor& d_o, const mok::Tensor& lse, int batch, int seq,
+                          int heads, int hd, mok::Tensor& dqkv) override;
+  void swiglu_forward(const mok::Tensor& a, mok::Tensor& h) override;
+  void swiglu_backward(const mok::Tensor& a, const mok::Tensor& dh, mok::Tensor& da) override;
+  mok::CrossEntropySum cross_entropy(mok::Tensor& logits, const int32_t* targets, bool write_grad) override;
+  void embedding_forward(const mok::Tensor& w, const mok::Tensor& tokens, mok::Tensor& x) override;
+  void embedding_backward(const mok::Tensor& dx, const mok::Tensor& tokens, mok::Tensor& dw) override;
+
+  void router_softmax_topk(const mok::Tensor& logits, int k, const mok::LocalityPolicy* locality, mok::Tensor& probs,
+                           mok::Tensor& lse, mok::Tensor& expert, mok::Tensor& gate) override;
+  mok::PairOrder sort_pairs(mok::Tensor& expert, int experts, int64_t capacity) override;
+  mok::RouterLossSums router_loss_sums(const mok::Tensor& probs, const mok::Tensor& lse, const std::vector<double>& f,
+                                       const std::vector<uint8_t>* local) override;
+  void router_backward(const mok::Tensor& probs, const mok::Tensor& lse, const mok::Tensor& choice,
+                       const mok::Tensor& dgate, const std::vector<double>& f, const std::vector<uint8_t>* local,
+                       double aux_w, double z_w, double loc_w, mok::Tensor& dlogits) override;
+  void gather_rows(const mok::Tensor& src, const mok::Tensor& order, int k, mok::Tensor& out) override;
+  void combine_pairs(const mok::Tensor& rows, const mok::Tensor& row_of_pair, const mok::Tensor* gate, int64_t n,
+                     int k, mok::Tensor& out) override;
+  void pairs_to_rows(const mok::Tensor& per_pair, const mok::Tensor& order, mok::Tensor& per_row) override;
+  void rows_to_pairs(const mok::Tensor& per_row, const mok::Tensor& order, mok::Tensor& per_pair) override;
+  void row_dot(const mok::Tensor& a, const mok::Tensor& b, mok::Tensor& out) override;
+  void scale_rows(const mok::Tensor& x, const mok::Tensor& s, mok::Tensor& out) override;
+
+  void adamw_step(const std::vector<mok::Parameter*>& params, std::vector<mok::Tensor>& m,
+                  std::vector<mok::Tensor>& v, const mok::AdamWStep& step) override;
+  double grad_norm_sq(const std::vector<mok::Parameter*>& params) override;
+  void scale_grads(const std::vector<mok::Parameter*>& params, double s) override;
+  void refresh_compute_copies(const std::vector<mok::Parameter*>& params) override;
+
+ private:
+  mok::Tensor scratch(size_t bytes);
+  mok::Tensor upload_floats(const std::vector<double>& values);
+  mok::Tensor upload_remote_mask(const std::vector<uint8_t>* local, int experts);
+  struct DeviceRope;
+  const DeviceRope& rope_table(const mok::RopeTable& table);
+  template <typename Plan>
+  struct PlanCache;
+  AdamWPlan& adamw_plan(const std::vector<mok::Parameter*>& params, std::vector<mok::Tensor>& m,
+                        std::vector<mok::Tensor>& v);
+  GradNormPlan& grad_norm_plan(const std::vector<mok::Parameter*>& params);
+
+  int device_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<CudaCachingAllocator> allocator_;
+  // Counts what the ops keep for themselves (RoPE tables, launch plans): they outlive any
+  // rank's tracker, so they must not register with one.
+  mok::MemoryTracker internal_tracker_;
+  std::unique_ptr<LtGemm> lt_;
+  std::unique_ptr<GroupedGemm> grouped_;
+  std::map<const mok::RopeTable*, std::unique_ptr<DeviceRope>> ropes_;
+  std::unique_ptr<PlanCache<AdamWPlan>> adamw_;
+  std::unique_ptr<PlanCache<GradNormPlan>> grad_norm_;
+};
+
+}  // namespace mok::cuda
