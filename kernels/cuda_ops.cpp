@@ -9,6 +9,7 @@
 
 #include "core/backend/rope.h"
 #include "core/model/parameter.h"
+#include "kernels/accumulate.h"
 #include "kernels/adamw.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
@@ -76,7 +77,8 @@ CudaOps::CudaOps(int device) : device_(device) {
   MOK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   allocator_ = std::make_unique<CudaCachingAllocator>(device, stream_);
   lt_ = std::make_unique<LtGemm>();
-  grouped_ = std::make_unique<GroupedGemm>(*lt_);
+  grouped_streams_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::streams, 2);
+  grouped_cublas_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::cublas);
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
   grad_norm_ = std::make_unique<PlanCache<GradNormPlan>>();
 }
@@ -87,7 +89,8 @@ CudaOps::~CudaOps() {
   ropes_.clear();
   adamw_.reset();
   grad_norm_.reset();
-  grouped_.reset();
+  grouped_streams_.reset();
+  grouped_cublas_.reset();
   lt_.reset();
   allocator_.reset();
   cudaStreamDestroy(stream_);
@@ -119,6 +122,14 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 
 // --- matrix products
 
+// Measured on an H200 (docs/benchmarks.md): 8 segments of ~4096 rows run best over two side
+// streams, 64 segments of ~2048 rows as one cuBLAS grouped call.
+constexpr int kGroupsForOneCall = 16;
+
+GroupedGemm& CudaOps::grouped_for(int groups) {
+  return groups >= kGroupsForOneCall ? *grouped_cublas_ : *grouped_streams_;
+}
+
 void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                    int64_t lda, const Tensor& b, int64_t ldb, double beta, Tensor& c, int64_t ldc) {
   same_dtype(a, b, "gemm");
@@ -131,8 +142,9 @@ void CudaOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, co
   same_dtype(a, b, "grouped_gemm");
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = c.dim(1);
-  grouped_->rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n, static_cast<float>(beta),
-                 c.raw(), n, gemm_type(a, "grouped_gemm"), gemm_type(c, "grouped_gemm"), stream_);
+  grouped_for(groups).rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
+                           static_cast<float>(beta), c.raw(), n, gemm_type(a, "grouped_gemm"),
+                           gemm_type(c, "grouped_gemm"), stream_);
 }
 
 void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
@@ -140,8 +152,18 @@ void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Ten
   same_dtype(a, dy, "grouped_weight_grad");
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = dy.dim(1);
-  grouped_->weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(), k * n,
-                        gemm_type(a, "grouped_weight_grad"), stream_);
+  const GemmType ab = gemm_type(a, "grouped_weight_grad");
+  if (ab == GemmType::bf16 && groups >= kGroupsForOneCall) {
+    // cuBLAS's grouped call forms bf16 products only: the step's expert weight gradients in
+    // bf16 (zeroed first: empty experts are not written), then added into the fp32 ones.
+    Tensor part = Tensor::zeros({groups, k, n}, DType::bf16, *allocator_);
+    grouped_cublas_->weight_grad_into(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, part.raw(), k * n,
+                                      0.0f, ab, GemmType::bf16, stream_);
+    accumulate_into_f32<bf16>(dw.ptr<float>(), static_cast<const bf16*>(part.raw()), part.numel(), stream_);
+    return;
+  }
+  grouped_for(groups).weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(),
+                                  k * n, ab, stream_);
 }
 
 // --- elementwise
@@ -248,13 +270,13 @@ void CudaOps::attention_forward(const Tensor& qkv, int batch, int seq, int heads
   });
 }
 
-void CudaOps::attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, int batch, int seq,
-                                 int heads, int hd, Tensor& dqkv) {
+void CudaOps::attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, const Tensor* o, int batch,
+                                 int seq, int heads, int hd, Tensor& dqkv) {
   const size_t bytes = flash_attention_backward_workspace_bytes(batch, seq, heads, hd);
   Tensor ws = scratch(bytes);
   by_type(qkv.dtype(), "attention_backward", [&]<typename T>() {
     flash_attention_backward<T>(static_cast<const T*>(qkv.raw()), static_cast<const T*>(d_o.raw()), lse.ptr<float>(),
-                                nullptr, batch, seq, heads, hd, static_cast<T*>(dqkv.raw()), ws.raw(), bytes, stream_);
+                                o ? static_cast<const T*>(o->raw()) : nullptr, batch, seq, heads, hd, static_cast<T*>(dqkv.raw()), ws.raw(), bytes, stream_);
   });
 }
 

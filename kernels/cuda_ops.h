@@ -63,8 +63,8 @@ class CudaOps final : public mok::Ops {
              bool inverse) override;
   void attention_forward(const mok::Tensor& qkv, int batch, int seq, int heads, int hd, mok::Tensor& o,
                          mok::Tensor* lse) override;
-  void attention_backward(const mok::Tensor& qkv, const mok::Tensor& d_o, const mok::Tensor& lse, int batch, int seq,
-                          int heads, int hd, mok::Tensor& dqkv) override;
+  void attention_backward(const mok::Tensor& qkv, const mok::Tensor& d_o, const mok::Tensor& lse, const mok::Tensor* o,
+                          int batch, int seq, int heads, int hd, mok::Tensor& dqkv) override;
   void swiglu_forward(const mok::Tensor& a, mok::Tensor& h) override;
   void swiglu_backward(const mok::Tensor& a, const mok::Tensor& dh, mok::Tensor& da) override;
   mok::CrossEntropySum cross_entropy(mok::Tensor& logits, const int32_t* targets, bool write_grad) override;
@@ -113,7 +113,10 @@ class CudaOps final : public mok::Ops {
   // rank's tracker, so they must not register with one.
   mok::MemoryTracker internal_tracker_;
   std::unique_ptr<LtGemm> lt_;
-  std::unique_ptr<GroupedGemm> grouped_;
+  // Grouped products: few large expert segments run fastest as cuBLASLt calls spread over
+  // side streams; many small ones as one cuBLAS grouped call (kernels/checks/gemm_timings.cpp).
+  std::unique_ptr<GroupedGemm> grouped_streams_, grouped_cublas_;
+  GroupedGemm& grouped_for(int groups);
   std::map<const mok::RopeTable*, std::unique_ptr<DeviceRope>> ropes_;
   std::unique_ptr<PlanCache<AdamWPlan>> adamw_;
   std::unique_ptr<PlanCache<GradNormPlan>> grad_norm_;

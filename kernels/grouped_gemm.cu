@@ -127,15 +127,24 @@ void GroupedGemm::rows(bool trans_b, int groups, const int64_t* host_offsets, in
 void GroupedGemm::weight_grad(int groups, const int64_t* host_offsets, int64_t k, int64_t n, float alpha,
                               const void* a, int64_t lda, const void* dy, int64_t ldy, float* dw,
                               int64_t dw_group_stride, GemmType ab_type, cudaStream_t stream) {
+  weight_grad_into(groups, host_offsets, k, n, alpha, a, lda, dy, ldy, dw, dw_group_stride, 1.f, ab_type,
+                   GemmType::f32, stream);
+}
+
+void GroupedGemm::weight_grad_into(int groups, const int64_t* host_offsets, int64_t k, int64_t n, float alpha,
+                                   const void* a, int64_t lda, const void* dy, int64_t ldy, void* dw,
+                                   int64_t dw_group_stride, float beta, GemmType ab_type, GemmType c_type,
+                                   cudaStream_t stream) {
   check_offsets("weight_grad", groups, host_offsets, n, k);
   std::vector<Problem> problems;
   for (int g = 0; g < groups; ++g) {
     const int64_t m = host_offsets[g + 1] - host_offsets[g];
     if (m == 0) continue;  // dW_g += nothing
     problems.push_back({g, true, false, k, n, m, byte_ptr(a, host_offsets[g] * lda, ab_type), lda,
-                        byte_ptr(dy, host_offsets[g] * ldy, ab_type), ldy, dw + g * dw_group_stride, n});
+                        byte_ptr(dy, host_offsets[g] * ldy, ab_type), ldy,
+                        const_cast<char*>(byte_ptr(dw, g * dw_group_stride, c_type)), n});
   }
-  run(problems, alpha, 1.f, ab_type, GemmType::f32, stream);
+  run(problems, alpha, beta, ab_type, c_type, stream);
 }
 
 void GroupedGemm::run(const std::vector<Problem>& problems, float alpha, float beta, GemmType ab_type,

@@ -71,6 +71,13 @@ class GroupedGemm {
   void weight_grad(int groups, const int64_t* host_offsets, int64_t k, int64_t n, float alpha, const void* a,
                    int64_t lda, const void* dy, int64_t ldy, float* dw, int64_t dw_group_stride,
                    GemmType ab_type, cudaStream_t stream);
+  // The same products written (beta 0) or accumulated (beta 1) into dw of any GEMM output
+  // type: with c_type bf16, cuBLAS's grouped GEMM can take them (it declines bf16 → f32), and
+  // the caller adds the bf16 block into the fp32 gradients. Blocks of empty groups are not
+  // touched.
+  void weight_grad_into(int groups, const int64_t* host_offsets, int64_t k, int64_t n, float alpha, const void* a,
+                        int64_t lda, const void* dy, int64_t ldy, void* dw, int64_t dw_group_stride, float beta,
+                        GemmType ab_type, GemmType c_type, cudaStream_t stream);
 
  private:
   // One group's row-major product for LtGemm::gemm.

@@ -144,8 +144,8 @@ void CpuOps::attention_forward(const Tensor& qkv, int batch, int seq, int heads,
   causal_attention_forward(qkv.data(), batch, seq, heads, hd, o.data(), lse ? lse->data() : nullptr);
 }
 
-void CpuOps::attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, int batch, int seq,
-                                int heads, int hd, Tensor& dqkv) {
+void CpuOps::attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, const Tensor*, int batch,
+                                int seq, int heads, int hd, Tensor& dqkv) {  // the CPU kernel needs no o
   causal_attention_backward(qkv.data(), d_o.data(), lse.data(), batch, seq, heads, hd, dqkv.data());
 }
 

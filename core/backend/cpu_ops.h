@@ -34,8 +34,8 @@ class CpuOps final : public Ops {
   void rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const RopeTable& table,
              bool inverse) override;
   void attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o, Tensor* lse) override;
-  void attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, int batch, int seq, int heads,
-                          int hd, Tensor& dqkv) override;
+  void attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, const Tensor* o,
+                          int batch, int seq, int heads, int hd, Tensor& dqkv) override;
   void swiglu_forward(const Tensor& a, Tensor& h) override;
   void swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) override;
   CrossEntropySum cross_entropy(Tensor& logits, const int32_t* targets, bool write_grad) override;

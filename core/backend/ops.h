@@ -96,11 +96,12 @@ class Ops {
   // Rotary embedding of `heads` heads at the start of each of `rows` rows of x (row stride ld).
   virtual void rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const RopeTable& table,
                      bool inverse) = 0;
-  // Causal attention: qkv (b·s, 3·h·hd) → o (b·s, h·hd), lse (b, h, s) when given.
+  // Causal attention: qkv (b·s, 3·h·hd) → o (b·s, h·hd), lse (b, h, s) when given. Backward
+  // takes o when the caller kept it (else a backend that needs it recomputes it).
   virtual void attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o,
                                  Tensor* lse) = 0;
-  virtual void attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, int batch, int seq,
-                                  int heads, int hd, Tensor& dqkv) = 0;
+  virtual void attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, const Tensor* o,
+                                  int batch, int seq, int heads, int hd, Tensor& dqkv) = 0;
   // SwiGLU: a (n, 2f) = [gate | up] → h (n, f); backward writes da (n, 2f).
   virtual void swiglu_forward(const Tensor& a, Tensor& h) = 0;
   virtual void swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) = 0;

@@ -28,12 +28,16 @@ Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool k
   Tensor qkv = qkv_.forward(x, keep && keep_input,
                             qkv_saved_.output_tag(keep));
   cx.ops().rope_(qkv, n, 3 * d_, 2 * heads_, seq, 0, *rope_, false);  // q and k heads
-  Tensor o = cx.activation({n, d_});
+  // Kept exactly (no saved-input policy on Wo), o is kept here once: the input of Wo's weight
+  // gradient and what the attention backward needs, instead of a copy inside Wo.
+  const bool keep_o = keep && !out_.policy();
+  Tensor o = cx.activation({n, d_}, keep_o ? MemTag{MemCategory::saved_activations, layer_, "attn.out.input"} : MemTag{});
   Tensor lse;
   if (keep) lse = cx.empty({batch, heads_, seq}, kRealDType, MemTag{MemCategory::saved_activations, layer_, "attn.lse"});
   cx.ops().attention_forward(qkv, batch, seq, heads_, hd_, o, keep ? &lse : nullptr);
-  Tensor y = out_.forward(o, keep);
+  Tensor y = out_.forward(o, keep && !keep_o);
   if (keep) {
+    if (keep_o) o_ = std::move(o);
     qkv_saved_.keep(std::move(qkv));
     lse_ = std::move(lse);
     batch_ = batch;
@@ -45,11 +49,19 @@ Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool k
 Tensor Attention::backward(const Tensor& dy, const Tensor* recomputed_x) {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = static_cast<int64_t>(batch_) * seq_;
-  Tensor d_o = out_.backward(dy);
+  Tensor d_o;
+  if (!o_.empty()) {
+    d_o = out_.input_grad(dy);
+    out_.weight_grad(dy, &o_);
+  } else {
+    d_o = out_.backward(dy);
+  }
   Tensor dqkv = cx.activation({n, 3 * d_});  // every column block written by its head
-  cx.ops().attention_backward(qkv_saved_.get(), d_o, lse_, batch_, seq_, heads_, hd_, dqkv);
+  cx.ops().attention_backward(qkv_saved_.get(), d_o, lse_, o_.empty() ? nullptr : &o_, batch_, seq_, heads_, hd_,
+                              dqkv);
   qkv_saved_.reset();
   lse_.reset();
+  o_.reset();
   cx.ops().rope_(dqkv, n, 3 * d_, 2 * heads_, seq_, 0, *rope_, true);
   Tensor dx = qkv_.input_grad(dqkv);
   qkv_.weight_grad(dqkv, recomputed_x);

@@ -2,9 +2,10 @@
 // Causal multi-head self-attention with rotary position embedding.
 //   x (batch·seq, d) → qkv = x·Wqkv (batch·seq, 3d) → RoPE on q, k → causal softmax attention
 //   per head (online softmax) → o (batch·seq, d) → y = o·Wo (batch·seq, d)
-// Kept for backward: the qkv input and o through the linear layers' SavedLinearInput
-// ("attn.qkv.input", "attn.out.input"), q/k/v after RoPE ("attn.qkv", batch·seq·3d) and the
-// log-sum-exp per (batch, head, position) ("attn.lse"). No (seq × seq) tensor is kept.
+// Kept for backward: the qkv input through Wqkv's SavedLinearInput ("attn.qkv.input"), o
+// ("attn.out.input": by this layer when kept exactly — it serves Wo's weight gradient and the
+// attention backward — else through Wo's policy), q/k/v after RoPE ("attn.qkv", batch·seq·3d)
+// and the log-sum-exp per (batch, head, position) ("attn.lse"). No (seq × seq) tensor is kept.
 
 #include "core/kittens/saved_tensor_slot.h"
 #include <string>
@@ -50,6 +51,7 @@ class Attention {
   Linear qkv_, out_;
   SavedTensorSlot qkv_saved_;  // (batch·seq, 3d) q, k after RoPE, v
   Tensor lse_;        // (batch, heads, seq)
+  Tensor o_;          // (batch·seq, d) attention output, when kept here (Wo without a policy)
   int batch_ = 0, seq_ = 0;
 };
 
