@@ -47,6 +47,7 @@ struct CheckpointFiles {
   static constexpr const char* optimizer = "optimizer.safetensors";
   static constexpr const char* state = "trainer_state.json";
   static constexpr const char* config = "config.yaml";
+  static constexpr const char* tokenizer = "tokenizer.txt";  // written by the trainer (write_extra)
   static constexpr const char* latest = "latest";
 };
 
