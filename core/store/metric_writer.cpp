@@ -64,6 +64,23 @@ void MetricWriter::flush() {
   }
 }
 
+void MetricWriter::flush_with_checkpoint(int64_t step, const std::string& path) {
+  std::lock_guard write_lock(write_mu_);
+  std::vector<MetricRow> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(rows_);
+    last_flush_ = std::chrono::steady_clock::now();
+  }
+  try {
+    store_.record_checkpoint(run_id_, batch, step, path);
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    rows_.insert(rows_.begin(), std::make_move_iterator(batch.begin()), std::make_move_iterator(batch.end()));
+    throw;
+  }
+}
+
 size_t MetricWriter::pending() const {
   std::lock_guard lock(mu_);
   return rows_.size();

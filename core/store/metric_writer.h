@@ -39,6 +39,9 @@ class MetricWriter {
 
   void append(const MetricRow& row);  // when it writes inline: throws StoreError on failure
   void flush();                       // writes every buffered row now; throws StoreError
+  // Writes every buffered row and the checkpoint row of `step` in one transaction
+  // (RunStore::record_checkpoint). On failure the rows stay buffered; throws StoreError.
+  void flush_with_checkpoint(int64_t step, const std::string& path);
   size_t pending() const;
   int64_t run_id() const { return run_id_; }
   std::string last_error() const;     // of the last failed background/destructor write

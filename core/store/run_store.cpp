@@ -152,6 +152,48 @@ struct RunStore::Impl {
     return id;
   }
 
+  // The metric rows and the run's summary columns; inside an open write transaction.
+  void insert_metrics(int64_t run_id, const std::vector<MetricRow>& rows,
+                      std::unordered_map<std::string, int64_t>& pending) {
+    // Summary of the batch, folded into the run's summary columns.
+    const MetricRow* last = &rows.front();
+    double best_bpb = kNoValue, best_ppl = kNoValue, peak = kNoValue;
+    for (const MetricRow& r : rows) {
+      if (r.step >= last->step) last = &r;
+      for (const MetricValue& v : r.values) {
+        if (std::isnan(v.value)) continue;
+        if (v.name == "val/bpb" && !(v.value >= best_bpb)) best_bpb = v.value;
+        if (v.name == "val/ppl" && !(v.value >= best_ppl)) best_ppl = v.value;
+        if (v.name == "mem/peak_bytes" && !(v.value <= peak)) peak = v.value;
+      }
+    }
+    for (const MetricRow& r : rows) {
+      for (const MetricValue& v : r.values) {
+        const int64_t nid = name_id(v.name, pending);
+        SqliteStatement st = db->prepare(
+            "INSERT OR REPLACE INTO metrics(run_id, name_id, step, tokens, wall_s, value) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+        st.bind(1, run_id).bind(2, nid).bind(3, r.step).bind(4, r.tokens).bind(5, r.wall_s).bind(6, v.value);
+        st.run();
+      }
+    }
+    SqliteStatement up = db->prepare(
+        "UPDATE runs SET "
+        " last_tokens = CASE WHEN last_step IS NULL OR ?2 >= last_step THEN ?3 ELSE last_tokens END,"
+        " last_wall_s = CASE WHEN last_step IS NULL OR ?2 >= last_step THEN ?4 ELSE last_wall_s END,"
+        " last_step = CASE WHEN last_step IS NULL OR ?2 >= last_step THEN ?2 ELSE last_step END,"
+        " best_val_bpb = CASE WHEN ?5 IS NULL THEN best_val_bpb WHEN best_val_bpb IS NULL THEN ?5"
+        "                     ELSE min(best_val_bpb, ?5) END,"
+        " best_val_ppl = CASE WHEN ?6 IS NULL THEN best_val_ppl WHEN best_val_ppl IS NULL THEN ?6"
+        "                     ELSE min(best_val_ppl, ?6) END,"
+        " peak_bytes = CASE WHEN ?7 IS NULL THEN peak_bytes WHEN peak_bytes IS NULL THEN ?7"
+        "                   ELSE max(peak_bytes, ?7) END,"
+        " updated_at = ?8 WHERE id = ?1");
+    up.bind(1, run_id).bind(2, last->step).bind(3, last->tokens).bind(4, last->wall_s);
+    up.bind(5, best_bpb).bind(6, best_ppl).bind(7, peak).bind(8, now_s());
+    up.run();
+  }
+
   // In a read-only store nothing is written, so a run whose process died still says
   // running; report it as interrupted anyway (what a read-write open would record).
   RunStatus effective_status(RunStatus stored, const std::string& host, int64_t pid, int64_t start,
@@ -358,47 +400,28 @@ void RunStore::append_metrics(int64_t run_id, const std::vector<MetricRow>& rows
   if (rows.empty()) return;
   std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
-  // Summary of the batch, folded into the run's summary columns.
-  const MetricRow* last = &rows.front();
-  double best_bpb = kNoValue, best_ppl = kNoValue, peak = kNoValue;
-  for (const MetricRow& r : rows) {
-    if (r.step >= last->step) last = &r;
-    for (const MetricValue& v : r.values) {
-      if (std::isnan(v.value)) continue;
-      if (v.name == "val/bpb" && !(v.value >= best_bpb)) best_bpb = v.value;
-      if (v.name == "val/ppl" && !(v.value >= best_ppl)) best_ppl = v.value;
-      if (v.name == "mem/peak_bytes" && !(v.value <= peak)) peak = v.value;
-    }
-  }
   std::unordered_map<std::string, int64_t> pending;
   s.write_txn([&] {
     pending.clear();
     s.require_run(run_id);
-    for (const MetricRow& r : rows) {
-      for (const MetricValue& v : r.values) {
-        const int64_t nid = s.name_id(v.name, pending);
-        SqliteStatement st = s.db->prepare(
-            "INSERT OR REPLACE INTO metrics(run_id, name_id, step, tokens, wall_s, value) "
-            "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-        st.bind(1, run_id).bind(2, nid).bind(3, r.step).bind(4, r.tokens).bind(5, r.wall_s).bind(6, v.value);
-        st.run();
-      }
-    }
-    SqliteStatement up = s.db->prepare(
-        "UPDATE runs SET "
-        " last_tokens = CASE WHEN last_step IS NULL OR ?2 >= last_step THEN ?3 ELSE last_tokens END,"
-        " last_wall_s = CASE WHEN last_step IS NULL OR ?2 >= last_step THEN ?4 ELSE last_wall_s END,"
-        " last_step = CASE WHEN last_step IS NULL OR ?2 >= last_step THEN ?2 ELSE last_step END,"
-        " best_val_bpb = CASE WHEN ?5 IS NULL THEN best_val_bpb WHEN best_val_bpb IS NULL THEN ?5"
-        "                     ELSE min(best_val_bpb, ?5) END,"
-        " best_val_ppl = CASE WHEN ?6 IS NULL THEN best_val_ppl WHEN best_val_ppl IS NULL THEN ?6"
-        "                     ELSE min(best_val_ppl, ?6) END,"
-        " peak_bytes = CASE WHEN ?7 IS NULL THEN peak_bytes WHEN peak_bytes IS NULL THEN ?7"
-        "                   ELSE max(peak_bytes, ?7) END,"
-        " updated_at = ?8 WHERE id = ?1");
-    up.bind(1, run_id).bind(2, last->step).bind(3, last->tokens).bind(4, last->wall_s);
-    up.bind(5, best_bpb).bind(6, best_ppl).bind(7, peak).bind(8, now_s());
-    up.run();
+    s.insert_metrics(run_id, rows, pending);
+  });
+  s.name_ids.insert(pending.begin(), pending.end());
+}
+
+void RunStore::record_checkpoint(int64_t run_id, const std::vector<MetricRow>& rows, int64_t step,
+                                 const std::string& path) {
+  std::lock_guard lock(impl_->mu);
+  Impl& s = *impl_;
+  std::unordered_map<std::string, int64_t> pending;
+  s.write_txn([&] {
+    pending.clear();
+    s.require_run(run_id);
+    if (!rows.empty()) s.insert_metrics(run_id, rows, pending);
+    s.db->prepare("DELETE FROM checkpoints WHERE run_id = ?1 AND step >= ?2").bind(1, run_id).bind(2, step).run();
+    SqliteStatement st =
+        s.db->prepare("INSERT INTO checkpoints(run_id, step, path, created_at) VALUES (?1, ?2, ?3, ?4)");
+    st.bind(1, run_id).bind(2, step).bind(3, path).bind(4, now_s()).run();
   });
   s.name_ids.insert(pending.begin(), pending.end());
 }

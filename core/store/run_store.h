@@ -50,6 +50,11 @@ class RunStore {
   // interrupted set finished_at; running (e.g. a resume) makes this process the run's owner.
   void set_status(int64_t run_id, RunStatus status, const std::string& message = {});
   void add_checkpoint(int64_t run_id, int64_t step, const std::string& path);
+  // The step's unwritten metric rows (may be empty) and its checkpoint row, in one
+  // transaction, before the checkpoint becomes visible on disk: the store never lags a
+  // checkpoint. Checkpoint rows of the run at `step` or later are replaced (a save that died
+  // before its folder appeared, or a history the run was rewound past).
+  void record_checkpoint(int64_t run_id, const std::vector<MetricRow>& rows, int64_t step, const std::string& path);
   void set_notes(int64_t run_id, const std::string& notes);
   void add_tag(int64_t run_id, const std::string& tag);
   void remove_tag(int64_t run_id, const std::string& tag);

@@ -58,8 +58,21 @@ void RunStoreSink::on_event(const std::string& text) {
   guarded([&] { store_.append_event(run_id_, level, text); });
 }
 
+void RunStoreSink::commit_checkpoint(int64_t step, const std::string& path) {
+  if (run_id_ == 0 || !writer_) return;
+  guarded([&] {
+    writer_->flush_with_checkpoint(step, path);
+    committed_step_ = step;
+    committed_path_ = path;
+  });
+}
+
 void RunStoreSink::on_checkpoint(int64_t step, const std::string& path) {
   if (run_id_ == 0) return;
+  if (step == committed_step_ && path == committed_path_) {
+    committed_step_ = -1;  // recorded by commit_checkpoint
+    return;
+  }
   flush();
   guarded([&] { store_.add_checkpoint(run_id_, step, path); });
 }

@@ -8,7 +8,9 @@
 // config plus the options below; run_id() tells the id either way.
 //
 // Metrics go through a MetricWriter (batched, flushed at least every max_delay_ms, and
-// before every event, checkpoint and the end of the run). A store failure never stops
+// before every event, checkpoint and the end of the run). A trainer that calls
+// commit_checkpoint before making a checkpoint visible gets the metrics and the checkpoint
+// row in the store first, in one transaction. A store failure never stops
 // training: the rows stay buffered for the next try, the message is kept in last_error()
 // and printed once to stderr. The RunStore must outlive the sink and stay where it is
 // (the sink and its writer keep a reference to it).
@@ -42,6 +44,12 @@ class RunStoreSink : public MetricSink {
   void on_checkpoint(int64_t step, const std::string& path) override;
   void on_run_finished(RunStatus status, const std::string& message) override;
 
+  // Before a checkpoint becomes visible: the buffered metric rows and the checkpoint row in
+  // one transaction, so the store never lags a checkpoint on disk. The on_checkpoint that
+  // follows for the same step and path is then not recorded twice. A store failure is
+  // handled as everywhere here (kept, reported once, training continues).
+  void commit_checkpoint(int64_t step, const std::string& path);
+
   int64_t run_id() const { return run_id_; }
   void flush();
   const std::string& last_error() const { return last_error_; }
@@ -57,6 +65,8 @@ class RunStoreSink : public MetricSink {
   std::unique_ptr<MetricWriter> writer_;
   std::string last_error_;
   int error_count_ = 0;
+  int64_t committed_step_ = -1;  // the last commit_checkpoint, until its on_checkpoint
+  std::string committed_path_;
 };
 
 }  // namespace mok

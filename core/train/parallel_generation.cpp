@@ -251,8 +251,9 @@ ParallelGenerateResult generate_parallel(const std::string& checkpoint_dir, cons
   const int ranks = comm ? comm->size() : options.ranks;
   if (const std::string why = parallel_generate_problem(ckpt_cfg, options, ranks); !why.empty())
     throw std::invalid_argument(why);
-  const fs::path tok = fs::path(sh.dir) / "tokenizer.txt";
+  const fs::path tok = fs::path(sh.dir) / CheckpointFiles::tokenizer;
   if (!fs::exists(tok)) throw CheckpointError(sh.dir + ": no tokenizer.txt in the checkpoint");
+  verify_checkpoint_file(sh.dir, CheckpointFiles::tokenizer);
   sh.tokenizer = Tokenizer::load(tok.string());
 
   // Prompts (B, L): all the same length, so every rank's caches fill at the same step.

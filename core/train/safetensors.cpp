@@ -157,6 +157,30 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorView
   if (::close(fd) != 0) fail(path, std::string("close failed: ") + std::strerror(errno));
 }
 
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  uint64_t header_len = 0;
+  in.read(reinterpret_cast<char*>(&header_len), 8);
+  if (!in) fail(path, "truncated: a safetensors file starts with an 8-byte header length");
+  if (header_len > kMaxHeaderBytes) {
+    fail(path, "bad header: declared header length " + std::to_string(header_len) +
+                   " bytes is implausible (not a safetensors file?)");
+  }
+  std::string header(header_len, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  if (!in) fail(path, "truncated: the header needs " + std::to_string(8 + header_len) + " bytes");
+  std::map<std::string, std::string> metadata;
+  try {
+    const JsonValue root = parse_json(header);
+    if (const JsonValue* m = root.find("__metadata__"))
+      for (const auto& [k, v] : m->as_object()) metadata[k] = v.as_string();
+  } catch (const std::exception& e) {
+    fail(path, std::string("bad header: ") + e.what());
+  }
+  return metadata;
+}
+
 SafeTensorsFile SafeTensorsFile::read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));

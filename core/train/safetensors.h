@@ -55,6 +55,10 @@ struct SafeTensor {
 void write_safetensors(const std::string& path, const std::vector<SafeTensorView>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// The "__metadata__" of a file, reading only its header (not the tensor data). Throws
+// SafeTensorsError on an unreadable or invalid header.
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
+
 class SafeTensorsFile {
  public:
   // Reads and validates the whole file.

@@ -18,8 +18,9 @@ namespace fs = std::filesystem;
 TextGenerator::TextGenerator(const std::string& checkpoint_dir) {
   dir_ = resolve_checkpoint_dir(checkpoint_dir);
   config_ = parse_experiment_config(read_checkpoint_config(dir_), (fs::path(dir_) / CheckpointFiles::config).string());
-  const fs::path tok = fs::path(dir_) / "tokenizer.txt";
+  const fs::path tok = fs::path(dir_) / CheckpointFiles::tokenizer;
   if (!fs::exists(tok)) throw CheckpointError(dir_ + ": no tokenizer.txt in the checkpoint");
+  verify_checkpoint_file(dir_, CheckpointFiles::tokenizer);
   tokenizer_ = Tokenizer::load(tok.string());
   ModelOptions mo;
   mo.model = config_.model;

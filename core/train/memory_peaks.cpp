@@ -1,0 +1,23 @@
+#include "core/train/memory_peaks.h"
+
+#include <algorithm>
+
+#include "core/tensor/memory_tracker.h"
+
+namespace mok {
+
+void MemoryPeaks::take(const MemoryTracker& t) {
+  total = std::max(total, t.peak_total());
+  saved = std::max(saved, t.peak_bytes(MemCategory::saved_activations));
+  for (const auto& [key, kb] : t.saved_by_layer_kind()) {
+    int64_t& v = saved_by_kind[key];
+    v = std::max(v, kb.peak);
+  }
+}
+
+void MemoryPeaks::clear() {
+  total = saved = 0;
+  for (auto& [k, v] : saved_by_kind) v = 0;
+}
+
+}  // namespace mok

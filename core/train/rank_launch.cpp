@@ -1,0 +1,75 @@
+#include "core/train/rank_launch.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/dist/link_model.h"
+#include "core/dist/local_communicator.h"
+#include "core/tensor/memory_tracker.h"
+#include "core/util/thread_pool.h"
+
+namespace mok {
+
+namespace {
+
+// The rank's index among the ranks of its host, as MPI launchers tell it (Open MPI, Slurm,
+// MPICH); the world rank when none does (one host).
+int host_local_rank(int world_rank) {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
+  }
+  return world_rank;
+}
+
+RankContext rank_context(const ExperimentConfig& cfg, Communicator* comm, int local_rank) {
+  RankContext rc;
+  if (comm) {
+    rc.comm = comm;
+    rc.rank = comm->rank();
+    rc.ranks = comm->size();
+    if (cfg.model.experts > 0) rc.placement = ExpertPlacement::parse(cfg.parallel.expert_placement, cfg.model.experts, rc.ranks);
+  }
+  rc.device = bind_rank_device(cfg, rc.rank, rc.ranks, local_rank);
+  return rc;
+}
+
+}  // namespace
+
+int run_rank_count(const ExperimentConfig& config, const Communicator* mpi_comm) {
+  return mpi_comm ? mpi_comm->size() : config.parallel.ranks;
+}
+
+TrainResult launch_ranks(const ExperimentConfig& cfg, Communicator* mpi_comm, MemoryTracker& process_tracker,
+                         const TrainEvent& event, const RankBody& body) {
+  const int ranks = run_rank_count(cfg, mpi_comm);
+  const LinkModel link = LinkModel::from_config(cfg.parallel, cfg.parallel.link_sleep);
+  if (mpi_comm) {
+    // One rank per process: this thread, this process's tracker and pool.
+    mpi_comm->set_link(link);
+    RankContext rc = rank_context(cfg, mpi_comm, host_local_rank(mpi_comm->rank()));
+    return body(rc, process_tracker);
+  }
+  if (ranks == 1) {
+    RankContext rc = rank_context(cfg, nullptr, 0);  // no communicator: the single-rank path
+    return body(rc, process_tracker);
+  }
+  // R threads of this process, each with its own memory tracker and thread pool.
+  const int threads = std::max(1, cfg.parallel.threads);
+  event("parallel: " + std::to_string(ranks) + " local ranks, " + std::to_string(threads) + " threads each");
+  TrainResult result;
+  run_local_ranks(
+      ranks,
+      [&](Communicator& comm) {
+        MemoryTracker tracker;
+        ScopedMemoryTracker track_rank(tracker);
+        ThreadPool pool(threads);
+        ScopedThreadPool pool_rank(pool);
+        RankContext rc = rank_context(cfg, &comm, comm.rank());
+        TrainResult r = body(rc, tracker);
+        if (rc.leader()) result = std::move(r);
+      },
+      link);
+  return result;
+}
+
+}  // namespace mok

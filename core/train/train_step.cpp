@@ -1,0 +1,104 @@
+#include "core/train/train_step.h"
+
+#include <chrono>
+
+#include "core/data/batch_sampler.h"
+#include "core/dist/dispatcher_factory.h"
+#include "core/model/language_model.h"
+#include "core/train/adamw.h"
+#include "core/train/gradient_sync.h"
+#include "core/train/rank_model.h"
+
+namespace mok {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+TrainStep::TrainStep(const ExperimentConfig& config, const TokenDataset& data, RankModel& model, RankContext& rc)
+    : cfg_(config),
+      data_(data),
+      m_(model),
+      rc_(rc),
+      schedule_(LrSchedule::from_config(config.train)),
+      micro_(config.train.batch / config.train.grad_accum),
+      rows_(rc.shard_rows(micro_)),
+      row0_(rc.shard_begin(micro_)),
+      tokens_(static_cast<size_t>(micro_) * config.data.seq_len),
+      targets_(tokens_.size()) {}
+
+TrainStepResult TrainStep::run(int64_t step) {
+  const TrainConfig& tc = cfg_.train;
+  const int seq = cfg_.data.seq_len;
+  LanguageModel& model = *m_.model;
+  TrainStepResult r;
+  const CommStats comm_before = rc_.parallel() ? rc_.comm->stats() : CommStats{};
+  const auto t0 = Clock::now();
+  model.set_step(step);
+  model.zero_grad();
+  StepFigures fig;  // R > 1: this rank's part, summed over ranks below
+  for (int m = 0; m < tc.grad_accum; ++m) {
+    if (rc_.parallel()) {
+      // Rows are sampled independently, so this rank's rows are those rows of R = 1's batch.
+      for (int i = 0; i < rows_; ++i)
+        sample_train_row(data_, cfg_.seed, step, m, row0_ + i, seq, tokens_.data() + static_cast<size_t>(i) * seq,
+                         targets_.data() + static_cast<size_t>(i) * seq);
+    } else {
+      sample_train_batch(data_, cfg_.seed, step, m, micro_, seq, tokens_.data(), targets_.data());
+    }
+    const ForwardStats st = model.forward(tokens_.data(), targets_.data(), rows_, seq);
+    // 1/R: each rank's mean loss is 1/R of the global-batch mean, so the gradients summed
+    // over ranks below are those of R = 1.
+    model.backward(1.0 / (static_cast<double>(tc.grad_accum) * rc_.ranks));
+    r.loss += st.loss;
+    r.aux += st.aux_loss;
+    r.z += st.z_loss;
+    r.locality += st.locality_loss;
+    r.dropped += st.dropped_tokens;
+    fig.loss_sum += st.loss * static_cast<double>(st.tokens);
+    fig.tokens += static_cast<double>(st.tokens);
+    for (const ExpertDispatcher* d : rc_.dispatchers) fig.local_pairs += static_cast<double>(last_dispatch_counts(*d).local_pairs);
+    r.moe_layer_ids = st.moe_layer_ids;
+    if (r.expert_load.size() < st.expert_load.size()) r.expert_load.resize(st.expert_load.size());
+    for (size_t l = 0; l < st.expert_load.size(); ++l) {
+      auto& dst = r.expert_load[l];
+      if (dst.size() < st.expert_load[l].size()) dst.resize(st.expert_load[l].size(), 0);
+      for (size_t e = 0; e < st.expert_load[l].size(); ++e) dst[e] += st.expert_load[l][e];
+    }
+  }
+  r.loss /= tc.grad_accum;
+  r.aux /= tc.grad_accum;
+  r.z /= tc.grad_accum;
+  r.locality /= tc.grad_accum;
+  r.grad_norm = sync_and_clip_gradients(rc_, m_.params, tc.grad_clip);
+  r.lr = schedule_.lr_at(step);
+  m_.adam->step(r.lr);
+  r.step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (rc_.parallel()) {
+    // Sum the step's figures over ranks (this reduction is not part of the step's traffic).
+    fig.take_comm(rc_.comm->stats(), comm_before);
+    fig.step_s = r.step_s;
+    fig.dropped = static_cast<double>(r.dropped);
+    fig.aux = r.aux * tc.grad_accum;
+    fig.z = r.z * tc.grad_accum;
+    fig.locality = r.locality * tc.grad_accum;
+    fig.load.resize(r.expert_load.size());
+    for (size_t l = 0; l < r.expert_load.size(); ++l) fig.load[l].assign(r.expert_load[l].begin(), r.expert_load[l].end());
+    reduce_step_figures(rc_, fig);
+    const double R = rc_.ranks;
+    r.loss = fig.tokens > 0 ? fig.loss_sum / fig.tokens : 0.0;
+    r.aux = fig.aux / (R * tc.grad_accum);  // every rank holds the same number of tokens
+    r.z = fig.z / (R * tc.grad_accum);
+    r.locality = fig.locality / (R * tc.grad_accum);
+    r.dropped = static_cast<int64_t>(fig.dropped);
+    for (size_t l = 0; l < r.expert_load.size(); ++l)
+      for (size_t e = 0; e < r.expert_load[l].size(); ++e) r.expert_load[l][e] = static_cast<int64_t>(fig.load[l][e]);
+    r.step_s = fig.step_s / R;  // mean over ranks
+    r.ranks = std::move(fig);
+  }
+  return r;
+}
+
+}  // namespace mok

@@ -1,0 +1,59 @@
+#pragma once
+// TrainStep: one optimizer step on one rank, returning its figures.
+//
+// Step s (0-based) = model.set_step(s), zero_grad, then for each of train.grad_accum
+// micro-batches m: this rank's rows of sample_train_batch(seed, s, m) (all rows when R = 1),
+// forward, backward scaled by 1/(grad_accum·R); gradient sync and clipping
+// (gradient_sync.h); the learning rate of step s; one AdamW update. Collective when R > 1:
+// the figures are then summed over ranks (step_figures.h), the same on every rank.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/config/experiment_config.h"
+#include "core/data/token_dataset.h"
+#include "core/train/lr_schedule.h"
+#include "core/train/rank_context.h"
+#include "core/train/step_figures.h"
+
+namespace mok {
+
+struct RankModel;
+
+struct TrainStepResult {
+  double loss = 0.0;       // mean cross-entropy (nats/token), over micro-batches (and ranks)
+  double aux = 0.0;        // load-balancing loss, weighted, mean over micro-batches (and ranks)
+  double z = 0.0;          // router z-loss, likewise
+  double locality = 0.0;   // MoK locality loss, likewise
+  double grad_norm = 0.0;  // global, before clipping
+  double lr = 0.0;         // learning rate the update used
+  int64_t dropped = 0;     // (token, expert) pairs dropped by the capacity factor (all ranks)
+  std::vector<std::vector<int64_t>> expert_load;  // [MoE layer][expert] pairs routed (all ranks)
+  std::vector<int> moe_layer_ids;                 // block index of each expert_load entry
+  double step_s = 0.0;     // wall time of the step (mean over ranks)
+  StepFigures ranks;       // R > 1: traffic, comm time and local pairs summed over ranks
+};
+
+class TrainStep {
+ public:
+  // `data` and `model` must outlive the TrainStep.
+  TrainStep(const ExperimentConfig& config, const TokenDataset& data, RankModel& model, RankContext& rc);
+
+  // Runs step `step` (the number of steps completed before it).
+  TrainStepResult run(int64_t step);
+
+  int64_t tokens_per_step() const { return static_cast<int64_t>(cfg_.train.batch) * cfg_.data.seq_len; }
+
+ private:
+  const ExperimentConfig& cfg_;
+  const TokenDataset& data_;
+  RankModel& m_;
+  RankContext& rc_;
+  const LrSchedule schedule_;
+  const int micro_;  // rows of one micro-batch, all ranks
+  const int rows_;   // this rank's rows of a micro-batch
+  const int row0_;   // its first row
+  std::vector<int32_t> tokens_, targets_;  // (rows, seq_len) of one micro-batch
+};
+
+}  // namespace mok
