@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 namespace mok::cuda {
 
 DeviceQuery query_devices() {
@@ -9,7 +11,10 @@ DeviceQuery query_devices() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    q.unavailable_reason = cudaGetErrorString(status);
+    q.unavailable_reason = status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice
+                               ? std::string("no NVIDIA GPU and driver on this machine (CUDA: ") +
+                                     cudaGetErrorString(status) + ")"
+                               : cudaGetErrorString(status);
     cudaGetLastError();  // clear the sticky error so later calls start clean
     return q;
   }

@@ -10,6 +10,9 @@
 #include <string>
 
 #include "app/cli/commands.h"
+#if MOK_HAVE_CUDA
+#include "kernels/cuda_backend.h"
+#endif
 
 namespace {
 
@@ -36,6 +39,9 @@ void print_usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if MOK_HAVE_CUDA
+  mok::cuda::register_cuda_backend();  // parallel.device: cuda (the core says why when no GPU is usable)
+#endif
   if (argc < 2) {
     print_usage(stderr);
     return 2;

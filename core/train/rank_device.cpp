@@ -1,12 +1,36 @@
 #include "core/train/rank_device.h"
 
+#include <stdexcept>
+
+#include "core/config/config_check.h"
+
 namespace mok {
 
 std::string RankDevice::label() const { return kind == "cpu" ? kind : kind + ":" + std::to_string(index); }
 
+DType compute_dtype_for(const ExperimentConfig& config) {
+  const std::string& p = config.train.precision;
+  if (config.parallel.device != "cuda") return kRealDType;
+  return p == "fp32" ? DType::f32 : DType::bf16;
+}
+
 RankDevice bind_rank_device(const ExperimentConfig& config, int rank, int ranks, int local_rank) {
-  (void)config, (void)rank, (void)ranks, (void)local_rank;
-  return RankDevice{};  // every rank on the host CPU (the only device the trainer runs on yet)
+  RankDevice d;
+  if (config.parallel.device != "cuda") return d;  // every rank on the host CPU
+  d.kind = "cuda";
+  d.index = local_rank;
+  if (!config.parallel.gpus.empty()) {
+    const std::vector<int> ids = parse_gpu_list(config.parallel.gpus);
+    if (static_cast<int>(ids.size()) != ranks)
+      throw std::runtime_error("parallel.gpus names " + std::to_string(ids.size()) + " GPU(s) for " +
+                               std::to_string(ranks) + " rank(s)");
+    d.index = ids[rank];
+  }
+  const DType compute = compute_dtype_for(config);
+  d.precision = compute == DType::bf16 ? "bf16" : "fp32";
+  d.context = make_exec_context(Device::cuda(d.index), compute);
+  d.name = d.context->ops().name();
+  return d;
 }
 
 }  // namespace mok

@@ -1,27 +1,37 @@
 #pragma once
 // RankDevice: where one rank of a training run computes, and the one place that chooses it.
 //
-// Today every rank computes on the host CPU (parallel.device: cpu; Trainer::unsupported_reason
-// refuses anything else before a run starts). A GPU build extends bind_rank_device — e.g.
-// parallel.device cuda → {kind "cuda", index = local_rank} — and the parts that build and
-// step the model read RankContext::device; nothing else chooses a device.
+// parallel.device cpu: the host CPU (the process's CPU context). parallel.device cuda: the
+// GPU parallel.gpus names for the rank (default: the rank's index on its host), computing in
+// train.precision (auto = bf16). The rank body runs under the device's ExecContext
+// (rank_launch.cpp), so the model is built and stepped there; nothing else chooses a device.
 
+#include <memory>
 #include <string>
 
+#include "core/backend/exec_context.h"
 #include "core/config/experiment_config.h"
 
 namespace mok {
 
 struct RankDevice {
-  std::string kind = "cpu";  // "cpu" (later: "cuda")
+  std::string kind = "cpu";  // "cpu" | "cuda"
   int index = 0;             // device ordinal on this host (0 for the CPU)
+  std::string precision = "fp32";  // compute dtype of activations: "fp32" | "bf16"
+  std::string name = "cpu";        // what the ops table says of itself, e.g. "cuda:0 NVIDIA H200"
+  std::shared_ptr<ExecContext> context;  // null: the process's CPU context
 
   // "cpu", "cuda:1": what events and the run store show.
   std::string label() const;
+  ExecContext& exec() const { return context ? *context : cpu_context(); }
 };
 
 // The device of rank `rank` (of `ranks`), the `local_rank`-th rank of this host: one local
-// thread or one MPI process.
+// thread or one MPI process. Throws std::runtime_error saying why when the device cannot be
+// used (no GPU here, no CUDA in this build, a GPU index that does not exist).
 RankDevice bind_rank_device(const ExperimentConfig& config, int rank, int ranks, int local_rank);
+
+// The compute dtype train.precision asks for on `device` ("auto": bf16 on a GPU, fp32 on the CPU).
+DType compute_dtype_for(const ExperimentConfig& config);
 
 }  // namespace mok

@@ -47,10 +47,12 @@ TrainResult launch_ranks(const ExperimentConfig& cfg, Communicator* mpi_comm, Me
     // One rank per process: this thread, this process's tracker and pool.
     mpi_comm->set_link(link);
     RankContext rc = rank_context(cfg, mpi_comm, host_local_rank(mpi_comm->rank()));
+    ScopedExecContext on_device(rc.device.exec());
     return body(rc, process_tracker);
   }
   if (ranks == 1) {
     RankContext rc = rank_context(cfg, nullptr, 0);  // no communicator: the single-rank path
+    ScopedExecContext on_device(rc.device.exec());
     return body(rc, process_tracker);
   }
   // R threads of this process, each with its own memory tracker and thread pool.
@@ -65,6 +67,7 @@ TrainResult launch_ranks(const ExperimentConfig& cfg, Communicator* mpi_comm, Me
         ThreadPool pool(threads);
         ScopedThreadPool pool_rank(pool);
         RankContext rc = rank_context(cfg, &comm, comm.rank());
+        ScopedExecContext on_device(rc.device.exec());
         TrainResult r = body(rc, tracker);
         if (rc.leader()) result = std::move(r);
       },

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "core/backend/exec_context.h"
 #include "core/dist/dispatcher_factory.h"
 #include "core/model/language_model.h"
 #include "core/train/adamw.h"
@@ -74,6 +75,7 @@ void load_rank_model(RankModel& m, const std::string& checkpoint_dir) {
   // By name: a rank loads the dense parameters and its own experts of a full checkpoint.
   load_model_weights(checkpoint_dir, m.params, m.model_tensors);
   load_optimizer_state(checkpoint_dir, *m.adam);
+  ExecContext::current().ops().refresh_compute_copies(m.params);  // bf16 copies of the loaded values (GPU)
 }
 
 }  // namespace mok

@@ -88,7 +88,12 @@ int safe_dtype_size(SafeDType t) {
 }
 
 SafeTensorView safe_view(const std::string& name, const Tensor& t) {
-  return SafeTensorView{name, SafeDType::f32, t.shape(), t.data()};
+  if (t.is_cpu()) return SafeTensorView{name, SafeDType::f32, t.shape(), t.data(), nullptr};
+  auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(t.bytes()));
+  if (t.dtype() != DType::f32)
+    throw std::invalid_argument("safetensors: '" + name + "' is " + t.describe() + "; checkpoints hold f32 values");
+  t.copy_to_host(bytes->data(), t.bytes());
+  return SafeTensorView{name, SafeDType::f32, t.shape(), bytes->data(), bytes};
 }
 
 int64_t SafeTensor::numel() const { return checked_numel(shape); }
@@ -286,7 +291,12 @@ void SafeTensorsFile::read_into(const std::string& name, Tensor& dst) const {
     fail(path_, "tensor '" + name + "' has shape " + shape_text(t.shape) + ", expected " +
                     shape_text(dst.shape()));
   }
-  if (!t.bytes.empty()) std::memcpy(dst.data(), t.bytes.data(), t.bytes.size());
+  if (t.bytes.empty()) return;
+  if (dst.is_cpu()) {
+    std::memcpy(dst.data(), t.bytes.data(), t.bytes.size());
+  } else {
+    dst.copy_from_host(t.bytes.data(), static_cast<int64_t>(t.bytes.size()));
+  }
 }
 
 std::vector<int64_t> SafeTensorsFile::read_i64(const std::string& name) const {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,9 +36,10 @@ struct SafeTensorView {
   SafeDType dtype = SafeDType::f32;
   std::vector<int64_t> shape;
   const void* data = nullptr;
+  std::shared_ptr<const std::vector<uint8_t>> host_copy;  // the bytes `data` points into, when copied off a device
 };
 
-// A float32 view of a Tensor (of the float build).
+// A float32 view of a Tensor (of the float build); a tensor on a GPU is copied to the host.
 SafeTensorView safe_view(const std::string& name, const Tensor& t);
 
 // A tensor read from a file (owns its bytes).

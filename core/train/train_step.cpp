@@ -1,5 +1,7 @@
 #include "core/train/train_step.h"
 
+#include "core/backend/exec_context.h"
+
 #include <chrono>
 
 #include "core/data/batch_sampler.h"
@@ -75,6 +77,7 @@ TrainStepResult TrainStep::run(int64_t step) {
   r.grad_norm = sync_and_clip_gradients(rc_, m_.params, tc.grad_clip);
   r.lr = schedule_.lr_at(step);
   m_.adam->step(r.lr);
+  ExecContext::current().ops().synchronize();  // a GPU step has ended when its last kernel has
   r.step_s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (rc_.parallel()) {
     // Sum the step's figures over ranks (this reduction is not part of the step's traffic).

@@ -92,8 +92,14 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg) {
     }
   }
   if (const std::string why = parallel_config_problem(cfg, cfg.parallel.ranks); !why.empty()) return why;
-  if (cfg.parallel.device != "cpu") {
-    return "parallel.device: '" + cfg.parallel.device + "' is not available to the trainer yet; use cpu";
+  if (cfg.parallel.device == "cuda") {
+    if (cfg.parallel.ranks != 1 || cfg.parallel.comm != "local")
+      return "parallel.device: cuda trains on one GPU so far (parallel.ranks: 1, comm: local); expert "
+             "parallelism over several GPUs is not available yet";
+    if (const std::string why = device_unavailable_reason(DeviceType::cuda); !why.empty())
+      return "parallel.device: cuda: " + why;
+  } else if (cfg.parallel.device != "cpu") {
+    return "parallel.device: '" + cfg.parallel.device + "' is not a device; use cpu or cuda";
   }
   if (cfg.train.grad_accum < 1 || cfg.train.batch % cfg.train.grad_accum != 0) {
     return "train.batch (" + std::to_string(cfg.train.batch) + ") must be a multiple of train.grad_accum (" +
@@ -174,7 +180,9 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
     if (!options_.db_path.empty() && leader) {
       s.store.emplace(RunStore::open(options_.db_path));
       RunStoreSinkOptions so;
-      so.device = options_.device_label;
+      so.device = config_.parallel.device == "cuda"
+                      ? "cuda (" + std::string(compute_dtype_for(config_) == DType::bf16 ? "bf16" : "fp32") + ")"
+                      : options_.device_label;
       s.store_sink = std::make_unique<RunStoreSink>(*s.store, so);
       s.sinks.insert(s.sinks.begin(), s.store_sink.get());
     }
@@ -261,6 +269,9 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
 
   RankModel m = build_rank_model(cfg, s.data.tokenizer->vocab_size(), rc, event);
   result.parameter_count = m.parameter_count;
+  result.device = rc.device.name;
+  result.precision = rc.device.precision;
+  if (rc.device.kind != "cpu") event("device: " + rc.device.name + ", " + rc.device.precision);
   if (!s.resume_dir.empty()) {
     load_rank_model(m, s.resume_dir);
     if (s.resumed.seed != cfg.seed) {
@@ -318,6 +329,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     }
     peaks.take(tracker);
     result.peak_bytes = std::max(result.peak_bytes, tracker.peak_total());
+    result.peak_device_bytes = std::max(result.peak_device_bytes, tracker.peak_total(DeviceType::cuda));
     result.peak_saved_activation_bytes =
         std::max(result.peak_saved_activation_bytes, tracker.peak_bytes(MemCategory::saved_activations));
     result.comm_bytes_remote += static_cast<int64_t>(r.ranks.remote_bytes);

@@ -60,6 +60,9 @@ struct TrainResult {
   double tokens_per_s = 0.0;     // training tokens / training-step time, this session
   int64_t peak_saved_activation_bytes = 0;  // max over steps
   int64_t peak_bytes = 0;                   // max over steps (all categories together)
+  int64_t peak_device_bytes = 0;            // of it, on the GPU (0 on the CPU)
+  std::string device = "cpu";               // where rank 0 computed, e.g. "cuda:0 NVIDIA H200"
+  std::string precision = "fp32";           // compute dtype of activations: fp32 | bf16
   int64_t comm_bytes_remote = 0;            // bytes sent to other ranks, in total
   double wall_s = 0.0;           // run wall time (resumed runs include earlier sessions)
   std::string checkpoint_dir;    // the last checkpoint written ("" when none)

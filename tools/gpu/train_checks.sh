@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The training path end to end on a GPU machine, through `mok train` itself:
+#   1. the quickstart for 20 steps on the CPU and on the GPU in fp32: every logged loss,
+#      gradient norm and validation figure within 1e-4 relative;
+#   2. the same on the GPU in bf16, twice: bitwise the same metrics, and within 3e-2 of fp32;
+#   3. the JSON line of a GPU run (device, precision, peak device bytes).
+#   tools/gpu/train_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BIN="$(cd "${1:-$ROOT/build-gpu}" && pwd)"
+OUT_DIR="${2:-${OUT:-/tmp/mok-train-checks}}"
+mkdir -p "$OUT_DIR"
+export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+SCRATCH="$(mktemp -d)"
+trap 'rm -rf "$SCRATCH"' EXIT
+cd "$ROOT"
+
+run() {  # name, then mok train arguments
+  local name="$1"; shift
+  "$BIN/mok" train experiments/quickstart.yaml --db "$SCRATCH/$name.db" --json --quiet \
+    --set train.steps=20 --set train.eval_every=10 --set train.eval_batches=2 \
+    --set logging.checkpoint_dir="$SCRATCH/ckpt-$name" "$@" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+  echo "$name: exit $? $(tail -n 1 "$OUT_DIR/$name.json" | cut -c1-400)"
+  "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" > /dev/null 2>&1
+}
+run cpu --set parallel.device=cpu --set parallel.threads=8
+run gpu_fp32 --set parallel.device=cuda --set train.precision=fp32
+run gpu_bf16_a --set parallel.device=cuda --set train.precision=bf16
+run gpu_bf16_b --set parallel.device=cuda --set train.precision=bf16
+
+python3 - "$OUT_DIR" <<'PY'
+import csv, math, sys
+out = sys.argv[1]
+keep = ("train/loss", "train/grad_norm", "train/aux_loss", "train/z_loss", "val/loss", "val/bpb")
+def load(name):
+    try:
+        rows = csv.DictReader(open(f"{out}/{name}.csv"))
+    except OSError:
+        return {}
+    return {(int(r["step"]), r["name"]): float(r["value"]) for r in rows if r["name"] in keep}
+def worst(a, b):
+    if not a or a.keys() != b.keys():
+        return math.inf
+    return max(abs(a[k] - b[k]) / max(abs(b[k]), 1e-12) for k in b)
+cpu, g32, ga, gb = (load(n) for n in ("cpu", "gpu_fp32", "gpu_bf16_a", "gpu_bf16_b"))
+checks = [("gpu fp32 vs cpu (max rel. diff)", worst(g32, cpu), 1e-4),
+          ("gpu bf16 vs gpu fp32, losses only", worst({k: v for k, v in ga.items() if k[1].endswith("loss") or k[1] == "val/bpb"},
+                                                       {k: v for k, v in g32.items() if k[1].endswith("loss") or k[1] == "val/bpb"}), 3e-2),
+          ("gpu bf16 repeat (max abs diff, bitwise = 0)", max((abs(ga[k] - gb[k]) for k in gb), default=math.inf) if ga.keys() == gb.keys() and ga else math.inf, 0.0)]
+bad = 0
+for name, value, tol in checks:
+    ok = value <= tol
+    bad += not ok
+    print(f"{name:45s} {value:12.3e}  (tolerance {tol:.0e})  {'ok' if ok else 'FAIL'}")
+for step in (1, 10, 20):
+    print(f"step {step:2d} loss: cpu {cpu.get((step, 'train/loss'), float('nan')):.6f}  gpu fp32 {g32.get((step, 'train/loss'), float('nan')):.6f}"
+          f"  gpu bf16 {ga.get((step, 'train/loss'), float('nan')):.6f}")
+sys.exit(1 if bad else 0)
+PY
