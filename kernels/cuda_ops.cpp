@@ -9,7 +9,6 @@
 
 #include "core/backend/rope.h"
 #include "core/model/parameter.h"
-#include "kernels/accumulate.h"
 #include "kernels/adamw.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
@@ -78,7 +77,6 @@ CudaOps::CudaOps(int device) : device_(device) {
   allocator_ = std::make_unique<CudaCachingAllocator>(device, stream_);
   lt_ = std::make_unique<LtGemm>();
   grouped_streams_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::streams, 2);
-  grouped_cublas_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::cublas);
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
   grad_norm_ = std::make_unique<PlanCache<GradNormPlan>>();
 }
@@ -90,7 +88,6 @@ CudaOps::~CudaOps() {
   adamw_.reset();
   grad_norm_.reset();
   grouped_streams_.reset();
-  grouped_cublas_.reset();
   lt_.reset();
   allocator_.reset();
   cudaStreamDestroy(stream_);
@@ -122,13 +119,10 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 
 // --- matrix products
 
-// Measured on an H200 (docs/benchmarks.md): 8 segments of ~4096 rows run best over two side
-// streams, 64 segments of ~2048 rows as one cuBLAS grouped call.
-constexpr int kGroupsForOneCall = 16;
-
-GroupedGemm& CudaOps::grouped_for(int groups) {
-  return groups >= kGroupsForOneCall ? *grouped_cublas_ : *grouped_streams_;
-}
+// Measured on an H200 (docs/benchmarks.md): expert segments run best as cuBLASLt calls over
+// two side streams. cuBLAS's grouped call is faster per product in isolation for 64 small
+// segments, but inside a training step it ran at half the speed (its host-side cost).
+GroupedGemm& CudaOps::grouped_for(int) { return *grouped_streams_; }
 
 void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                    int64_t lda, const Tensor& b, int64_t ldb, double beta, Tensor& c, int64_t ldc) {
@@ -153,15 +147,6 @@ void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Ten
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = dy.dim(1);
   const GemmType ab = gemm_type(a, "grouped_weight_grad");
-  if (ab == GemmType::bf16 && groups >= kGroupsForOneCall) {
-    // cuBLAS's grouped call forms bf16 products only: the step's expert weight gradients in
-    // bf16 (zeroed first: empty experts are not written), then added into the fp32 ones.
-    Tensor part = Tensor::zeros({groups, k, n}, DType::bf16, *allocator_);
-    grouped_cublas_->weight_grad_into(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, part.raw(), k * n,
-                                      0.0f, ab, GemmType::bf16, stream_);
-    accumulate_into_f32<bf16>(dw.ptr<float>(), static_cast<const bf16*>(part.raw()), part.numel(), stream_);
-    return;
-  }
   grouped_for(groups).weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(),
                                   k * n, ab, stream_);
 }

@@ -113,9 +113,8 @@ class CudaOps final : public mok::Ops {
   // rank's tracker, so they must not register with one.
   mok::MemoryTracker internal_tracker_;
   std::unique_ptr<LtGemm> lt_;
-  // Grouped products: few large expert segments run fastest as cuBLASLt calls spread over
-  // side streams; many small ones as one cuBLAS grouped call (kernels/checks/gemm_timings.cpp).
-  std::unique_ptr<GroupedGemm> grouped_streams_, grouped_cublas_;
+  // Grouped products of expert segments (kernels/checks/gemm_timings.cpp compares methods).
+  std::unique_ptr<GroupedGemm> grouped_streams_;
   GroupedGemm& grouped_for(int groups);
   std::map<const mok::RopeTable*, std::unique_ptr<DeviceRope>> ropes_;
   std::unique_ptr<PlanCache<AdamWPlan>> adamw_;

@@ -393,6 +393,8 @@ def run_variant(s, variant, args):
     import torch
 
     device = torch.device(args.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", 0)  # set_device and the memory queries need an index
     torch.manual_seed(1234)
     row = {"device": args.device}
     if device.type == "cuda":
