@@ -11,6 +11,10 @@ namespace {
 class ExactSavedLinearInput final : public SavedLinearInput {
  public:
   void save(const Tensor& x, const MemTag& tag) override { x_ = x.clone(tag); }
+  void save_owned(Tensor&& x, const MemTag& tag) override {
+    if (!x.retag(tag)) return save(x, tag);  // shared storage: copy it
+    x_ = std::move(x);
+  }
 
   void accumulate_weight_grad(const Tensor& dy, Tensor& dw, real scale) override {
     const int64_t n = x_.rank() ? x_.dim(0) : 0;

@@ -22,6 +22,9 @@ class SavedLinearInput {
   // Keep (a compact copy of) X for backward. `tag` says which layer and tensor kind the
   // held bytes are counted under (MemCategory::saved_activations).
   virtual void save(const Tensor& x, const MemTag& tag) = 0;
+  // The same for an X the caller no longer needs: a policy that keeps X as it is takes it
+  // over instead of copying it. Default: save(x, tag).
+  virtual void save_owned(Tensor&& x, const MemTag& tag) { save(x, tag); }
   // dW += scale · X̃ᵀ·dY, where X̃ is what was kept. Frees what save() kept.
   virtual void accumulate_weight_grad(const Tensor& dy, Tensor& dw, real scale) = 0;
   // Bytes held now (0 after accumulate_weight_grad).

@@ -63,10 +63,10 @@ void GroupedSwiGlu::set_policy(SavedInputPolicy* policy) {
   reset_saved();
 }
 
-void GroupedSwiGlu::save_input(const Tensor& x, const std::string& kind, Tensor& whole,
+void GroupedSwiGlu::save_input(Tensor&& x, const std::string& kind, Tensor& whole,
                                std::vector<std::unique_ptr<SavedLinearInput>>& keepers) {
   if (!policy_) {
-    whole = x.clone(saved_tag(layer_, kind));
+    whole = x.retag(saved_tag(layer_, kind)) ? std::move(x) : x.clone(saved_tag(layer_, kind));
     return;
   }
   const int64_t cols = x.dim(1);
@@ -96,7 +96,7 @@ void GroupedSwiGlu::weight_grad(const Tensor& dy, Tensor& whole,
   }
 }
 
-Tensor GroupedSwiGlu::forward(const Tensor& xs, const std::vector<int64_t>& offsets, bool keep) {
+Tensor GroupedSwiGlu::forward(Tensor xs, const std::vector<int64_t>& offsets, bool keep) {
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t m = xs.dim(0);
@@ -108,12 +108,12 @@ Tensor GroupedSwiGlu::forward(const Tensor& xs, const std::vector<int64_t>& offs
   if (keep) offsets_ = offsets;
   Tensor a = cx.activation({m, 2 * f_}, keep && !policy_ ? saved_tag(layer_, kind_ + ".act.input") : MemTag{});
   ops.grouped_gemm(false, offsets, xs, up_.weights(), 0.0, a);  // (m, 2f)
-  if (keep) save_input(xs, kind_ + ".up.input", xs_kept_, up_keepers_);
+  if (keep) save_input(std::move(xs), kind_ + ".up.input", xs_kept_, up_keepers_);
   Tensor h = cx.activation({m, f_});
   ops.swiglu_forward(a, h);
   Tensor ys = cx.activation({m, d_});
   ops.grouped_gemm(false, offsets, h, down_.weights(), 0.0, ys);  // (m, d)
-  if (keep && keep_hidden) save_input(h, kind_ + ".down.input", h_kept_, down_keepers_);
+  if (keep && keep_hidden) save_input(std::move(h), kind_ + ".down.input", h_kept_, down_keepers_);
   if (keep) {
     if (!policy_) {
       a_kept_ = std::move(a);

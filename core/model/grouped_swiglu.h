@@ -41,8 +41,9 @@ class GroupedSwiGlu {
   // Expert g as a SwiGluMlp over views of block g (its Parameters are the ones to train).
   std::unique_ptr<SwiGluMlp> expert_view(int g) const;
 
-  // offsets: (G + 1) host row offsets of the experts' segments in xs.
-  Tensor forward(const Tensor& xs, const std::vector<int64_t>& offsets, bool keep);
+  // offsets: (G + 1) host row offsets of the experts' segments in xs. xs is taken over: kept
+  // exactly, it is kept without a copy.
+  Tensor forward(Tensor xs, const std::vector<int64_t>& offsets, bool keep);
   // gate (m), dgate (m, written): `real` on the layer's device. Returns dxs (m, d).
   Tensor backward_gated(const Tensor& dys, const Tensor& gate, Tensor& dgate);
 
@@ -54,8 +55,8 @@ class GroupedSwiGlu {
     Tensor value, grad, compute;  // (G, rows, cols); compute empty when the master is computed with
     const Tensor& weights() const { return compute.empty() ? value : compute; }
   };
-  // Keeps x (m, cols) for a weight gradient: whole, or per expert through `keepers`.
-  void save_input(const Tensor& x, const std::string& kind, Tensor& whole,
+  // Keeps x (m, cols) for a weight gradient: whole (taken over), or per expert through `keepers`.
+  void save_input(Tensor&& x, const std::string& kind, Tensor& whole,
                   std::vector<std::unique_ptr<SavedLinearInput>>& keepers);
   // dW += Xᵀ·dY per expert from what save_input kept (or from `recomputed` x when given).
   void weight_grad(const Tensor& dy, Tensor& whole, std::vector<std::unique_ptr<SavedLinearInput>>& keepers,

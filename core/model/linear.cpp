@@ -33,7 +33,7 @@ void Linear::set_policy(SavedInputPolicy* policy) {
   saved_.reset();
 }
 
-Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag, bool real_output) {
+Tensor Linear::product(const Tensor& x, MemTag out_tag, bool real_output) const {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = x.dim(0);
   if (x.numel() != n * d_in())
@@ -42,10 +42,23 @@ Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag, bool real_out
   // GEMM with beta 0: every element written
   Tensor y = cx.empty({n, d_out()}, real_output ? kRealDType : cx.compute_dtype(), std::move(out_tag));
   cx.ops().gemm(false, false, n, d_out(), d_in(), 1.0, x, d_in(), w_.compute(), d_out(), 0.0, y, d_out());
-  if (keep) {
-    if (!saved_) saved_ = policy_ ? policy_->make(layer_, kind_) : make_exact_saved_linear_input();
-    saved_->save(x, MemTag{MemCategory::saved_activations, layer_, kind_});
-  }
+  return y;
+}
+
+SavedLinearInput& Linear::saved_input_for_save() {
+  if (!saved_) saved_ = policy_ ? policy_->make(layer_, kind_) : make_exact_saved_linear_input();
+  return *saved_;
+}
+
+Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag, bool real_output) {
+  Tensor y = product(x, std::move(out_tag), real_output);
+  if (keep) saved_input_for_save().save(x, MemTag{MemCategory::saved_activations, layer_, kind_});
+  return y;
+}
+
+Tensor Linear::forward(Tensor&& x, bool keep, MemTag out_tag, bool real_output) {
+  Tensor y = product(x, std::move(out_tag), real_output);
+  if (keep) saved_input_for_save().save_owned(std::move(x), MemTag{MemCategory::saved_activations, layer_, kind_});
   return y;
 }
 

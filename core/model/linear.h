@@ -25,6 +25,8 @@ class Linear {
   // keep: save X for backward. out_tag: how Y's bytes are counted. Y is in the context's
   // compute dtype, or in `real` when real_output (router logits).
   Tensor forward(const Tensor& x, bool keep, MemTag out_tag = {}, bool real_output = false);
+  // The same for an x the caller no longer needs: kept exactly, it is kept without a copy.
+  Tensor forward(Tensor&& x, bool keep, MemTag out_tag = {}, bool real_output = false);
   // dX = dY·Wᵀ and dW += Xᵀ·dY; returns dX (n, d_in).
   Tensor backward(const Tensor& dy);
   // dX = dY·Wᵀ only.
@@ -44,6 +46,9 @@ class Linear {
   SavedLinearInput* saved_input() { return saved_.get(); }
 
  private:
+  Tensor product(const Tensor& x, MemTag out_tag, bool real_output) const;  // Y = X·W
+  SavedLinearInput& saved_input_for_save();
+
   Parameter w_;  // (d_in, d_out)
   int layer_;
   std::string kind_;

@@ -34,8 +34,7 @@ Tensor LocalDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exper
   const PairOrder& pairs = r.pairs;
   Tensor xs = cx.activation({pairs.rows(), d});  // each expert's tokens, in token order
   ops.gather_rows(x, pairs.order, r.k, xs);
-  Tensor ys = bank.grouped->forward(xs, pairs.offsets, keep);
-  xs.reset();
+  Tensor ys = bank.grouped->forward(std::move(xs), pairs.offsets, keep);  // kept there without a copy
   Tensor y = cx.activation({n, d});
   ops.combine_pairs(ys, pairs.row_of_pair, &r.gate, n, r.k, y);
   if (keep) {

@@ -31,7 +31,7 @@ Tensor SwiGluMlp::forward(const Tensor& x, bool keep, bool keep_input, bool keep
                          a_.output_tag(keep));
   Tensor h = cx.activation({n, f_});
   cx.ops().swiglu_forward(a, h);
-  Tensor y = down_.forward(h, keep && keep_hidden);
+  Tensor y = down_.forward(std::move(h), keep && keep_hidden);  // h is kept without a copy
   if (keep) {
     a_.keep(std::move(a));
     hidden_kept_ = keep_hidden;

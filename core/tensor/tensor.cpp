@@ -28,6 +28,14 @@ ByteBuffer::ByteBuffer(int64_t bytes, MemTag tag, Allocator& allocator, bool zer
 
 ByteBuffer::~ByteBuffer() { reset(); }
 
+void ByteBuffer::retag(MemTag tag) {
+  if (data_) {
+    tracker_->remove(tag_, bytes_, device_.type);
+    tracker_->add(tag, bytes_, device_.type);
+  }
+  tag_ = std::move(tag);
+}
+
 void ByteBuffer::reset() {
   if (data_) {
     tracker_->remove(tag_, bytes_, device_.type);
@@ -109,6 +117,12 @@ Tensor Tensor::clone(MemTag tag) const {
   Tensor t(shape_, dtype_, allocator(), std::move(tag), false);
   if (numel_) allocator().copy_within(t.raw(), raw(), bytes());
   return t;
+}
+
+bool Tensor::retag(MemTag tag) {
+  if (!storage_ || view_ || storage_.use_count() != 1) return false;
+  storage_->retag(std::move(tag));
+  return true;
 }
 
 Tensor Tensor::view(int64_t offset, std::vector<int64_t> shape) const {

@@ -44,6 +44,8 @@ class ByteBuffer {
   const uint8_t* data() const { return data_; }
   int64_t size() const { return bytes_; }
   const MemTag& tag() const { return tag_; }
+  // Counts these bytes under `tag` from now on (e.g. a workspace tensor kept for backward).
+  void retag(MemTag tag);
   Allocator* allocator() const { return allocator_; }
   Device device() const { return device_; }
   void reset();  // frees the bytes now
@@ -109,6 +111,9 @@ class Tensor {
   Allocator& allocator() const;
   const MemTag& tag() const;
   bool is_view() const { return view_; }
+  // Counts this tensor's bytes under `tag` from now on; only a tensor that owns its storage
+  // alone can (returns false, changing nothing, for a view or shared storage).
+  bool retag(MemTag tag);
 
   // Same data, new shape with the same element count.
   void reshape(std::vector<int64_t> shape);

@@ -16,7 +16,11 @@ struct OpCheck {
   bool passed() const { return relative_error <= tolerance; }
 };
 
-// Runs every check on the current device; `seed` makes the inputs fresh per call.
-std::vector<OpCheck> run_cuda_op_checks(unsigned long long seed);
+// Check groups: elementwise, gemm, moe, attention, sketch, model (the whole training step).
+const std::vector<std::string>& cuda_check_groups();
+
+// Runs the checks of `groups` (empty: every group) on the current device; `seed` makes the
+// inputs fresh per call. Throws std::invalid_argument for an unknown group.
+std::vector<OpCheck> run_cuda_op_checks(unsigned long long seed, const std::vector<std::string>& groups = {});
 
 }  // namespace mok::cuda

@@ -1,14 +1,15 @@
-// mok-gpu-check: the CUDA kernel checks and timings on a GPU machine, with nothing but CUDA
-// (no Qt, no project libraries). Built and run by tools/gpu/run.sh.
-//   1. every check of kernels/checks/cuda_op_checks.h on fresh random inputs
-//   2. timings (CUDA events, median of repeats after warm-up) of the in-kernel Gaussian
-//      sketch P = X·Qᵀ against cuBLAS on a stored Q, and the bytes each keeps for backward.
+// mok-gpu-check: on a GPU machine, every CUDA kernel against the CPU reference on fresh
+// random inputs, whole training steps against the CPU core (kernels/checks/), then kernel and
+// model timings. Built with the project where nvcc is found; tools/gpu/pack.sh packs it with
+// the libraries a bare GPU machine lacks.
+//   mok-gpu-check [--checks GROUP,...] [--no-timings]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/util/counter_rng.h"
@@ -50,8 +51,28 @@ std::vector<float> normals(size_t n, uint64_t stream) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe as they are printed
+  std::vector<std::string> groups;
+  bool timings = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--no-timings") {
+      timings = false;
+    } else if (a == "--checks" && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) groups.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: mok-gpu-check [--checks GROUP,...] [--no-timings]\n"
+                   "  groups: elementwise, gemm, moe, attention, sketch, model (default: all)\n");
+      return 2;
+    }
+  }
   const auto q = mok::cuda::query_devices();
   if (q.devices.empty()) {
     std::fprintf(stderr, "no CUDA device: %s\n", q.unavailable_reason.c_str());
@@ -64,11 +85,22 @@ int main() {
   int failed = 0;
   const auto seed = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
   std::printf("\n%-28s %12s %8s\n", "check", "rel.err", "result");
-  for (const auto& c : mok::cuda::run_cuda_op_checks(seed)) {
+  std::vector<mok::cuda::OpCheck> checks;
+  try {
+    checks = mok::cuda::run_cuda_op_checks(seed, groups);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mok-gpu-check: %s\n", e.what());
+    return 2;
+  }
+  for (const auto& c : checks) {
     std::printf("%-28s %12.3e %8s\n", c.name.c_str(), c.relative_error, c.passed() ? "ok" : "FAIL");
     failed += !c.passed();
   }
 
+  if (!timings) {
+    std::printf("\n%s\n", failed ? "SOME CHECKS FAILED" : "all checks passed");
+    return failed ? 1 : 0;
+  }
   mok::cuda::print_elementwise_timings();
   mok::cuda::print_gemm_timings();
   mok::cuda::print_attention_timings();
