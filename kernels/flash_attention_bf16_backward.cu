@@ -69,7 +69,8 @@ __device__ inline void store_rows(const float (&acc)[kHd / 8][4], float scale, b
   for (int c = lane; c < 16 * kChunks; c += 32) {
     const int r = c / kChunks, part = c % kChunks;
     if (row0 + r < S)
-      *reinterpret_cast<uint4*>(dst + (row0 + r) * ld + part * 8) = *reinterpret_cast<const uint4*>(stage + r * kLd + part * 8);
+      *reinterpret_cast<uint4*>(dst + (row0 + r) * ld + part * 8) =
+          *reinterpret_cast<const uint4*>(stage + r * kLd + part * 8);
   }
 }
 
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
   float dk[kMTiles][kDimTiles][4] = {}, dv[kMTiles][kDimTiles][4] = {};
   for (int qt = first, it = 0; qt < n_qtiles; ++qt, ++it) {
     const int buf = it % 2;
-    if (qt + 1 < n_qtiles) {  // prefetch into the buffer freed at the end of it − 1
+    if (qt + 1 < n_qtiles) {  // prefetch into the buffer read in iteration it − 1
       load_query_tile(qt + 1, (it + 1) % 2);
       cp_async_commit();
       cp_async_wait<1>();

@@ -63,10 +63,12 @@ void time_backward_parts(CheckInputs& in, int B, int S, int H, int hd) {
     flash_attention_backward<T>(qkv.data(), d_o.data(), lse.data(), o.data(), B, S, H, hd, dqkv.data(), ws.data(),
                                 ws.size(), nullptr);
   });
-  const float dkdv = median_ms(
-      [&] { launch_flash_backward_dkdv(qkv.data(), d_o.data(), lse.data(), dvec, B, S, H, hd, dqkv.data(), nullptr); });
-  const float dq = median_ms(
-      [&] { launch_flash_backward_dq(qkv.data(), d_o.data(), lse.data(), dvec, B, S, H, hd, dqkv.data(), nullptr); });
+  const float dkdv = median_ms([&] {
+    launch_flash_backward_dkdv(qkv.data(), d_o.data(), lse.data(), dvec, B, S, H, hd, dqkv.data(), nullptr);
+  });
+  const float dq = median_ms([&] {
+    launch_flash_backward_dq(qkv.data(), d_o.data(), lse.data(), dvec, B, S, H, hd, dqkv.data(), nullptr);
+  });
   MOK_CUDA_CHECK(cudaDeviceSynchronize());
   // Causal FLOPs of each kernel: dK/dV four products, dQ three, each 2·B·H·S²·hd/2.
   const double product = 2.0 * B * H * double(S) * S * hd / 2.0;
@@ -84,7 +86,8 @@ void time_shape(CheckInputs& in, const char* label, int B, int S, int H, int hd)
   DeviceBuffer<float> lse(size_t(B) * H * S);
   DeviceBuffer<unsigned char> ws(flash_attention_backward_workspace_bytes(B, S, H, hd));
 
-  const float fwd_ms = median_ms([&] { flash_attention_forward<T>(qkv.data(), B, S, H, hd, o.data(), lse.data(), nullptr); });
+  const float fwd_ms =
+      median_ms([&] { flash_attention_forward<T>(qkv.data(), B, S, H, hd, o.data(), lse.data(), nullptr); });
   const float bwd_ms = median_ms([&] {
     flash_attention_backward<T>(qkv.data(), d_o.data(), lse.data(), o.data(), B, S, H, hd, dqkv.data(), ws.data(),
                                 ws.size(), nullptr);
@@ -99,9 +102,9 @@ void time_shape(CheckInputs& in, const char* label, int B, int S, int H, int hd)
   const double fwd_tflops = fwd_flop / (fwd_ms * 1e-3) / 1e12, bwd_tflops = bwd_flop / (bwd_ms * 1e-3) / 1e12;
   char shape[64];
   std::snprintf(shape, sizeof shape, "%d×%d×%d×%d", B, S, H, hd);
-  std::printf("%-14s %-5s %-18s %8.3f %8.1f %6.1f%% %8.3f %8.1f %6.1f%% %11.3f\n", label, std::is_same_v<T, bf16> ? "bf16" : "fp32",
-              shape, fwd_ms, fwd_tflops, 100.0 * fwd_tflops / kPeakTflops, bwd_ms, bwd_tflops,
-              100.0 * bwd_tflops / kPeakTflops, bwd_null_ms);
+  std::printf("%-14s %-5s %-18s %8.3f %8.1f %6.1f%% %8.3f %8.1f %6.1f%% %11.3f\n", label,
+              std::is_same_v<T, bf16> ? "bf16" : "fp32", shape, fwd_ms, fwd_tflops, 100.0 * fwd_tflops / kPeakTflops,
+              bwd_ms, bwd_tflops, 100.0 * bwd_tflops / kPeakTflops, bwd_null_ms);
 }
 
 }  // namespace
