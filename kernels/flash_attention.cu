@@ -47,9 +47,10 @@ void check_shape(int B, int S, int H, int hd, const char* op) {
 
 // 16-byte vector loads and cp.async need 16-byte aligned rows: base pointers aligned and
 // row strides (multiples of hd ≥ 32 elements) keep every row aligned.
-void check_aligned(const void* p, const char* what, const char* op) {
-  if (reinterpret_cast<uintptr_t>(p) % 16)
-    throw std::invalid_argument(std::string(op) + ": " + what + " is not 16-byte aligned");
+void check_aligned(const void* p, const char* what, const char* op, size_t bytes = 16) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes)
+    throw std::invalid_argument(std::string(op) + ": " + what + " is not " + std::to_string(bytes) +
+                                "-byte aligned");
 }
 
 }  // namespace
@@ -66,7 +67,7 @@ void flash_attention_forward(const T* qkv, int B, int S, int H, int hd, T* o, fl
   if (B == 0 || S == 0) return;
   check_aligned(qkv, "qkv", op);
   check_aligned(o, "o", op);
-  if (reinterpret_cast<uintptr_t>(lse) % 4) throw std::invalid_argument(std::string(op) + ": lse is not 4-byte aligned");
+  check_aligned(lse, "lse", op, 4);
   launch_flash_forward(qkv, B, S, H, hd, o, lse, stream);
 }
 
@@ -86,7 +87,7 @@ void flash_attention_backward(const T* qkv, const T* d_o, const float* lse, cons
   check_aligned(dqkv, "dqkv", op);
   check_aligned(ws, "workspace", op);
   if (o) check_aligned(o, "o", op);
-  if (reinterpret_cast<uintptr_t>(lse) % 4) throw std::invalid_argument(std::string(op) + ": lse is not 4-byte aligned");
+  check_aligned(lse, "lse", op, 4);
 
   float* d = static_cast<float*>(ws);  // (B, H, S)
   const T* o_used = o;

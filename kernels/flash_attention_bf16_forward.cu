@@ -1,12 +1,12 @@
 // Causal flash attention forward in bf16 on tensor cores (mma.sync m16n8k16, float
 // accumulators), FlashAttention-2 style: a thread block owns kBlockM queries of one
-// (batch, head), each warp 16·kMTiles of them with Q in registers (every K and V fragment
-// read from shared memory serves kMTiles products, so two m-tiles halve the shared-memory
-// traffic per FLOP, the binding limit at one); key and value tiles of
-// kBlockN rows are double-buffered in shared memory by cp.async. Per tile a warp forms
-// S = Q·Kᵀ (16 × kBlockN, float), masks keys after the query, updates the running max and
-// sum of exp in log2 units (scores times scale·log2 e, exp2 on the special-function unit),
-// rescales O and adds P·V with P rounded to bf16 straight from the score registers.
+// (batch, head), each warp 16·kMTiles of them with Q in registers; key and value tiles of
+// kBlockN rows are double-buffered in shared memory by cp.async. Every K and V fragment read
+// from shared memory serves the warp's kMTiles m-tiles: two halve the shared-memory traffic
+// per FLOP, the binding limit at one. Per tile a warp forms S = Q·Kᵀ (16·kMTiles × kBlockN,
+// float), masks keys after the query, updates the running max and sum of exp in log2 units
+// (scores times scale·log2 e, exp2 on the special-function unit), rescales O and adds P·V
+// with P rounded to bf16 straight from the score registers.
 // Key tiles run from the diagonal down to tile 0, so the masked ones come first; a warp
 // skips a tile whose keys all follow its queries.
 #include "kernels/cuda_check.h"
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
 
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = (n_tiles - 1 - it) * kBlockN, buf = it % 2;
-    if (it + 1 < n_tiles) {  // prefetch the next tile into the buffer freed at the end of it − 1
+    if (it + 1 < n_tiles) {  // prefetch the next tile into the buffer read in iteration it − 1
       const int next = (it + 1) % 2;
       load_tile_async<kBlockN, kHd, kThreads>(sK + next * kBlockN * kLd, k_src, ld, k0 - kBlockN, S);
       load_tile_async<kBlockN, kHd, kThreads>(sV + next * kBlockN * kLd, v_src, ld, k0 - kBlockN, S);
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
       float l = l_run[mt][half];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      inv[half] = 1.f / l;  // inf for a row ≥ S of a partial warp: never stored
+      inv[half] = 1.f / l;  // l ≥ 1 (the row's largest term is exp2(0)); rows ≥ S are not stored
       const int row = row0 + 16 * mt + g + 8 * half;
       if (lse && t == 0 && row < S)
         lse[static_cast<long long>(bh) * S + row] = (m_run[mt][half] + log2f(l)) * kLn2;

@@ -232,11 +232,9 @@ void launch_flash_forward(const float* qkv, int B, int S, int H, int hd, float* 
                           cudaStream_t stream) {
   const dim3 grid(B * H, blocks_for(S, kRowsPerBlock));
   const float scale = softmax_scale(hd);
-  switch (hd) {
-    case 32: flash_forward_fp32_kernel<32><<<grid, kThreads, 0, stream>>>(qkv, S, H, o, lse, scale); break;
-    case 64: flash_forward_fp32_kernel<64><<<grid, kThreads, 0, stream>>>(qkv, S, H, o, lse, scale); break;
-    default: flash_forward_fp32_kernel<128><<<grid, kThreads, 0, stream>>>(qkv, S, H, o, lse, scale); break;
-  }
+  if (hd == 32) flash_forward_fp32_kernel<32><<<grid, kThreads, 0, stream>>>(qkv, S, H, o, lse, scale);
+  else if (hd == 64) flash_forward_fp32_kernel<64><<<grid, kThreads, 0, stream>>>(qkv, S, H, o, lse, scale);
+  else flash_forward_fp32_kernel<128><<<grid, kThreads, 0, stream>>>(qkv, S, H, o, lse, scale);
   MOK_CUDA_CHECK_LAUNCH();
 }
 
@@ -244,11 +242,10 @@ void launch_flash_backward_dkdv(const float* qkv, const float* d_o, const float*
                                 int B, int S, int H, int hd, float* dqkv, cudaStream_t stream) {
   const dim3 grid(B * H, blocks_for(S, kRowsPerBlock));
   const float scale = softmax_scale(hd);
-  switch (hd) {
-    case 32: flash_backward_dkdv_fp32_kernel<32><<<grid, kThreads, 0, stream>>>(qkv, d_o, lse, d, S, H, dqkv, scale); break;
-    case 64: flash_backward_dkdv_fp32_kernel<64><<<grid, kThreads, 0, stream>>>(qkv, d_o, lse, d, S, H, dqkv, scale); break;
-    default: flash_backward_dkdv_fp32_kernel<128><<<grid, kThreads, 0, stream>>>(qkv, d_o, lse, d, S, H, dqkv, scale); break;
-  }
+  auto launch = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(qkv, d_o, lse, d, S, H, dqkv, scale); };
+  if (hd == 32) launch(flash_backward_dkdv_fp32_kernel<32>);
+  else if (hd == 64) launch(flash_backward_dkdv_fp32_kernel<64>);
+  else launch(flash_backward_dkdv_fp32_kernel<128>);
   MOK_CUDA_CHECK_LAUNCH();
 }
 
@@ -256,11 +253,10 @@ void launch_flash_backward_dq(const float* qkv, const float* d_o, const float* l
                               int B, int S, int H, int hd, float* dqkv, cudaStream_t stream) {
   const dim3 grid(B * H, blocks_for(S, kRowsPerBlock));
   const float scale = softmax_scale(hd);
-  switch (hd) {
-    case 32: flash_backward_dq_fp32_kernel<32><<<grid, kThreads, 0, stream>>>(qkv, d_o, lse, d, S, H, dqkv, scale); break;
-    case 64: flash_backward_dq_fp32_kernel<64><<<grid, kThreads, 0, stream>>>(qkv, d_o, lse, d, S, H, dqkv, scale); break;
-    default: flash_backward_dq_fp32_kernel<128><<<grid, kThreads, 0, stream>>>(qkv, d_o, lse, d, S, H, dqkv, scale); break;
-  }
+  auto launch = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(qkv, d_o, lse, d, S, H, dqkv, scale); };
+  if (hd == 32) launch(flash_backward_dq_fp32_kernel<32>);
+  else if (hd == 64) launch(flash_backward_dq_fp32_kernel<64>);
+  else launch(flash_backward_dq_fp32_kernel<128>);
   MOK_CUDA_CHECK_LAUNCH();
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/flash_attention.h"
+#include "kernels/flash_attention_launch.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -45,6 +46,38 @@ std::vector<T> to_element(const std::vector<float>& v) {
   if constexpr (std::is_same_v<T, bf16>) return to_bf16(v); else return v;
 }
 
+// The backward's kernels one by one (D comes from a first full backward, as the timed
+// kernels need it): where the time goes.
+template <typename T>
+void time_backward_parts(CheckInputs& in, int B, int S, int H, int hd) {
+  const size_t d = size_t(H) * hd, rows = size_t(B) * S;
+  DeviceBuffer<T> qkv(to_element<T>(in.normal(rows * 3 * d))), d_o(to_element<T>(in.normal(rows * d)));
+  DeviceBuffer<T> o(rows * d), dqkv(rows * 3 * d);
+  DeviceBuffer<float> lse(size_t(B) * H * S);
+  DeviceBuffer<unsigned char> ws(flash_attention_backward_workspace_bytes(B, S, H, hd));
+  flash_attention_forward<T>(qkv.data(), B, S, H, hd, o.data(), lse.data(), nullptr);
+  flash_attention_backward<T>(qkv.data(), d_o.data(), lse.data(), o.data(), B, S, H, hd, dqkv.data(), ws.data(),
+                              ws.size(), nullptr);
+  const float* dvec = reinterpret_cast<const float*>(ws.data());  // D: the workspace's first part
+  const float total = median_ms([&] {
+    flash_attention_backward<T>(qkv.data(), d_o.data(), lse.data(), o.data(), B, S, H, hd, dqkv.data(), ws.data(),
+                                ws.size(), nullptr);
+  });
+  const float dkdv = median_ms([&] {
+    launch_flash_backward_dkdv(qkv.data(), d_o.data(), lse.data(), dvec, B, S, H, hd, dqkv.data(), nullptr);
+  });
+  const float dq = median_ms([&] {
+    launch_flash_backward_dq(qkv.data(), d_o.data(), lse.data(), dvec, B, S, H, hd, dqkv.data(), nullptr);
+  });
+  MOK_CUDA_CHECK(cudaDeviceSynchronize());
+  // Causal FLOPs of each kernel: dK/dV four products, dQ three, each 2·B·H·S²·hd/2.
+  const double product = 2.0 * B * H * double(S) * S * hd / 2.0;
+  std::printf("backward parts, %s %d×%d×%d×%d: dK/dV %.3f ms (%.1f TFLOP/s), dQ %.3f ms (%.1f TFLOP/s), "
+              "D pre-pass and launches %.3f ms, total %.3f ms\n",
+              std::is_same_v<T, bf16> ? "bf16" : "fp32", B, S, H, hd, dkdv, 4 * product / (dkdv * 1e-3) / 1e12, dq,
+              3 * product / (dq * 1e-3) / 1e12, total - dkdv - dq, total);
+}
+
 template <typename T>
 void time_shape(CheckInputs& in, const char* label, int B, int S, int H, int hd) {
   const size_t d = size_t(H) * hd, rows = size_t(B) * S;
@@ -53,7 +86,8 @@ void time_shape(CheckInputs& in, const char* label, int B, int S, int H, int hd)
   DeviceBuffer<float> lse(size_t(B) * H * S);
   DeviceBuffer<unsigned char> ws(flash_attention_backward_workspace_bytes(B, S, H, hd));
 
-  const float fwd_ms = median_ms([&] { flash_attention_forward<T>(qkv.data(), B, S, H, hd, o.data(), lse.data(), nullptr); });
+  const float fwd_ms =
+      median_ms([&] { flash_attention_forward<T>(qkv.data(), B, S, H, hd, o.data(), lse.data(), nullptr); });
   const float bwd_ms = median_ms([&] {
     flash_attention_backward<T>(qkv.data(), d_o.data(), lse.data(), o.data(), B, S, H, hd, dqkv.data(), ws.data(),
                                 ws.size(), nullptr);
@@ -68,9 +102,9 @@ void time_shape(CheckInputs& in, const char* label, int B, int S, int H, int hd)
   const double fwd_tflops = fwd_flop / (fwd_ms * 1e-3) / 1e12, bwd_tflops = bwd_flop / (bwd_ms * 1e-3) / 1e12;
   char shape[64];
   std::snprintf(shape, sizeof shape, "%d×%d×%d×%d", B, S, H, hd);
-  std::printf("%-14s %-5s %-18s %8.3f %8.1f %6.1f%% %8.3f %8.1f %6.1f%% %11.3f\n", label, std::is_same_v<T, bf16> ? "bf16" : "fp32",
-              shape, fwd_ms, fwd_tflops, 100.0 * fwd_tflops / kPeakTflops, bwd_ms, bwd_tflops,
-              100.0 * bwd_tflops / kPeakTflops, bwd_null_ms);
+  std::printf("%-14s %-5s %-18s %8.3f %8.1f %6.1f%% %8.3f %8.1f %6.1f%% %11.3f\n", label,
+              std::is_same_v<T, bf16> ? "bf16" : "fp32", shape, fwd_ms, fwd_tflops, 100.0 * fwd_tflops / kPeakTflops,
+              bwd_ms, bwd_tflops, 100.0 * bwd_tflops / kPeakTflops, bwd_null_ms);
 }
 
 }  // namespace
@@ -86,6 +120,8 @@ void print_attention_timings() {
   time_shape<bf16>(in, "hd 128", 8, 1024, 16, 128);
   time_shape<bf16>(in, "long rows", 4, 4096, 12, 64);
   time_shape<float>(in, "benchmark", 16, 1024, 12, 64);
+  time_backward_parts<bf16>(in, 16, 1024, 12, 64);
+  time_backward_parts<bf16>(in, 8, 1024, 16, 128);
 }
 
 }  // namespace mok::cuda
