@@ -59,9 +59,10 @@ struct ResumePlan {
 void check_resumable(const std::string& checkpoint_dir, const TrainerState& state);
 
 // Plans resuming options.resume_path with `config`. `store`: options.db_path opened (null
-// when there is no db_path, or its file does not exist yet and so holds no run). A run that writes no checkpoints (options.write_checkpoints false)
-// cannot overwrite later ones and is never refused for them. Reads only. Throws
-// CheckpointError (no checkpoint there, or a damaged one) or ResumeRefused.
+// when there is no db_path, or its file does not exist yet and so holds no run). A run
+// that writes no checkpoints (options.write_checkpoints false) cannot overwrite later ones
+// and is never refused for them. Reads only. Throws CheckpointError (no checkpoint there,
+// or a damaged one) or ResumeRefused.
 ResumePlan plan_resume(const ExperimentConfig& config, const TrainerOptions& options, RunStore* store);
 
 }  // namespace mok

@@ -36,11 +36,11 @@ std::string RunCheckpointer::write(RankContext& rc, RankModel& m, int64_t step, 
   st.counters["data.next_step"] = step;
   st.branched_from = identity_.branched_from;
   const std::string dir = (fs::path(run_dir_) / checkpoint_folder_name(step)).string();
-  const StagedCheckpoint staged =
-      stage_checkpoint(dir, rc.parallel() ? gathered.params : m.params, rc.parallel() ? gathered.adam.get() : m.adam.get(),
-                       st, config_yaml_, [&](const std::string& tmp) {
-                         tokenizer_.save((fs::path(tmp) / CheckpointFiles::tokenizer).string());
-                       });
+  const std::vector<Parameter*>& params = rc.parallel() ? gathered.params : m.params;
+  const AdamW* adam = rc.parallel() ? gathered.adam.get() : m.adam.get();
+  const StagedCheckpoint staged = stage_checkpoint(dir, params, adam, st, config_yaml_, [&](const std::string& tmp) {
+    tokenizer_.save((fs::path(tmp) / CheckpointFiles::tokenizer).string());
+  });
   try {
     for (const std::string& old : superseded_) remove_checkpoint(old);
     superseded_.clear();

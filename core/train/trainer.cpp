@@ -342,9 +342,10 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
   auto checkpoint = [&] {  // collective when R > 1
     if (!options_.write_checkpoints) return;
     // The store records the metrics so far and the checkpoint before the folder appears.
-    const std::string dir = checkpointer.write(rc, m, step, tokens_seen, s.wall_s(), [&](int64_t at, const std::string& d) {
+    auto record_in_store = [&](int64_t at, const std::string& d) {
       if (s.store_sink) s.store_sink->commit_checkpoint(at, d);
-    });
+    };
+    const std::string dir = checkpointer.write(rc, m, step, tokens_seen, s.wall_s(), record_in_store);
     last_checkpoint_step = step;
     if (!rc.leader()) return;
     result.checkpoint_dir = dir;
@@ -397,7 +398,8 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     const bool eval = last || (tc.eval_every > 0 && step % tc.eval_every == 0);
     const bool log = eval || tc.log_every <= 1 || step % tc.log_every == 0;
     if (log) {
-      MetricRow row = train_metric_row(step, tokens_seen, tokens_per_step, r, rc, tracker, peaks, m.model->kitten_metrics());
+      MetricRow row =
+          train_metric_row(step, tokens_seen, tokens_per_step, r, rc, tracker, peaks, m.model->kitten_metrics());
       if (eval) {
         try {
           add_validation_metrics(row, validate());

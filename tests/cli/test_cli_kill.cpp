@@ -73,7 +73,8 @@ class TestCliKill : public QObject {
     for (const auto& p : store.metric_series(id, "train/loss"))
       if (p.step <= k) seen[static_cast<size_t>(p.step)] = true;
     for (int64_t s = 1; s <= k; ++s)
-      if (!seen[static_cast<size_t>(s)]) return QString("newest checkpoint step %1, but no metrics of step %2").arg(k).arg(s);
+      if (!seen[static_cast<size_t>(s)])
+        return QString("newest checkpoint step %1, but no metrics of step %2").arg(k).arg(s);
     bool recorded = false;
     std::error_code ec;  // a row whose folder never appeared is not this one
     for (const auto& c : store.checkpoints(id)) recorded |= c.step == k && fs::equivalent(c.path, dir, ec);
