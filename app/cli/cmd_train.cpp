@@ -1,9 +1,12 @@
 // mok train: train a model from an experiment config, headless.
 //   mok train CONFIG [--db PATH] [--set key=value]... [--json] [--resume CHECKPOINT_DIR] [--quiet]
-//   mok train --resume CHECKPOINT_DIR [...]        (the config stored in the checkpoint)
-// Exit codes: 0 finished, 1 failed while running, 2 bad usage or bad config (then nothing
-// is written: no run store, no checkpoint folder), 130 stopped by SIGINT/SIGTERM (after the
-// current step, with a checkpoint saved).
+//   mok train --resume CHECKPOINT_DIR [--branch | --overwrite-later] [...]
+//                                                  (the config stored in the checkpoint)
+// Exit codes: 0 finished, 1 failed while running, 2 bad usage, bad config, or a resume that
+// is refused (then nothing is written: no run store, no checkpoint folder), 130 stopped by
+// SIGINT/SIGTERM (the unfinished step abandoned, a checkpoint of the last whole one saved).
+
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -11,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +22,9 @@
 #include "app/cli/progress_bar.h"
 #include "core/config/config_io.h"
 #include "core/dist/mpi_communicator.h"
+#include "core/store/run_store.h"
 #include "core/train/checkpoint.h"
+#include "core/train/resume_plan.h"
 #include "core/train/trainer.h"
 #include "core/util/json_writer.h"
 
@@ -32,12 +38,19 @@ const char* kUsage =
     "  CONFIG          experiment YAML (see 'mok config schema')\n"
     "  --db PATH       run store (default: logging.db of the config, runs/mok.db)\n"
     "  --set k=v       override one config key, e.g. --set train.steps=50\n"
-    "  --resume DIR    continue from a checkpoint folder (or a run folder: its latest);\n"
-    "                  without CONFIG the checkpoint's own config is used\n"
+    "  --resume DIR    continue from a checkpoint folder (or a run folder: its newest);\n"
+    "                  without CONFIG the checkpoint's own config is used. The same run\n"
+    "                  continues when no setting that changes the results differs;\n"
+    "                  otherwise the resume starts a new run, a branch of the original,\n"
+    "                  with its own folder (docs/training.md, \"Resume\")\n"
+    "  --branch        with --resume: always start a branch (new run, own folder)\n"
+    "  --overwrite-later  with --resume: allow replacing the run's checkpoints after the\n"
+    "                  resumed step (refused otherwise)\n"
     "  --json          print one JSON object with the results as the last stdout line\n"
     "  --quiet         no progress output (errors are still printed)\n"
     "\n"
-    "Ctrl-C (SIGINT) or SIGTERM stops after the current step and saves a checkpoint.\n"
+    "Ctrl-C (SIGINT) or SIGTERM stops: the step in progress is abandoned at its next check\n"
+    "point and a checkpoint of the last whole step is saved. A second one quits at once.\n"
     "\n"
     "Several ranks: --set parallel.ranks=R (threads of this process, parallel.comm=local), or\n"
     "one process per rank:  mpirun -np R mok train CONFIG --set parallel.comm=mpi\n"
@@ -50,6 +63,8 @@ struct Args {
   std::vector<std::string> overrides;
   bool json = false;
   bool quiet = false;
+  bool branch = false;
+  bool overwrite_later = false;
 };
 
 int usage_error(const std::string& message) {
@@ -72,6 +87,9 @@ extern "C" void on_stop_signal(int sig) {
   g_signal = sig;
   if (Trainer* t = g_trainer) t->request_stop();
   std::signal(sig, SIG_DFL);  // a second signal ends the process at once
+  static const char kNote[] = "mok train: stopping (again to quit at once)\n";
+  const ssize_t n = ::write(STDERR_FILENO, kNote, sizeof kNote - 1);  // async-signal-safe
+  (void)n;
 }
 
 void print_json(const TrainResult& r, const std::string& error) {
@@ -130,6 +148,10 @@ int cmd_train(int argc, char** argv) {
       const char* v = value("--resume");
       if (!v) return usage_error("--resume needs a checkpoint folder");
       a.resume = v;
+    } else if (arg == "--branch") {
+      a.branch = true;
+    } else if (arg == "--overwrite-later") {
+      a.overwrite_later = true;
     } else if (arg == "--json") {
       a.json = true;
     } else if (arg == "--quiet" || arg == "-q") {
@@ -143,10 +165,15 @@ int cmd_train(int argc, char** argv) {
     }
   }
   if (a.config.empty() && a.resume.empty()) return usage_error("missing CONFIG");
+  if ((a.branch || a.overwrite_later) && a.resume.empty()) {
+    return usage_error(std::string(a.branch ? "--branch" : "--overwrite-later") + " needs --resume");
+  }
+  if (a.branch && a.overwrite_later) return usage_error("--branch and --overwrite-later exclude each other");
 
   // Everything is checked before anything is written.
   ExperimentConfig config;
   std::string resume_dir;
+  TrainerOptions options;
   try {
     if (!a.resume.empty()) resume_dir = resolve_checkpoint_dir(a.resume);
     if (!a.config.empty()) {
@@ -157,6 +184,33 @@ int cmd_train(int argc, char** argv) {
     }
     if (const std::string why = Trainer::unsupported_reason(config); !why.empty()) {
       throw std::runtime_error((a.config.empty() ? resume_dir : a.config) + ": " + why);
+    }
+    options.db_path = a.db.empty() ? config.logging.db : a.db;
+    options.resume_path = resume_dir;
+    options.branch = a.branch;
+    options.overwrite_later = a.overwrite_later;
+    if (!resume_dir.empty()) {
+      // The resume's plan, read-only (the trainer decides again once it holds the store):
+      // a refused resume exits here with nothing written.
+      std::optional<RunStore> store;
+      bool readable = true;
+      std::error_code ec;
+      if (std::filesystem::exists(options.db_path, ec)) {
+        try {
+          store.emplace(RunStore::open_readonly(options.db_path));
+        } catch (const StoreError&) {
+          readable = false;  // e.g. an older schema: the trainer upgrades it, then decides
+        }
+      }
+      if (readable) {
+        const ResumePlan plan = plan_resume(config, options, store ? &*store : nullptr);
+        const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");  // once per MPI job
+        if (plan.branch && !a.quiet && (!world_rank || std::atoi(world_rank) == 0)) {
+          std::fprintf(stderr, "mok train: resuming as a new run, a branch of run %lld at step %lld: %s\n",
+                       static_cast<long long>(plan.state.run_id), static_cast<long long>(plan.state.step),
+                       plan.why_branch.c_str());
+        }
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
@@ -192,9 +246,6 @@ int cmd_train(int argc, char** argv) {
   const bool leader = !mpi || mpi->world_rank() == 0;
   const bool multi_process = mpi && mpi->world_size() > 1;
 
-  TrainerOptions options;
-  options.db_path = a.db.empty() ? config.logging.db : a.db;
-  options.resume_path = resume_dir;
   Trainer trainer(config, options);
 
   ProgressBar progress(stderr, ProgressBar::stderr_is_terminal() && config.logging.progress);

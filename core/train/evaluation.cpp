@@ -9,7 +9,7 @@
 namespace mok {
 
 ValidationResult evaluate_validation(const ExperimentConfig& cfg, const TokenDataset& data, LanguageModel& model,
-                                     RankContext& rc) {
+                                     RankContext& rc, const StepCancellation& cancel) {
   const int seq = cfg.data.seq_len;
   const int micro = cfg.train.batch / cfg.train.grad_accum;
   const int rows = rc.shard_rows(micro);
@@ -18,6 +18,7 @@ ValidationResult evaluate_validation(const ExperimentConfig& cfg, const TokenDat
   double loss_sum = 0.0;
   int64_t n = 0;
   for (int b = 0; b < cfg.train.eval_batches; ++b) {
+    if (b > 0) cancel.check();
     val_batch(data, b, micro, seq, tokens.data(), targets.data());
     const ForwardStats st = model.evaluate(tokens.data() + at, targets.data() + at, rows, seq);
     loss_sum += st.loss * static_cast<double>(st.tokens);

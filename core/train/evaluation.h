@@ -9,6 +9,7 @@
 #include "core/config/experiment_config.h"
 #include "core/data/token_dataset.h"
 #include "core/train/rank_context.h"
+#include "core/train/step_cancellation.h"
 
 MOK_NN_BEGIN
 class LanguageModel;
@@ -22,7 +23,8 @@ struct ValidationResult {
   double ppl = 0.0;   // perplexity, exp(loss)
 };
 
+// Throws StepCancelled from `cancel` between batches.
 ValidationResult evaluate_validation(const ExperimentConfig& config, const TokenDataset& data, LanguageModel& model,
-                                     RankContext& rc);
+                                     RankContext& rc, const StepCancellation& cancel = {});
 
 }  // namespace mok

@@ -27,7 +27,9 @@ RankContext rank_context(const ExperimentConfig& cfg, Communicator* comm, int lo
     rc.comm = comm;
     rc.rank = comm->rank();
     rc.ranks = comm->size();
-    if (cfg.model.experts > 0) rc.placement = ExpertPlacement::parse(cfg.parallel.expert_placement, cfg.model.experts, rc.ranks);
+    if (cfg.model.experts > 0) {
+      rc.placement = ExpertPlacement::parse(cfg.parallel.expert_placement, cfg.model.experts, rc.ranks);
+    }
   }
   rc.device = bind_rank_device(cfg, rc.rank, rc.ranks, local_rank);
   return rc;

@@ -71,10 +71,15 @@ RankModel build_rank_model(const ExperimentConfig& cfg, int vocab_size, RankCont
   return m;
 }
 
-void load_rank_model(RankModel& m, const std::string& checkpoint_dir) {
+void load_rank_model(RankModel& m, const std::string& checkpoint_dir, int64_t step) {
   // By name: a rank loads the dense parameters and its own experts of a full checkpoint.
   load_model_weights(checkpoint_dir, m.params, m.model_tensors);
   load_optimizer_state(checkpoint_dir, *m.adam);
+  if (m.adam->step_count() != step) {
+    throw CheckpointError(checkpoint_dir + ": " + CheckpointFiles::optimizer + " holds " +
+                          std::to_string(m.adam->step_count()) + " updates but " + CheckpointFiles::state +
+                          " says step " + std::to_string(step) + " (an edited or mixed-up checkpoint)");
+  }
   ExecContext::current().ops().refresh_compute_copies(m.params);  // bf16 copies of the loaded values (GPU)
 }
 

@@ -43,6 +43,8 @@ struct RankModel {
 RankModel build_rank_model(const ExperimentConfig& config, int vocab_size, RankContext& rc, const TrainEvent& event);
 
 // Loads this rank's share of a checkpoint: weights by name and the AdamW moments and step.
-void load_rank_model(RankModel& m, const std::string& checkpoint_dir);
+// `step`: the checkpoint's trainer state step, which the optimizer's update count must equal
+// (CheckpointError otherwise: an edited or mixed-up checkpoint).
+void load_rank_model(RankModel& m, const std::string& checkpoint_dir, int64_t step);
 
 }  // namespace mok

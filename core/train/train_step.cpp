@@ -31,7 +31,7 @@ TrainStep::TrainStep(const ExperimentConfig& config, const TokenDataset& data, R
       tokens_(static_cast<size_t>(micro_) * config.data.seq_len),
       targets_(tokens_.size()) {}
 
-TrainStepResult TrainStep::run(int64_t step) {
+TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   const TrainConfig& tc = cfg_.train;
   const int seq = cfg_.data.seq_len;
   LanguageModel& model = *m_.model;
@@ -42,6 +42,7 @@ TrainStepResult TrainStep::run(int64_t step) {
   model.zero_grad();
   StepFigures fig;  // R > 1: this rank's part, summed over ranks below
   for (int m = 0; m < tc.grad_accum; ++m) {
+    if (m > 0) cancel.check();
     if (rc_.parallel()) {
       // Rows are sampled independently, so this rank's rows are those rows of R = 1's batch.
       for (int i = 0; i < rows_; ++i)
@@ -74,6 +75,7 @@ TrainStepResult TrainStep::run(int64_t step) {
   r.aux /= tc.grad_accum;
   r.z /= tc.grad_accum;
   r.locality /= tc.grad_accum;
+  cancel.check();  // the last point before the step changes weights or optimizer state
   r.grad_norm = sync_and_clip_gradients(rc_, m_.params, tc.grad_clip);
   r.lr = schedule_.lr_at(step);
   m_.adam->step(r.lr);

@@ -6,6 +6,7 @@
 // forward, backward scaled by 1/(grad_accum·R); gradient sync and clipping
 // (gradient_sync.h); the learning rate of step s; one AdamW update. Collective when R > 1:
 // the figures are then summed over ranks (step_figures.h), the same on every rank.
+// A stop request abandons the step at a check point (step_cancellation.h) before the update.
 
 #include <cstdint>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "core/data/token_dataset.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/rank_context.h"
+#include "core/train/step_cancellation.h"
 #include "core/train/step_figures.h"
 
 namespace mok {
@@ -39,8 +41,9 @@ class TrainStep {
   // `data` and `model` must outlive the TrainStep.
   TrainStep(const ExperimentConfig& config, const TokenDataset& data, RankModel& model, RankContext& rc);
 
-  // Runs step `step` (the number of steps completed before it).
-  TrainStepResult run(int64_t step);
+  // Runs step `step` (the number of steps completed before it). Throws StepCancelled from
+  // `cancel` before the next micro-batch or before the update; no update was then applied.
+  TrainStepResult run(int64_t step, const StepCancellation& cancel = {});
 
   int64_t tokens_per_step() const { return static_cast<int64_t>(cfg_.train.batch) * cfg_.data.seq_len; }
 

@@ -20,14 +20,17 @@
 #include "core/train/rank_context.h"
 #include "core/train/rank_launch.h"
 #include "core/train/rank_model.h"
+#include "core/train/resume_plan.h"
 #include "core/train/run_checkpointer.h"
 #include "core/train/run_folder.h"
+#include "core/train/step_cancellation.h"
 #include "core/train/train_step.h"
 #include "core/train/training_data.h"
 #include "core/util/thread_pool.h"
 
 // The run, in parts with one job each (core/train/):
 //   rank_launch      ranks: one, local threads or MPI processes; each rank's device
+//   resume_plan      a resume: the same run continued, or a branch (config_changes)
 //   training_data    corpus → tokenizer → token streams
 //   rank_model       model, expert-parallel dispatchers, optimizer; resume of weights
 //   train_step       one optimizer step → its figures (gradient_sync: all-reduce + norm)
@@ -62,6 +65,7 @@ struct Trainer::Session {
 
   std::string resume_dir;
   TrainerState resumed;
+  ResumePlan plan;             // rank 0's decision (other MPI ranks: the checkpoint only)
   std::string run_dir;
   std::string config_yaml;
   int64_t run_id = 0;
@@ -172,13 +176,24 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
   try {
     s.config_yaml = options_.config_yaml.empty() ? experiment_config_to_yaml(config_) : options_.config_yaml;
     if (!options_.resume_path.empty()) {
+      // The checkpoint first: a bad one is refused before the store is opened.
       s.resume_dir = resolve_checkpoint_dir(options_.resume_path);
       s.resumed = read_trainer_state(s.resume_dir);
+      check_resumable(s.resume_dir, s.resumed);
+      // Every file against its checksum before the run is recorded anywhere (rank 0 reads
+      // them; the other ranks check what they load).
+      if (leader) verify_checkpoint(s.resume_dir);
+    }
+    if (!options_.db_path.empty() && leader) s.store.emplace(RunStore::open(options_.db_path));
+    if (!options_.resume_path.empty()) {
+      if (leader) {
+        s.plan = plan_resume(config_, options_, s.store ? &*s.store : nullptr);
+        s.resume_dir = s.plan.checkpoint_dir;
+      }
       s.start_step = s.resumed.step;
       s.wall_offset_s = s.resumed.wall_s;
     }
-    if (!options_.db_path.empty() && leader) {
-      s.store.emplace(RunStore::open(options_.db_path));
+    if (s.store) {
       RunStoreSinkOptions so;
       so.device = config_.parallel.device == "cuda"
                       ? "cuda (" + std::string(compute_dtype_for(config_) == DType::bf16 ? "bf16" : "fp32") + ")"
@@ -210,17 +225,13 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
   started.config_yaml = s.config_yaml;
   started.total_steps = config_.train.steps;
   started.start_step = s.start_step;
-  if (s.store && s.resumed.run_id > 0) {
-    // Continue the same run in the store when it is there (same name); else a new run.
-    try {
-      auto rec = s.store->find_run(s.resumed.run_id);
-      if (rec && rec->summary.name == config_.name) started.run_id = s.resumed.run_id;
-    } catch (const std::exception&) {
-    }
-  }
+  const bool resuming = !s.resume_dir.empty();
+  // A continued run goes on under its id; a branch (or a new run) gets a new one.
+  if (resuming && !s.plan.branch) started.run_id = s.plan.continue_run_id;
   for (MetricSink* sink : s.sinks) sink->on_run_started(started);
   s.run_id = s.store_sink ? s.store_sink->run_id() : started.run_id;
   result.run_id = s.run_id;
+  if (resuming) record_resume(s);
 
   try {
     result = run_session(s);
@@ -237,6 +248,36 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
   return result;
 }
 
+void Trainer::record_resume(Session& s) {
+  const ResumePlan& p = s.plan;
+  const std::string from = "step " + std::to_string(p.state.step) + " of run " + std::to_string(p.state.run_id) +
+                           " (" + p.checkpoint_dir + ")";
+  if (p.branch) {
+    s.event("branch: a new run from " + from + ": " + p.why_branch);
+    if (s.store && p.state.run_id > 0 && p.state.run_id != s.run_id) {
+      try {
+        if (s.store->find_run(p.state.run_id)) {
+          s.store->append_event(p.state.run_id, "info",
+                                "branch: run " + std::to_string(s.run_id) + " starts from " + from + ": " + p.why_branch);
+        }
+      } catch (const std::exception&) {
+        // The branch note on the original is a courtesy; the new run records its origin.
+      }
+    }
+    return;
+  }
+  if (const std::string plan = describe_changes(p.changes, ChangeEffect::plan); !plan.empty()) {
+    s.event("plan changed: " + plan + " (the learning-rate decay and kitten rank schedules follow the new length)");
+  }
+  if (const std::string none = describe_changes(p.changes, ChangeEffect::none); !none.empty()) {
+    s.event("settings changed (no effect on the results): " + none);
+  }
+  if (!p.superseded.empty()) {
+    s.event("warning: --overwrite-later: " + std::to_string(p.superseded.size()) + " checkpoints after step " +
+            std::to_string(p.state.step) + " are removed before the first new one is written");
+  }
+}
+
 TrainResult Trainer::run_session(Session& s) {
   const ExperimentConfig& cfg = config_;
   ScopedMemoryTracker track(s.tracker);
@@ -246,12 +287,19 @@ TrainResult Trainer::run_session(Session& s) {
 
   s.data = load_training_data(cfg, s.resume_dir, event);
 
-  // Checkpoint folder of this run (written by rank 0 only).
-  if (!s.resume_dir.empty()) {
-    s.run_dir = fs::path(s.resume_dir).parent_path().string();
+  // Checkpoint folder of this run (written by rank 0 only): a continued run's own folder, or
+  // a new one (new runs under the configured root; branches where the resume plan says).
+  if (!s.plan.run_dir.empty()) {
+    s.run_dir = s.plan.run_dir;
   } else {
-    s.run_dir = new_run_folder(options_.checkpoint_root.empty() ? cfg.logging.checkpoint_dir : options_.checkpoint_root,
-                               cfg.name, s.run_id);
+    const std::string root = !s.plan.checkpoint_root.empty() ? s.plan.checkpoint_root
+                             : !options_.checkpoint_root.empty() ? options_.checkpoint_root
+                                                                 : cfg.logging.checkpoint_dir;
+    s.run_dir = new_run_folder(root, cfg.name, s.run_id);
+  }
+  if (options_.write_checkpoints && (!s.mpi_comm || s.mpi_comm->rank() == 0)) {
+    // Temporary folders of saves that died with their process.
+    for (const std::string& line : clean_stale_checkpoint_temps(s.run_dir)) event("checkpoints: " + line);
   }
 
   return launch_ranks(cfg, s.mpi_comm.get(), s.tracker, event,
@@ -272,24 +320,31 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
   result.device = rc.device.name;
   result.precision = rc.device.precision;
   if (rc.device.kind != "cpu") event("device: " + rc.device.name + ", " + rc.device.precision);
+  RunCheckpointer::Identity identity;
+  identity.run_id = s.run_id;
   if (!s.resume_dir.empty()) {
-    load_rank_model(m, s.resume_dir);
-    if (s.resumed.seed != cfg.seed) {
-      event("warning: resuming a run of seed " + std::to_string(s.resumed.seed) + " with seed " +
-            std::to_string(cfg.seed) + ": the data order changes");
-    }
+    load_rank_model(m, s.resume_dir, s.resumed.step);
     event("resumed from " + s.resume_dir + " at step " + std::to_string(s.start_step));
+    if (s.plan.branch) {
+      identity.branched_from = {s.resumed.run_id, s.resumed.step, s.resume_dir};
+    } else {
+      identity.branched_from = s.resumed.branched_from;
+      if (identity.run_id == 0) identity.run_id = s.resumed.run_id;  // no store now: keep the run's id
+    }
   }
 
   TrainStep train_step(cfg, s.data.tokens, m, rc);
-  RunCheckpointer checkpointer(cfg, s.run_dir, s.config_yaml, s.run_id, *s.data.tokenizer);
+  RunCheckpointer checkpointer(cfg, s.run_dir, s.config_yaml, identity, *s.data.tokenizer, s.plan.superseded);
+  // R = 1: a stop request abandons the step in progress (step_cancellation.h); R > 1: the
+  // ranks agree on stopping between steps.
+  const StepCancellation cancel = rc.parallel() ? StepCancellation() : StepCancellation(&stop_);
   const int64_t tokens_per_step = train_step.tokens_per_step();
   int64_t step = s.start_step;  // optimizer steps completed
   int64_t tokens_seen = s.resume_dir.empty() ? 0 : s.resumed.tokens_seen;
   int64_t last_checkpoint_step = s.resume_dir.empty() ? -1 : s.start_step;  // the same on every rank
 
-  auto validate = [&] {  // collective when R > 1
-    const ValidationResult v = evaluate_validation(cfg, s.data.tokens, *m.model, rc);
+  auto validate = [&] {  // collective when R > 1; throws StepCancelled
+    const ValidationResult v = evaluate_validation(cfg, s.data.tokens, *m.model, rc, cancel);
     result.val_loss = v.loss;
     result.val_bpb = v.bpb;
     result.val_ppl = v.ppl;
@@ -297,7 +352,11 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
   };
   auto checkpoint = [&] {  // collective when R > 1
     if (!options_.write_checkpoints) return;
-    const std::string dir = checkpointer.write(rc, m, step, tokens_seen, s.wall_s());
+    // The store records the metrics so far and the checkpoint before the folder appears.
+    auto record_in_store = [&](int64_t at, const std::string& d) {
+      if (s.store_sink) s.store_sink->commit_checkpoint(at, d);
+    };
+    const std::string dir = checkpointer.write(rc, m, step, tokens_seen, s.wall_s(), record_in_store);
     last_checkpoint_step = step;
     if (!rc.leader()) return;
     result.checkpoint_dir = dir;
@@ -320,7 +379,14 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       break;
     }
     tracker.reset_peaks();
-    const TrainStepResult r = train_step.run(step);
+    TrainStepResult r;
+    try {
+      r = train_step.run(step, cancel);
+    } catch (const StepCancelled&) {
+      event("stop: step " + std::to_string(step + 1) + " abandoned unfinished (nothing of it is kept)");
+      status = RunStatus::stopped;
+      break;
+    }
     ++step;
     tokens_seen += tokens_per_step;
     if (rc.leader()) {
@@ -344,14 +410,23 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     const bool eval = last || (tc.eval_every > 0 && step % tc.eval_every == 0);
     const bool log = eval || tc.log_every <= 1 || step % tc.log_every == 0;
     if (log) {
-      MetricRow row = train_metric_row(step, tokens_seen, tokens_per_step, r, rc, tracker, peaks, m.model->kitten_metrics());
-      if (eval) add_validation_metrics(row, validate());
+      MetricRow row =
+          train_metric_row(step, tokens_seen, tokens_per_step, r, rc, tracker, peaks, m.model->kitten_metrics());
+      if (eval) {
+        try {
+          add_validation_metrics(row, validate());
+        } catch (const StepCancelled&) {
+          event("warning: validation at step " + std::to_string(step) + " interrupted by the stop: no val/ figures");
+          status = RunStatus::stopped;  // also after the last step: the final validation is missing
+        }
+      }
       row.wall_s = s.wall_s();
       peaks.clear();
       if (rc.leader())
         for (MetricSink* sink : s.sinks) sink->on_metrics(row);
     }
     if (last || (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0)) checkpoint();
+    if (status == RunStatus::stopped) break;
   }
 
   if (status == RunStatus::stopped) {
@@ -359,8 +434,13 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     result.message = "stopped at step " + std::to_string(step) + " of " + std::to_string(tc.steps);
   } else if (s.start_step >= tc.steps) {
     // Nothing left to train: report the checkpoint's validation figures.
-    validate();
-    result.message = "already at step " + std::to_string(step);
+    try {
+      validate();
+      result.message = "already at step " + std::to_string(step);
+    } catch (const StepCancelled&) {
+      status = RunStatus::stopped;
+      result.message = "stopped at step " + std::to_string(step) + " of " + std::to_string(tc.steps);
+    }
   }
   result.status = status;
   result.steps = step;

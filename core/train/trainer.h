@@ -20,6 +20,9 @@
 // end, and when stopped. Everything is a pure function of (config, seed): the same config
 // gives bitwise identical metrics for any thread count, and a run resumed from a checkpoint
 // continues with bitwise the metrics of an uninterrupted one (except wall-time figures).
+// A resume either continues the same run or starts a branch of it (core/train/resume_plan.h,
+// docs/training.md); the store holds every metric row and the checkpoint row before a
+// checkpoint folder appears. The parts of a run: core/train/trainer.cpp lists them.
 
 #include <atomic>
 #include <condition_variable>
@@ -47,6 +50,8 @@ struct TrainerOptions {
   bool write_checkpoints = true;
   std::string config_yaml;       // the config text recorded; "" → experiment_config_to_yaml
   std::string device_label = "cpu";
+  bool branch = false;           // resume as a new run (a branch), even with unchanged settings
+  bool overwrite_later = false;  // resume may replace the run's checkpoints after the resumed step
 };
 
 struct TrainResult {
@@ -82,8 +87,10 @@ class Trainer {
   // run with status failed and the message; they are not thrown.
   TrainResult run(const std::vector<MetricSink*>& sinks);
 
-  // Thread-safe, async-signal-safe (a lock-free store): stop after the current step, save a
-  // checkpoint, finish with status stopped.
+  // Thread-safe, async-signal-safe (a lock-free store): stop, save a checkpoint of the last
+  // completed step, finish with status stopped. With one rank the step in progress is
+  // abandoned at its next check point (between micro-batches, before the update, between
+  // validation batches; core/train/step_cancellation.h); with R > 1 the ranks stop after it.
   void request_stop() { stop_.store(true, std::memory_order_relaxed); }
   bool stop_requested() const { return stop_.load(std::memory_order_relaxed); }
   // Thread-safe: while paused, the run waits between steps (wall time does not advance).
@@ -102,6 +109,7 @@ class Trainer {
   // One rank's model, optimizer and step loop (the whole run when R = 1).
   TrainResult run_rank(Session& s, RankContext& rc, MemoryTracker& tracker);
   void wait_while_paused(Session& s);
+  void record_resume(Session& s);  // the resume's events (changes, branch origin)
 
   ExperimentConfig config_;
   TrainerOptions options_;

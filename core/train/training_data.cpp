@@ -16,8 +16,14 @@ TrainingData load_training_data(const ExperimentConfig& cfg, const std::string& 
   const Corpus corpus = load_corpus(cfg.data.corpus);
   const CorpusSplit split = split_corpus(corpus, cfg.data.val_fraction);
   TrainingData d;
-  const fs::path stored = resume_dir.empty() ? fs::path() : fs::path(resume_dir) / CheckpointFiles::tokenizer;
-  if (!resume_dir.empty() && fs::exists(stored)) {
+  if (!resume_dir.empty()) {
+    // The ids the weights were trained on: never rebuilt (a BPE vocabulary could differ).
+    const fs::path stored = fs::path(resume_dir) / CheckpointFiles::tokenizer;
+    if (!fs::exists(stored)) {
+      throw CheckpointError(resume_dir + ": no " + CheckpointFiles::tokenizer +
+                            " in the checkpoint; a resume needs the tokenizer the run was trained with");
+    }
+    verify_checkpoint_file(resume_dir, CheckpointFiles::tokenizer);
     d.tokenizer = Tokenizer::load(stored.string());
   } else {
     d.tokenizer = make_tokenizer(cfg.data.tokenizer, cfg.data.vocab_size, split);

@@ -2,7 +2,8 @@
 // TrainingData: the token streams a run trains and validates on, and their tokenizer.
 // The corpus (data.corpus) is split into train and validation documents (data.val_fraction);
 // the tokenizer is built from the train split (data.tokenizer) — or, on resume, read from
-// the checkpoint, so a learned vocabulary never changes mid-run.
+// the checkpoint (required there, and checked against its checksum), so a learned
+// vocabulary never changes mid-run.
 
 #include <memory>
 #include <string>

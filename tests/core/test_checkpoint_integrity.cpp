@@ -53,7 +53,9 @@ std::string read_all(const fs::path& p) {
   return ss.str();
 }
 
-void write_all(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary | std::ios::trunc) << text; }
+void write_all(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+}
 
 // Flips one bit of the byte at `offset` from the end of the file.
 void flip_byte(const fs::path& p, size_t offset_from_end) {

@@ -1,0 +1,41 @@
+#pragma once
+// Interrupting a step in progress: a stop request (SIGINT, SIGTERM, the workbench's Stop)
+// abandons the step at its next check point instead of waiting for the step to end. An
+// abandoned step applies no update — the weights and optimizer state stay those of the
+// last completed step — so what is saved afterwards is whole.
+//
+//   StepCancellation cancel(&stop_flag);   // a view of the trainer's lock-free stop flag
+//   cancel.check();                        // throws StepCancelled once the flag is set
+//
+// Check points today: before each micro-batch after the first, before the gradient sync
+// and optimizer update, and between validation batches. Single-rank runs only: with R > 1
+// every rank must abandon at the same point, so ranks stop between steps (a broadcast).
+// Inside a forward or backward the model's block loop is the natural check point (a hook
+// in LanguageModel that calls check() between blocks); until the model has one, a step
+// with one huge micro-batch is interrupted only at its end.
+
+#include <atomic>
+#include <stdexcept>
+
+namespace mok {
+
+class StepCancelled : public std::runtime_error {
+ public:
+  StepCancelled() : std::runtime_error("step abandoned: a stop was requested") {}
+};
+
+class StepCancellation {
+ public:
+  StepCancellation() = default;  // never cancels
+  explicit StepCancellation(const std::atomic<bool>* flag) : flag_(flag) {}
+
+  bool requested() const { return flag_ && flag_->load(std::memory_order_relaxed); }
+  void check() const {
+    if (requested()) throw StepCancelled();
+  }
+
+ private:
+  const std::atomic<bool>* flag_ = nullptr;
+};
+
+}  // namespace mok
