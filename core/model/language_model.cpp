@@ -67,9 +67,15 @@ struct LanguageModel::Impl {
   std::shared_ptr<SavedInputPolicy> policy;
   int64_t step = 0;
   bool forward_pending = false;
+  std::function<void()> block_boundary;
+
+  void boundary() const {
+    if (block_boundary) block_boundary();
+  }
 
   Tensor run_blocks(Tensor x, int batch, int seq, bool keep, ForwardStats* stats) {
     for (size_t l = 0; l < blocks.size(); ++l) {
+      boundary();
       auto& b = blocks[l];
       MoeStats ms;
       x = b->forward(x, batch, seq, keep, &ms);
@@ -90,6 +96,7 @@ struct LanguageModel::Impl {
     const int64_t n = static_cast<int64_t>(batch) * seq;
     ForwardStats stats;
     Tensor x = run_blocks(embedding->forward(tokens, n, keep), batch, seq, keep, &stats);
+    boundary();
     Tensor h = final_norm->forward(x, keep);
     x.reset();
     Tensor logits = head->forward(h, keep, keep ? CrossEntropy::saved_tag() : MemTag{});
@@ -167,11 +174,15 @@ void LanguageModel::backward(double scale) {
   Impl& m = *impl_;
   if (!m.forward_pending) throw std::logic_error("LanguageModel::backward: no forward to go back through");
   const real sc = static_cast<real>(scale);
+  m.forward_pending = false;  // also when a boundary check throws: the next forward starts clean
+  m.boundary();
   Tensor d = m.head->backward(m.ce.backward(sc));
   d = m.final_norm->backward(d);
-  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) d = (*it)->backward(d, sc);
+  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) {
+    m.boundary();
+    d = (*it)->backward(d, sc);
+  }
   m.embedding->backward(d);
-  m.forward_pending = false;
 }
 
 ForwardStats LanguageModel::evaluate(const int32_t* tokens, const int32_t* targets, int batch, int seq) {
@@ -267,6 +278,8 @@ std::vector<MoeLayer*> LanguageModel::moe_layers() {
   for (auto& b : impl_->blocks) out.push_back(b->moe());
   return out;
 }
+
+void LanguageModel::set_block_boundary(std::function<void()> check) { impl_->block_boundary = std::move(check); }
 
 int LanguageModel::layer_count() const { return static_cast<int>(impl_->blocks.size()); }
 

@@ -6,6 +6,7 @@
 // forward/backward pair; this class owns them and the order they run in.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -105,6 +106,12 @@ class LanguageModel {
   // installed this is a collective: every rank calls it the same number of times.
   Tensor forward_cached_batch(const int32_t* tokens, int batch, int n, const std::vector<int>& pos0,
                               std::vector<std::vector<LayerKvCache>>& cache);
+
+  // Called before each block and before the head in forward, backward and evaluate (e.g. to
+  // abandon a step when a stop is requested). It may throw: the exception leaves the call,
+  // the parameters are as they were (no update happens inside the model), and the next
+  // zero_grad() + forward() starts clean. Empty: no check.
+  void set_block_boundary(std::function<void()> check);
 
   // The MoE layers, in layer order (null entries for dense layers), e.g. to install a
   // multi-rank ExpertDispatcher.

@@ -7,12 +7,11 @@
 //   StepCancellation cancel(&stop_flag);   // a view of the trainer's lock-free stop flag
 //   cancel.check();                        // throws StepCancelled once the flag is set
 //
-// Check points today: before each micro-batch after the first, before the gradient sync
-// and optimizer update, and between validation batches. Single-rank runs only: with R > 1
-// every rank must abandon at the same point, so ranks stop between steps (a broadcast).
-// Inside a forward or backward the model's block loop is the natural check point (a hook
-// in LanguageModel that calls check() between blocks); until the model has one, a step
-// with one huge micro-batch is interrupted only at its end.
+// Check points: before each transformer block and the head in forward and backward
+// (LanguageModel::set_block_boundary), before each micro-batch after the first, before the
+// gradient sync and optimizer update, and between validation batches. Single-rank runs
+// only: with R > 1 every rank must abandon at the same point, so ranks stop between steps (a
+// broadcast).
 
 #include <atomic>
 #include <stdexcept>

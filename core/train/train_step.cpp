@@ -40,6 +40,8 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   const auto t0 = Clock::now();
   model.set_step(step);
   model.zero_grad();
+  // Between blocks too: a step of one huge micro-batch is abandoned within a block's time.
+  model.set_block_boundary([cancel] { cancel.check(); });
   StepFigures fig;  // R > 1: this rank's part, summed over ranks below
   for (int m = 0; m < tc.grad_accum; ++m) {
     if (m > 0) cancel.check();
