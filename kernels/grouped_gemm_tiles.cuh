@@ -52,33 +52,48 @@ __device__ inline void load_tile_async(bf16* dst, const bf16* src, int64_t ld, i
   }
 }
 
-// A fragment (16 m × 16 k) at (m0, k0) of a k-inner tile [m][kLdKInner]. Block b = lane / 8 is
-// (m0 + 8·(b % 2), k0 + 8·(b / 2)): the order a0 (g, 2t) a1 (g+8, 2t) a2 (g, 2t+8) a3 (g+8, 2t+8).
-__device__ inline void load_a_k_inner(uint32_t (&a)[4], const bf16* tile, int m0, int k0, int lane) {
-  mma::ldmatrix_x4(a, tile + (m0 + lane % 16) * kLdKInner + k0 + (lane / 16) * 8);
-}
+// Each fragment read below is one ldmatrix.x4: lane l gives the address of row l % 8 of block
+// b = l / 8, and register b receives block b. The *_row functions give that address as an
+// element offset into the tile; they are plain arithmetic, callable on the host too, so a CPU
+// replay of ldmatrix and mma can check them.
 
-// A fragment (16 m × 16 k) at (m0, k0) of a k-outer tile [k][kLd]: each stored 8×8 block is
+// A fragment (16 m × 16 k) at (m0, k0) of a k-inner tile [m][kLdKInner]. Block b is
+// (m0 + 8·(b % 2), k0 + 8·(b / 2)): the order a0 (g, 2t) a1 (g+8, 2t) a2 (g, 2t+8) a3 (g+8, 2t+8).
+__host__ __device__ constexpr int a_k_inner_row(int m0, int k0, int lane) {
+  return (m0 + lane % 16) * kLdKInner + k0 + (lane / 16) * 8;
+}
+// A fragment (16 m × 16 k) at (m0, k0) of a k-outer tile [k][ld]: each stored 8×8 block is
 // (8 k × 8 m); .trans gives lane (m g, k 2t..2t+1). Block b: k rows k0 + 8·(b / 2), m columns
 // m0 + 8·(b % 2) — the same a0..a3 order as above.
-template <int kLd>
-__device__ inline void load_a_k_outer(uint32_t (&a)[4], const bf16* tile, int m0, int k0, int lane) {
-  mma::ldmatrix_x4_trans(a, tile + (k0 + lane % 8 + (lane / 16) * 8) * kLd + m0 + ((lane / 8) % 2) * 8);
+__host__ __device__ constexpr int a_k_outer_row(int ld, int m0, int k0, int lane) {
+  return (k0 + lane % 8 + (lane / 16) * 8) * ld + m0 + ((lane / 8) % 2) * 8;
 }
-
-// B fragments (16 k × 16 n) at (k0, n0) of a k-outer tile [k][kLd], two n8 blocks: (b[0], b[1])
-// for columns n0..n0+7, (b[2], b[3]) for n0+8..n0+15. Stored blocks are (8 k × 8 n); .trans gives
-// lane (k 2t..2t+1, n g) = b0; block b: k rows k0 + 8·(b % 2), n columns n0 + 8·(b / 2).
-template <int kLd>
-__device__ inline void load_b_k_outer(uint32_t (&b)[4], const bf16* tile, int k0, int n0, int lane) {
-  mma::ldmatrix_x4_trans(b, tile + (k0 + lane % 8 + ((lane / 8) % 2) * 8) * kLd + n0 + (lane / 16) * 8);
+// B fragments (16 k × 16 n) at (k0, n0) of a k-outer tile [k][ld], two n8 blocks: registers
+// (0, 1) for columns n0..n0+7, (2, 3) for n0+8..n0+15. Stored blocks are (8 k × 8 n); .trans
+// gives lane (k 2t..2t+1, n g) = b0; block b: k rows k0 + 8·(b % 2), n columns n0 + 8·(b / 2).
+__host__ __device__ constexpr int b_k_outer_row(int ld, int k0, int n0, int lane) {
+  return (k0 + lane % 8 + ((lane / 8) % 2) * 8) * ld + n0 + (lane / 16) * 8;
 }
-
 // B fragments (16 k × 16 n) at (k0, n0) of a k-inner tile [n][kLdKInner] (B stored n × k): the
 // stored blocks are (8 n × 8 k), read plain: lane (n g, k 2t..2t+1) = b0. Block b: n rows
-// n0 + 8·(b / 2), k columns k0 + 8·(b % 2); registers as in load_b_k_outer.
+// n0 + 8·(b / 2), k columns k0 + 8·(b % 2); registers as in b_k_outer_row.
+__host__ __device__ constexpr int b_k_inner_row(int k0, int n0, int lane) {
+  return (n0 + lane % 8 + (lane / 16) * 8) * kLdKInner + k0 + ((lane / 8) % 2) * 8;
+}
+
+__device__ inline void load_a_k_inner(uint32_t (&a)[4], const bf16* tile, int m0, int k0, int lane) {
+  mma::ldmatrix_x4(a, tile + a_k_inner_row(m0, k0, lane));
+}
+template <int kLd>
+__device__ inline void load_a_k_outer(uint32_t (&a)[4], const bf16* tile, int m0, int k0, int lane) {
+  mma::ldmatrix_x4_trans(a, tile + a_k_outer_row(kLd, m0, k0, lane));
+}
+template <int kLd>
+__device__ inline void load_b_k_outer(uint32_t (&b)[4], const bf16* tile, int k0, int n0, int lane) {
+  mma::ldmatrix_x4_trans(b, tile + b_k_outer_row(kLd, k0, n0, lane));
+}
 __device__ inline void load_b_k_inner(uint32_t (&b)[4], const bf16* tile, int k0, int n0, int lane) {
-  mma::ldmatrix_x4(b, tile + (n0 + lane % 8 + (lane / 16) * 8) * kLdKInner + k0 + ((lane / 8) % 2) * 8);
+  mma::ldmatrix_x4(b, tile + b_k_inner_row(k0, n0, lane));
 }
 
 }  // namespace mok::cuda::grouped_tiles
