@@ -13,11 +13,11 @@
 // accumulators. The reduction runs in steps of kTileK = 32 through a kStages-deep
 // ring of shared-memory stages filled by cp.async (stage s of step kt: slot kt % kStages):
 //
-//   prologue: issue steps 0 .. kStages-2, one commit group each (empty groups past the end,
+//   prologue: start steps 0 .. kStages-2, one commit group each (empty groups past the end,
 //             so that group i always holds step i)
 //   step kt:  wait until ≤ kStages-2 groups are pending (group kt, hence step kt, has landed
 //             for this thread) — __syncthreads (… for every thread; and every warp is done
-//             with step kt-1, whose slot is refilled next) — issue step kt+kStages-1 into
+//             with step kt-1, whose slot is refilled next) — start step kt+kStages-1 into
 //             slot (kt-1) % kStages, commit — two k16 mma sub-steps on slot kt % kStages.
 //
 // Operands in shared memory keep their global layout (grouped_gemm_tiles.cuh):
