@@ -59,6 +59,7 @@ const char* grouped_gemm_method_name(GroupedGemmMethod method) {
     case GroupedGemmMethod::loop: return "loop";
     case GroupedGemmMethod::streams: return "streams";
     case GroupedGemmMethod::cublas: return "cublas";
+    case GroupedGemmMethod::kernel: return "kernel";
   }
   return "?";
 }
@@ -86,6 +87,8 @@ GroupedGemm::GroupedGemm(LtGemm& lt, GroupedGemmMethod method, int side_streams)
     MOK_CUDA_CHECK(cudaMalloc(&blas_workspace_, lt.workspace_bytes()));
     MOK_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_, lt.workspace_bytes()));
     MOK_CUDA_CHECK(cudaMalloc(&device_pointers_, 3 * kMaxGroups * sizeof(void*)));
+  } else if (method_ == GroupedGemmMethod::kernel) {
+    grouped_gemm_kernel_prepare();
   }
 }
 
@@ -113,6 +116,18 @@ void GroupedGemm::rows(bool trans_b, int groups, const int64_t* host_offsets, in
                        const void* a, int64_t lda, const void* b, int64_t b_group_stride, float beta, void* c,
                        int64_t ldc, GemmType ab_type, GemmType c_type, cudaStream_t stream) {
   check_offsets("rows", groups, host_offsets, n, k);
+  if (method_ == GroupedGemmMethod::kernel && ab_type == GemmType::bf16 && c_type == GemmType::bf16) {
+    GroupedKernelCall call;
+    call.form = trans_b ? GroupedKernelForm::rows_bt : GroupedKernelForm::rows;
+    call.groups = groups;
+    call.host_offsets = host_offsets;
+    call.n = n, call.k = k;
+    call.alpha = alpha, call.beta = beta;
+    call.a = a, call.lda = lda;
+    call.b = b, call.ldb = trans_b ? k : n, call.b_group_stride = b_group_stride;
+    call.c = c, call.ldc = ldc;
+    if (run_kernel(call, stream)) return;
+  }
   std::vector<Problem> problems;
   for (int g = 0; g < groups; ++g) {
     const int64_t m = host_offsets[g + 1] - host_offsets[g];
@@ -136,6 +151,18 @@ void GroupedGemm::weight_grad_into(int groups, const int64_t* host_offsets, int6
                                    int64_t dw_group_stride, float beta, GemmType ab_type, GemmType c_type,
                                    cudaStream_t stream) {
   check_offsets("weight_grad", groups, host_offsets, n, k);
+  if (method_ == GroupedGemmMethod::kernel && ab_type == GemmType::bf16 && c_type == GemmType::f32) {
+    GroupedKernelCall call;
+    call.form = GroupedKernelForm::weight_grad;
+    call.groups = groups;
+    call.host_offsets = host_offsets;
+    call.n = n, call.k = k;
+    call.alpha = alpha, call.beta = beta;
+    call.a = a, call.lda = lda;
+    call.b = dy, call.ldb = ldy;
+    call.c = dw, call.ldc = n, call.c_group_stride = dw_group_stride;
+    if (run_kernel(call, stream)) return;
+  }
   std::vector<Problem> problems;
   for (int g = 0; g < groups; ++g) {
     const int64_t m = host_offsets[g + 1] - host_offsets[g];
@@ -145,6 +172,15 @@ void GroupedGemm::weight_grad_into(int groups, const int64_t* host_offsets, int6
                         const_cast<char*>(byte_ptr(dw, g * dw_group_stride, c_type)), n});
   }
   run(problems, alpha, beta, ab_type, c_type, stream);
+}
+
+// Nothing of the kernel's call outlives the launch (the tile list is its argument), so there
+// is no ordering to keep with calls on other streams.
+bool GroupedGemm::run_kernel(const GroupedKernelCall& call, cudaStream_t stream) {
+  if (!grouped_kernel_refusal(call, kernel_tile_).empty()) return false;
+  grouped_gemm_kernel(call, kernel_tile_, stream);
+  ++kernel_calls_;
+  return true;
 }
 
 void GroupedGemm::run(const std::vector<Problem>& problems, float alpha, float beta, GemmType ab_type,

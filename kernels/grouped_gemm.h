@@ -22,7 +22,12 @@
 //            kernel from launch arguments, so nothing host-side has to outlive the call.
 //            A type combination cuBLAS answers NOT_SUPPORTED for (it may list no bf16 → f32)
 //            runs as loop from then on, and cublas_declined() says so
-// The timings (kernels/checks/gemm_timings.cpp) measure all three at the benchmark shapes.
+//   kernel   the project's grouped kernel (kernels/grouped_gemm_kernel.h): every group in one
+//            launch, each output tile computed by one CTA in a fixed order. It takes bf16 → bf16
+//            rows and bf16 → f32 weight gradients whose sizes and strides are multiples of 8
+//            elements on 16-byte aligned pointers; anything else (f32 parity runs, odd strides,
+//            weight gradients into bf16) runs as loop. kernel_calls() counts the calls it took
+// The timings (kernels/checks/gemm_timings.cpp) measure all four at the benchmark shapes.
 //
 // One object per device and stream owner, not thread-safe, like LtGemm. All device memory
 // (side workspaces, pointer arrays) is allocated at construction.
@@ -35,19 +40,22 @@
 #include <vector>
 
 #include "kernels/gemm_lt.h"
+#include "kernels/grouped_gemm_kernel.h"
 
 namespace mok::cuda {
 
-enum class GroupedGemmMethod { loop, streams, cublas };
+enum class GroupedGemmMethod { loop, streams, cublas, kernel };
 const char* grouped_gemm_method_name(GroupedGemmMethod method);
 
 class GroupedGemm {
  public:
   static constexpr int kMaxGroups = 1024;
+  static_assert(kMaxGroups <= kGroupedKernelMaxGroups, "the kernel takes every group count");
   static constexpr int kDefaultSideStreams = 4;
 
   // `lt` runs the loop method (and is not owned). The streams method owns `side_streams`
-  // LtGemm objects (one workspace each); the cublas method a cuBLAS handle and workspace.
+  // LtGemm objects (one workspace each); the cublas method a cuBLAS handle and workspace; the
+  // kernel method nothing (it raises the kernel's shared-memory limit on the current device).
   explicit GroupedGemm(LtGemm& lt, GroupedGemmMethod method = GroupedGemmMethod::streams,
                        int side_streams = kDefaultSideStreams);
   ~GroupedGemm();
@@ -59,6 +67,11 @@ class GroupedGemm {
   bool cublas_declined(GemmType ab_type, GemmType c_type) const {
     return declined_[static_cast<int>(ab_type)][static_cast<int>(c_type)];
   }
+  // kernel method: the calls the grouped kernel took (the others ran as loop), and its tile
+  // (128×256 unless set; both shapes are timed in gemm_timings.cpp).
+  size_t kernel_calls() const { return kernel_calls_; }
+  GroupedKernelTile kernel_tile() const { return kernel_tile_; }
+  void set_kernel_tile(GroupedKernelTile tile) { kernel_tile_ = tile; }
 
   // host_offsets (groups + 1): non-decreasing, host_offsets[0] = 0. b_group_stride: elements
   // between B_g and B_{g+1}. B_g's leading dimension is its row length (n, or k with trans_b).
@@ -101,6 +114,8 @@ class GroupedGemm {
                             GemmType c_type, cudaStream_t stream);
 
   void order_after_previous_stream(cudaStream_t stream);
+  // kernel method: launches `call` when the kernel takes it; false (nothing done) otherwise.
+  bool run_kernel(const GroupedKernelCall& call, cudaStream_t stream);
 
   LtGemm& lt_;
   GroupedGemmMethod method_;
@@ -114,6 +129,9 @@ class GroupedGemm {
   void* blas_workspace_ = nullptr;
   void** device_pointers_ = nullptr;
   bool declined_[2][2] = {{false, false}, {false, false}};  // [ab_type][c_type]
+  // kernel: its tile and the calls it took
+  GroupedKernelTile kernel_tile_ = GroupedKernelTile::m128n256;
+  size_t kernel_calls_ = 0;
   // the pointer arrays are rewritten per call: a new stream waits for the previous one
   cudaStream_t last_stream_ = nullptr;
   bool used_ = false;

@@ -3,7 +3,9 @@
 // inputs: every transpose combination, f32 → f32, bf16 → bf16 and bf16 → f32, beta 0 (C
 // poisoned with NaN first: it must be neither read nor left unwritten) and beta 1, odd sizes,
 // padded leading dimensions (padding must stay untouched), unaligned pointers, m = 0 and
-// k = 0, empty expert groups. Every call runs twice and must repeat bitwise.
+// k = 0, empty expert groups. Every call runs twice and must repeat bitwise. The grouped
+// kernel (kernels/grouped_gemm_kernel.h) in all three forms at the experts' sizes, and what it
+// leaves to the loop.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -284,15 +286,23 @@ std::vector<int64_t> group_offsets(const std::vector<int64_t>& sizes) {
 
 struct GroupedTally {
   double repeat_mismatch = 0;
-  double untouched_changed = 0;  // elements of C padding or of empty groups' dW that changed
+  double untouched_changed = 0;  // elements of C padding, dW padding or empty groups' dW that changed
 };
+
+// Elements beyond the row lengths (and, for dW, between the groups' blocks). The defaults are
+// odd (no method may rely on aligned rows); the grouped kernel takes multiples of 8.
+struct GroupedPadding {
+  int64_t a = 1, c = 2;    // rows: A (M, k + a), C (M, n + c)
+  int64_t dy = 3, dw = 5;  // weight_grad: dY (M, n + dy), dW blocks k·n + dw apart
+};
+constexpr GroupedPadding kAlignedPadding{8, 8, 8, 8};
 
 // rows: C[rows g] = alpha·A[rows g]·op(B_g) + beta·C[rows g]; returns the relative error.
 double run_grouped_rows(GroupedGemm& gg, CheckInputs& in, const std::vector<int64_t>& off, bool tb, int64_t n,
                         int64_t k, float beta, GemmType ab, GemmType ct, GroupedTally& tally,
-                        std::vector<float>* result) {
+                        std::vector<float>* result, const GroupedPadding& pad = {}) {
   const int G = static_cast<int>(off.size()) - 1;
-  const int64_t M = off[G], lda = k + 1, ldc = n + 2;  // padded rows
+  const int64_t M = off[G], lda = k + pad.a, ldc = n + pad.c;  // padded rows
   const int64_t ldb = tb ? k : n, stride = n * k;
   const float alpha = 0.5f;
   const std::vector<float> a = as_stored(in.normal(size_t(M * lda)), ab);
@@ -342,39 +352,53 @@ double run_grouped_rows(GroupedGemm& gg, CheckInputs& in, const std::vector<int6
   return relative_error(block, block_ref);
 }
 
-// dW_g += alpha·A[rows g]ᵀ·dY[rows g]; empty groups' dW_g must stay bitwise as they were.
+// dW_g = alpha·A[rows g]ᵀ·dY[rows g] + beta·dW_g (fp32): beta 1 through weight_grad, any other
+// beta through weight_grad_into (beta 0: the non-empty groups' blocks are NaN first, to be
+// written and not read). Empty groups' dW_g and the padding between blocks must stay bitwise
+// as they were.
 double run_grouped_weight_grad(GroupedGemm& gg, CheckInputs& in, const std::vector<int64_t>& off, int64_t k,
-                               int64_t n, GemmType ab, GroupedTally& tally, std::vector<float>* result) {
+                               int64_t n, GemmType ab, GroupedTally& tally, std::vector<float>* result,
+                               const GroupedPadding& pad = {}, float beta = 1.f) {
   const int G = static_cast<int>(off.size()) - 1;
-  const int64_t M = off[G], lda = k, ldy = n + 3, stride = k * n + 5;
+  const int64_t M = off[G], lda = k, ldy = n + pad.dy, stride = k * n + pad.dw;
   const float alpha = 1.5f;
   const std::vector<float> a = as_stored(in.normal(size_t(M * lda)), ab);
   const std::vector<float> dy = as_stored(in.normal(size_t(M * ldy)), ab);
-  const std::vector<float> dw0 = in.normal(size_t(G * stride));
+  std::vector<float> dw0 = in.normal(size_t(G * stride));
   std::vector<double> ref = to_double(dw0);
   const std::vector<double> ad = to_double(a), dyd = to_double(dy);
   for (int g = 0; g < G; ++g) {
     const int64_t m = off[g + 1] - off[g];
     if (m == 0) continue;
-    mok::f64::gemm(true, false, k, n, m, alpha, ad.data() + off[g] * lda, lda, dyd.data() + off[g] * ldy, ldy, 1.0,
-                   ref.data() + g * stride, n);
+    if (beta == 0.f)
+      for (int64_t i = 0; i < k * n; ++i) {
+        ref[g * stride + i] = 0.0;
+        dw0[g * stride + i] = NAN;
+      }
+    mok::f64::gemm(true, false, k, n, m, alpha, ad.data() + off[g] * lda, lda, dyd.data() + off[g] * ldy, ldy,
+                   beta == 0.f ? 1.0 : double(beta), ref.data() + g * stride, n);
   }
   DeviceMatrix d_a(a, ab), d_dy(dy, ab);
   DeviceBuffer<float> d_dw(dw0);
   std::vector<float> first;
   for (int run = 0; run < 2; ++run) {
     d_dw.upload(dw0);
-    gg.weight_grad(G, off.data(), k, n, alpha, d_a.data(), lda, d_dy.data(), ldy, d_dw.data(), stride, ab, nullptr);
+    if (beta == 1.f)
+      gg.weight_grad(G, off.data(), k, n, alpha, d_a.data(), lda, d_dy.data(), ldy, d_dw.data(), stride, ab, nullptr);
+    else
+      gg.weight_grad_into(G, off.data(), k, n, alpha, d_a.data(), lda, d_dy.data(), ldy, d_dw.data(), stride, beta,
+                          ab, GemmType::f32, nullptr);
     sync();
     const std::vector<float> got = d_dw.download();
     if (run == 0) first = got;
     else tally.repeat_mismatch += differing_floats(first, got);
   }
   if (result) *result = first;
-  for (int g = 0; g < G; ++g)
-    if (off[g + 1] == off[g])
-      for (int64_t i = 0; i < stride; ++i)
-        tally.untouched_changed += std::memcmp(&first[g * stride + i], &dw0[g * stride + i], sizeof(float)) != 0;
+  for (int g = 0; g < G; ++g) {
+    const int64_t from = off[g + 1] == off[g] ? 0 : k * n;  // a whole empty block, else its padding
+    for (int64_t i = from; i < stride; ++i)
+      tally.untouched_changed += std::memcmp(&first[g * stride + i], &dw0[g * stride + i], sizeof(float)) != 0;
+  }
   return relative_error(first, ref);
 }
 
@@ -450,6 +474,136 @@ void check_grouped_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) 
   out.push_back({"grouped untouched padding, empty groups (changed)", tally.untouched_changed, 0.0});
 }
 
+// ---- the grouped kernel (GroupedGemmMethod::kernel) ----
+
+// 64 segments of 0 to ~300 rows: empty ones, one-row ones, none a multiple of a tile.
+std::vector<int64_t> many_expert_offsets() {
+  std::vector<int64_t> sizes(64);
+  for (int g = 0; g < 64; ++g) sizes[g] = g % 13 == 5 ? 0 : g % 17 == 3 ? 1 : 3 + (g * 73) % 290;
+  return group_offsets(sizes);
+}
+
+// Each of the three forms at the experts' sizes (n, k from 256, 512, 768, 1024, 2048) on
+// segments that are empty (first, middle, last), of one row, of up to 8000 rows and never a
+// multiple of the tile, with G = 7, 8 and 64, for both tile shapes; beta 0 (outputs NaN first)
+// and 1; the rows padded by 8 elements (the padding must stay untouched). Every call must be
+// taken by the kernel (not fall back to loop) and repeat bitwise.
+void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
+  const std::vector<int64_t> small = group_offsets({0, 9, 0, 17, 1, 130, 0});
+  const std::vector<int64_t> large = group_offsets({4100, 0, 1, 8000, 37, 130, 2047, 64});
+  const std::vector<int64_t> eight = group_offsets({130, 0, 1, 257, 64, 300, 77, 128});
+  const std::vector<int64_t> many = many_expert_offsets();
+  const GemmType bf = GemmType::bf16;
+  struct RowsCase {
+    const std::vector<int64_t>* off;
+    int64_t n, k;
+    float beta;
+  };
+  // (a) x·W_up, h·W_down shapes; (b) dY·Wᵀ shapes
+  const RowsCase forward[] = {{&small, 768, 256, 0.f},  {&small, 256, 2048, 1.f}, {&large, 256, 512, 0.f},
+                              {&eight, 2048, 1024, 1.f}, {&many, 512, 768, 0.f},  {&many, 768, 256, 1.f}};
+  const RowsCase transposed[] = {{&small, 1024, 512, 0.f}, {&small, 512, 1024, 1.f}, {&large, 512, 256, 1.f},
+                                 {&many, 256, 768, 0.f},   {&many, 768, 512, 1.f}};
+  struct GradCase {
+    const std::vector<int64_t>* off;
+    int64_t k, n;
+    float beta;
+  };
+  const GradCase grads[] = {{&small, 256, 768, 1.f}, {&small, 1024, 512, 0.f}, {&large, 512, 256, 1.f},
+                            {&eight, 2048, 1024, 1.f}, {&many, 768, 512, 1.f},  {&many, 256, 768, 0.f}};
+  GroupedTally tally;
+  double not_taken = 0;  // calls that ran as loop instead
+  for (const GroupedKernelTile tile : {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128}) {
+    const std::string tname = std::string("grouped kernel ") + grouped_kernel_tile_name(tile);
+    run_guarded(out, tname, [&] {
+      GroupedGemm gg(lt, GroupedGemmMethod::kernel);
+      gg.set_kernel_tile(tile);
+      // one call (run twice inside) that the kernel must take
+      auto taken = [&](auto&& call) {
+        const size_t before = gg.kernel_calls();
+        const double err = call();
+        not_taken += 2.0 - double(gg.kernel_calls() - before);
+        return err;
+      };
+      double worst_a = 0, worst_b = 0, worst_w = 0;
+      for (const RowsCase& c : forward)
+        worst_a = std::max(worst_a, taken([&] {
+          return run_grouped_rows(gg, in, *c.off, false, c.n, c.k, c.beta, bf, bf, tally, nullptr, kAlignedPadding);
+        }));
+      for (const RowsCase& c : transposed)
+        worst_b = std::max(worst_b, taken([&] {
+          return run_grouped_rows(gg, in, *c.off, true, c.n, c.k, c.beta, bf, bf, tally, nullptr, kAlignedPadding);
+        }));
+      for (const GradCase& c : grads)
+        worst_w = std::max(worst_w, taken([&] {
+          return run_grouped_weight_grad(gg, in, *c.off, c.k, c.n, bf, tally, nullptr, kAlignedPadding, c.beta);
+        }));
+      out.push_back({tname + " rows A·B_g bf16>bf16", worst_a, kBf16Tolerance});
+      out.push_back({tname + " rows A·B_gT bf16>bf16", worst_b, kBf16Tolerance});
+      out.push_back({tname + " dW+=AT·dY bf16>f32", worst_w, kBf16InputTolerance});
+    });
+  }
+  out.push_back({"grouped kernel calls run as loop", not_taken, 0.0});
+
+  // Every output element is the same chain of k16 mma steps whatever CTA computes it, so the
+  // two tile shapes give the same bits.
+  run_guarded(out, "grouped kernel 128x256 = 128x128", [&] {
+    CheckInputs same_a{in.seed + 2}, same_b{in.seed + 2};
+    GroupedGemm wide(lt, GroupedGemmMethod::kernel), narrow(lt, GroupedGemmMethod::kernel);
+    wide.set_kernel_tile(GroupedKernelTile::m128n256);
+    narrow.set_kernel_tile(GroupedKernelTile::m128n128);
+    GroupedTally unused;
+    double mismatches = 0;
+    for (const bool tb : {false, true}) {
+      std::vector<float> r1, r2;
+      run_grouped_rows(wide, same_a, eight, tb, 768, 512, 1.f, bf, bf, unused, &r1, kAlignedPadding);
+      run_grouped_rows(narrow, same_b, eight, tb, 768, 512, 1.f, bf, bf, unused, &r2, kAlignedPadding);
+      mismatches += differing_floats(r1, r2);
+    }
+    std::vector<float> w1, w2;
+    run_grouped_weight_grad(wide, same_a, eight, 768, 512, bf, unused, &w1, kAlignedPadding);
+    run_grouped_weight_grad(narrow, same_b, eight, 768, 512, bf, unused, &w2, kAlignedPadding);
+    mismatches += differing_floats(w1, w2);
+    const double calls = double(wide.kernel_calls() + narrow.kernel_calls());
+    out.push_back({"grouped kernel 128x256 = 128x128 bitwise (mismatches)", mismatches, 0.0});
+    out.push_back({"grouped kernel 128x256 = 128x128 calls not taken", 12.0 - calls, 0.0});
+  });
+
+  // What the kernel does not take runs as loop, and is still right: odd strides (the default
+  // padding), k not a multiple of 8, f32 operands.
+  run_guarded(out, "grouped kernel fallback", [&] {
+    GroupedGemm gg(lt, GroupedGemmMethod::kernel);
+    double worst = 0;
+    worst = std::max(worst, run_grouped_rows(gg, in, small, false, 256, 512, 1.f, bf, bf, tally, nullptr));
+    worst = std::max(worst, run_grouped_rows(gg, in, small, true, 64, 36, 0.f, bf, bf, tally, nullptr,
+                                             kAlignedPadding));
+    worst = std::max(worst, run_grouped_weight_grad(gg, in, small, 256, 512, bf, tally, nullptr));
+    const double bf_worst = worst;
+    const double f32_err =
+        run_grouped_rows(gg, in, small, false, 256, 512, 1.f, GemmType::f32, GemmType::f32, tally, nullptr,
+                         kAlignedPadding);
+    out.push_back({"grouped kernel fallback bf16 (loop)", bf_worst, kBf16Tolerance});
+    out.push_back({"grouped kernel fallback f32 (loop)", f32_err, kFp32Tolerance});
+    out.push_back({"grouped kernel fallback calls taken", double(gg.kernel_calls()), 0.0});
+  });
+
+  // The kernel refuses what it cannot take, with a message, before anything runs.
+  run_guarded(out, "grouped kernel refuses", [&] {
+    const int64_t off[] = {0, 5, 12};
+    GroupedKernelCall call;
+    call.groups = 2, call.host_offsets = off, call.n = 64, call.k = 36, call.lda = 40, call.ldb = 64, call.ldc = 64;
+    double accepted = 0;
+    try {
+      grouped_gemm_kernel(call, GroupedKernelTile::m128n256, nullptr);
+      accepted += 1;
+    } catch (const std::invalid_argument&) {
+    }
+    out.push_back({"grouped kernel refuses k % 8 != 0 (accepted)", accepted, 0.0});
+  });
+  out.push_back({"grouped kernel bitwise repeat (mismatches)", tally.repeat_mismatch, 0.0});
+  out.push_back({"grouped kernel untouched padding, empty groups (changed)", tally.untouched_changed, 0.0});
+}
+
 }  // namespace
 
 void check_gemm(CheckInputs& in, std::vector<OpCheck>& out) {
@@ -457,6 +611,7 @@ void check_gemm(CheckInputs& in, std::vector<OpCheck>& out) {
     LtGemm lt;
     check_lt_gemm(lt, in, out);
     check_grouped_gemm(lt, in, out);
+    check_grouped_kernel(lt, in, out);
   });
 }
 

@@ -1,7 +1,7 @@
 // GEMM timings at the benchmark models' shapes (16 × 1024 tokens, d 768): the dense
 // layers' forward and backward products through LtGemm, and the experts' grouped products
-// through each GroupedGemm method, against one dense GEMM of the same total work (what a
-// perfect grouped GEMM would approach). Median of repeats after warm-up (CUDA events);
+// through each GroupedGemm method (the grouped kernel in both tile shapes), against one dense
+// GEMM of the same total work (what a perfect grouped GEMM would approach). Median of repeats after warm-up (CUDA events);
 // TFLOP/s and the share of the H200's measured bf16 peak. Figures only, no pass/fail.
 #include <algorithm>
 #include <cstdio>
@@ -146,14 +146,20 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
     std::string name;
     GroupedGemmMethod method;
     int streams;
+    GroupedKernelTile tile = GroupedKernelTile::m128n256;
   };
   const Method methods[] = {{"loop", GroupedGemmMethod::loop, 1},
                             {"streams ×2", GroupedGemmMethod::streams, 2},
                             {"streams ×4", GroupedGemmMethod::streams, 4},
                             {"streams ×8", GroupedGemmMethod::streams, 8},
-                            {"cublas grouped", GroupedGemmMethod::cublas, 1}};
+                            {"cublas grouped", GroupedGemmMethod::cublas, 1},
+                            {"kernel 128x256", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n256},
+                            {"kernel 128x128", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n128}};
   std::vector<std::unique_ptr<GroupedGemm>> grouped;
-  for (const Method& m : methods) grouped.push_back(std::make_unique<GroupedGemm>(lt, m.method, m.streams));
+  for (const Method& m : methods) {
+    grouped.push_back(std::make_unique<GroupedGemm>(lt, m.method, m.streams));
+    grouped.back()->set_kernel_tile(m.tile);
+  }
   for (const Product& p : products) {
     const double flops = 2.0 * rows * p.n * p.k;
     // dense bound: one GEMM of all rows against one expert's weights
@@ -175,12 +181,16 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
         else
           g.rows(p.kind == 1, E, off.data(), p.n, p.k, 1.f, x, p.k, w, p.n * p.k, 0.f, h, p.n, t, t, nullptr);
       };
-      // cuBLAS may decline a type combination on the first call: run once to know the label
+      // cuBLAS may decline a type combination on the first call, and the kernel may leave a
+      // shape to loop: run once to know the label
       std::string label = methods[i].name;
       try {
+        const size_t kernel_calls = g.kernel_calls();
         launch();
         if (methods[i].method == GroupedGemmMethod::cublas && g.cublas_declined(t, p.kind == 2 ? GemmType::f32 : t))
           label += " (declined: loop)";
+        if (methods[i].method == GroupedGemmMethod::kernel && g.kernel_calls() == kernel_calls)
+          label += " (refused: loop)";
       } catch (const std::exception&) {  // time_row prints the message
       }
       time_row(p.name, label, p.kind == 2 ? "bf16>f32" : "bf16>bf16", flops, launch);

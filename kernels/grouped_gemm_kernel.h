@@ -1,0 +1,68 @@
+#pragma once
+// The grouped GEMM kernel: every expert segment's product in ONE launch (bf16 operands, fp32
+// accumulation on the tensor cores through mma.sync), for the three products of a stacked
+// expert bank. Row-major; host offsets off[0..G]; the rows of group g are [off[g], off[g+1]).
+//
+//   rows         C[rows g] (m_g, n) = alpha·A[rows g] (m_g, k)·B_g (k, n)   + beta·C[rows g]
+//   rows_bt      C[rows g] (m_g, n) = alpha·A[rows g] (m_g, k)·B_gᵀ, B_g stored (n, k)  + beta·C
+//   weight_grad  dW_g (k, n) = alpha·A[rows g]ᵀ (k, m_g)·dY[rows g] (m_g, n) + beta·dW_g
+// A, B and dY are bf16; C is bf16 (rows forms), dW fp32 (weight_grad). beta = 0 does not read
+// the output. Empty groups compute nothing (their dW_g is left as it is).
+//
+// The host turns the offsets into a list of output tiles (group, tile row, tile column), passed
+// as a launch argument, so nothing host-side outlives the call and it can be captured in a
+// graph. One CTA computes one output tile over the whole reduction in a fixed order (no split
+// of the reduction, no atomics): results repeat bit for bit and do not depend on the other
+// groups. Design and fragment layouts: kernels/grouped_gemm_kernel.cu and
+// kernels/grouped_gemm_tiles.cuh.
+//
+// What it takes (grouped_kernel_refusal says why not otherwise; GroupedGemm then runs its
+// loop): n and k multiples of 8; every leading dimension and group stride a multiple of 8
+// elements (rows of 16-byte chunks) and at least its row length; A, B, C 16-byte aligned;
+// at most kGroupedKernelMaxGroups groups; fewer than 2^31 rows, tiles and columns.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace mok::cuda {
+
+constexpr int kGroupedKernelMaxGroups = 1024;
+
+enum class GroupedKernelForm { rows, rows_bt, weight_grad };
+
+// The CTA's output tile (rows × columns), warps of 64×64 outputs: 128×256 is 8 warps, one CTA
+// per SM; 128×128 is 4 warps, two CTAs per SM. Both are timed (gemm_timings.cpp).
+enum class GroupedKernelTile { m128n256, m128n128 };
+const char* grouped_kernel_tile_name(GroupedKernelTile tile);
+
+// One call. Leading dimensions and strides in elements.
+struct GroupedKernelCall {
+  GroupedKernelForm form = GroupedKernelForm::rows;
+  int groups = 0;
+  const int64_t* host_offsets = nullptr;  // groups + 1, non-decreasing
+  int64_t n = 0, k = 0;                   // see the products above
+  float alpha = 1.f, beta = 0.f;
+  const void* a = nullptr;  // bf16 (M, k), M = host_offsets[groups]
+  int64_t lda = 0;
+  const void* b = nullptr;  // bf16: rows B (groups, k, n); rows_bt B (groups, n, k); weight_grad dY (M, n)
+  int64_t ldb = 0;
+  int64_t b_group_stride = 0;  // rows forms: elements from B_g to B_{g+1}; weight_grad: unused
+  void* c = nullptr;           // rows forms: bf16 C (M, n); weight_grad: fp32 dW (groups, k, n)
+  int64_t ldc = 0;
+  int64_t c_group_stride = 0;  // weight_grad: elements from dW_g to dW_{g+1}; rows forms: unused
+};
+
+// Why the kernel cannot take `call` with `tile`; empty when it can.
+std::string grouped_kernel_refusal(const GroupedKernelCall& call, GroupedKernelTile tile);
+
+// Launches the call on `stream` (nothing when it has no output tiles). Throws
+// std::invalid_argument with the refusal when the kernel cannot take it.
+void grouped_gemm_kernel(const GroupedKernelCall& call, GroupedKernelTile tile, cudaStream_t stream);
+
+// Raises the kernels' shared-memory limits on the current device (they use more than the
+// default 48 KiB); once per device before the first launch there.
+void grouped_gemm_kernel_prepare();
+
+}  // namespace mok::cuda
