@@ -77,6 +77,7 @@ CudaOps::CudaOps(int device) : device_(device) {
   allocator_ = std::make_unique<CudaCachingAllocator>(device, stream_);
   lt_ = std::make_unique<LtGemm>();
   grouped_streams_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::streams, 2);
+  grouped_kernel_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::kernel);
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
   grad_norm_ = std::make_unique<PlanCache<GradNormPlan>>();
 }
@@ -88,6 +89,7 @@ CudaOps::~CudaOps() {
   adamw_.reset();
   grad_norm_.reset();
   grouped_streams_.reset();
+  grouped_kernel_.reset();
   lt_.reset();
   allocator_.reset();
   cudaStreamDestroy(stream_);
@@ -119,10 +121,13 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 
 // --- matrix products
 
-// Measured on an H200 (docs/benchmarks.md): expert segments run best as cuBLASLt calls over
-// two side streams. cuBLAS's grouped call is faster per product in isolation for 64 small
-// segments, but inside a training step it ran at half the speed (its host-side cost).
-GroupedGemm& CudaOps::grouped_for(int) { return *grouped_streams_; }
+// bf16 expert products run as the project's grouped kernel, all segments in one launch (it
+// hands what it does not take to cuBLASLt); fp32 ones (parity runs) as cuBLASLt calls over two
+// side streams. Measured on an H200 in docs/benchmarks.md: a cuBLASLt call per segment is
+// launch-bound with 64 experts, and cuBLAS's own grouped call ran at half speed in a step.
+GroupedGemm& CudaOps::grouped_for(GemmType ab_type) {
+  return ab_type == GemmType::bf16 ? *grouped_kernel_ : *grouped_streams_;
+}
 
 void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                    int64_t lda, const Tensor& b, int64_t ldb, double beta, Tensor& c, int64_t ldc) {
@@ -136,7 +141,7 @@ void CudaOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, co
   same_dtype(a, b, "grouped_gemm");
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = c.dim(1);
-  grouped_for(groups).rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
+  grouped_for(gemm_type(a, "grouped_gemm")).rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
                            static_cast<float>(beta), c.raw(), n, gemm_type(a, "grouped_gemm"),
                            gemm_type(c, "grouped_gemm"), stream_);
 }
@@ -147,7 +152,7 @@ void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Ten
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = dy.dim(1);
   const GemmType ab = gemm_type(a, "grouped_weight_grad");
-  grouped_for(groups).weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(),
+  grouped_for(ab).weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(),
                                   k * n, ab, stream_);
 }
 

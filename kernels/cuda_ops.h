@@ -24,6 +24,7 @@ namespace mok::cuda {
 
 class LtGemm;
 class GroupedGemm;
+enum class GemmType;
 class AdamWPlan;
 class GradNormPlan;
 
@@ -114,8 +115,8 @@ class CudaOps final : public mok::Ops {
   mok::MemoryTracker internal_tracker_;
   std::unique_ptr<LtGemm> lt_;
   // Grouped products of expert segments (kernels/checks/gemm_timings.cpp compares methods).
-  std::unique_ptr<GroupedGemm> grouped_streams_;
-  GroupedGemm& grouped_for(int groups);
+  std::unique_ptr<GroupedGemm> grouped_streams_, grouped_kernel_;
+  GroupedGemm& grouped_for(GemmType ab_type);
   std::map<const mok::RopeTable*, std::unique_ptr<DeviceRope>> ropes_;
   std::unique_ptr<PlanCache<AdamWPlan>> adamw_;
   std::unique_ptr<PlanCache<GradNormPlan>> grad_norm_;

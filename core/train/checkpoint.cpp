@@ -174,7 +174,7 @@ StagedCheckpoint stage_checkpoint(const std::string& dir_text, const std::vector
         opt.push_back(safe_view("v." + ps[i]->name, optimizer->second_moments()[i]));
       }
       const int64_t step = optimizer->step_count();
-      opt.push_back(SafeTensorView{"step", SafeDType::i64, {1}, &step});
+      opt.push_back(SafeTensorView{"step", SafeDType::i64, {1}, &step, nullptr});
       write_safetensors((tmp / CheckpointFiles::optimizer).string(), opt,
                         {{"optimizer", "adamw"}});
     }

@@ -16,7 +16,7 @@ status=0
 for tool in memcheck racecheck; do
   groups=$MEM; [ "$tool" = racecheck ] && groups=$RACE
   log="${OUT:-/tmp}/sanitize_$tool.log"
-  "$CS" --tool "$tool" --error-exitcode 9 "$BIN/mok-gpu-check" --checks "$groups" --no-timings > "$log" 2>&1
+  timeout "${SANITIZE_TIMEOUT:-600}" "$CS" --tool "$tool" --error-exitcode 9 "$BIN/mok-gpu-check" --checks "$groups" --no-timings > "$log" 2>&1
   rc=$?
   [ $rc -ne 0 ] && status=1
   printf '%-10s groups %-45s exit %d  %s\n' "$tool" "$groups" "$rc" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
