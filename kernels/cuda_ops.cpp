@@ -78,6 +78,7 @@ CudaOps::CudaOps(int device) : device_(device) {
   lt_ = std::make_unique<LtGemm>();
   grouped_streams_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::streams, 2);
   grouped_kernel_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::kernel);
+  grouped_kernel_->set_kernel_tile(GroupedKernelTile::m128n128);
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
   grad_norm_ = std::make_unique<PlanCache<GradNormPlan>>();
 }
@@ -121,12 +122,15 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 
 // --- matrix products
 
-// bf16 expert products run as the project's grouped kernel, all segments in one launch (it
-// hands what it does not take to cuBLASLt); fp32 ones (parity runs) as cuBLASLt calls over two
-// side streams. Measured on an H200 in docs/benchmarks.md: a cuBLASLt call per segment is
-// launch-bound with 64 experts, and cuBLAS's own grouped call ran at half speed in a step.
-GroupedGemm& CudaOps::grouped_for(GemmType ab_type) {
-  return ab_type == GemmType::bf16 ? *grouped_kernel_ : *grouped_streams_;
+// Which grouped method runs a product, from the timings of kernels/checks/gemm_timings.cpp
+// on an H200 (docs/benchmarks.md): with many small segments (64 experts of ~2 000 rows) one
+// launch of the project's grouped kernel (128×128 tiles) beats a cuBLASLt call per segment,
+// which is launch-bound; with a few large ones (8 experts of ~4 000 rows) cuBLASLt over two
+// side streams is twice as fast as the kernel. fp32 products (parity runs) take cuBLASLt.
+constexpr int kGroupsForTheKernel = 32;
+
+GroupedGemm& CudaOps::grouped_for(GemmType ab_type, int groups) {
+  return ab_type == GemmType::bf16 && groups >= kGroupsForTheKernel ? *grouped_kernel_ : *grouped_streams_;
 }
 
 void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
@@ -141,7 +145,7 @@ void CudaOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, co
   same_dtype(a, b, "grouped_gemm");
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = c.dim(1);
-  grouped_for(gemm_type(a, "grouped_gemm")).rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
+  grouped_for(gemm_type(a, "grouped_gemm"), groups).rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
                            static_cast<float>(beta), c.raw(), n, gemm_type(a, "grouped_gemm"),
                            gemm_type(c, "grouped_gemm"), stream_);
 }
@@ -152,7 +156,7 @@ void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Ten
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = dy.dim(1);
   const GemmType ab = gemm_type(a, "grouped_weight_grad");
-  grouped_for(ab).weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(),
+  grouped_for(ab, groups).weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(),
                                   k * n, ab, stream_);
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The training path end to end on a GPU machine, through `mok train` itself:
-#   1. the quickstart for 20 steps on the CPU and on the GPU in fp32: every logged loss,
-#      gradient norm and validation figure within 1e-4 relative;
+#   1. the quickstart for 20 steps on the CPU and on the GPU in fp32: every logged loss and
+#      validation figure within 1e-4 relative (gradient norm, aux and z losses 1e-3);
 #   2. the same on the GPU in bf16, twice: bitwise the same metrics, and within 3e-2 of fp32;
 #   3. the JSON line of a GPU run (device, precision, peak device bytes).
 #   tools/gpu/train_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
@@ -32,27 +32,35 @@ run gpu_bf16_b --set parallel.device=cuda --set train.precision=bf16
 python3 - "$OUT_DIR" <<'PY'
 import csv, math, sys
 out = sys.argv[1]
-keep = ("train/loss", "train/grad_norm", "train/aux_loss", "train/z_loss", "val/loss", "val/bpb")
+# Losses within 1e-4 relative; the gradient norm and the router's aux and z losses within
+# 1e-3: they move when a token's top-k choice flips between near-equal router logits under
+# another summation order, which the loss itself barely feels.
+TOL = {"train/loss": 1e-4, "val/loss": 1e-4, "val/bpb": 1e-4,
+       "train/grad_norm": 1e-3, "train/aux_loss": 1e-3, "train/z_loss": 1e-3}
 def load(name):
     try:
         rows = csv.DictReader(open(f"{out}/{name}.csv"))
     except OSError:
         return {}
-    return {(int(r["step"]), r["name"]): float(r["value"]) for r in rows if r["name"] in keep}
-def worst(a, b):
-    if not a or a.keys() != b.keys():
+    return {(int(r["step"]), r["name"]): float(r["value"]) for r in rows if r["name"] in TOL}
+def worst(a, b, metric):
+    keys = [k for k in b if k[1] == metric]
+    if not keys or any(k not in a for k in keys):
         return math.inf
-    return max(abs(a[k] - b[k]) / max(abs(b[k]), 1e-12) for k in b)
+    return max(abs(a[k] - b[k]) / max(abs(b[k]), 1e-12) for k in keys)
 cpu, g32, ga, gb = (load(n) for n in ("cpu", "gpu_fp32", "gpu_bf16_a", "gpu_bf16_b"))
-checks = [("gpu fp32 vs cpu (max rel. diff)", worst(g32, cpu), 1e-4),
-          ("gpu bf16 vs gpu fp32, losses only", worst({k: v for k, v in ga.items() if k[1].endswith("loss") or k[1] == "val/bpb"},
-                                                       {k: v for k, v in g32.items() if k[1].endswith("loss") or k[1] == "val/bpb"}), 3e-2),
-          ("gpu bf16 repeat (max abs diff, bitwise = 0)", max((abs(ga[k] - gb[k]) for k in gb), default=math.inf) if ga.keys() == gb.keys() and ga else math.inf, 0.0)]
 bad = 0
-for name, value, tol in checks:
-    ok = value <= tol
-    bad += not ok
-    print(f"{name:45s} {value:12.3e}  (tolerance {tol:.0e})  {'ok' if ok else 'FAIL'}")
+for metric, tol in TOL.items():
+    v = worst(g32, cpu, metric)
+    bad += not v <= tol
+    print(f"gpu fp32 vs cpu  {metric:16s} max rel. diff {v:10.3e}  (tolerance {tol:.0e})  {'ok' if v <= tol else 'FAIL'}")
+for metric in ("train/loss", "val/loss", "val/bpb"):
+    v = worst(ga, g32, metric)
+    bad += not v <= 3e-2
+    print(f"gpu bf16 vs fp32 {metric:16s} max rel. diff {v:10.3e}  (tolerance 3e-02)  {'ok' if v <= 3e-2 else 'FAIL'}")
+same = bool(ga) and ga == gb
+bad += not same
+print(f"gpu bf16 repeated: {'bitwise the same' if same else 'DIFFERENT'}")
 for step in (1, 10, 20):
     print(f"step {step:2d} loss: cpu {cpu.get((step, 'train/loss'), float('nan')):.6f}  gpu fp32 {g32.get((step, 'train/loss'), float('nan')):.6f}"
           f"  gpu bf16 {ga.get((step, 'train/loss'), float('nan')):.6f}")
