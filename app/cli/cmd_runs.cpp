@@ -36,7 +36,8 @@ const char* kUsage =
     "usage: mok runs <subcommand> [options]\n"
     "\n"
     "  list [--status S] [--filter TEXT] [--all] [--json]   runs, newest first (--all: with archived)\n"
-    "  show ID [--json]                                     config, summary, last metrics, events, checkpoints\n"
+    "  show ID [--json]                                     machine, config, summary, last metrics, events,\n"
+    "                                                       checkpoints\n"
     "  export-csv ID [--out FILE]                           metrics in long form: step,tokens,wall_s,name,value\n"
     "  tag ID TAG... [--remove]                             add (or remove) tags\n"
     "  note ID TEXT...                                      replace the run's notes\n"
@@ -45,7 +46,8 @@ const char* kUsage =
     "  compare ID ID... [--metrics A,B] [--skip N] [--markdown]\n"
     "                                                       figures side by side, ratios to the first run:\n"
     "                                                       mean over steps after the first N (default 1);\n"
-    "                                                       val/* and infer/* metrics: their last value\n"
+    "                                                       val/* and infer/* metrics: their last value;\n"
+    "                                                       a note names runs from other hardware\n"
     "  record ID NAME=VALUE... [--step S]                   add measured figures to a run (e.g. infer/*),\n"
     "                                                       at step S (default: the run's last step)\n"
     "\n"
@@ -266,6 +268,32 @@ int runs_list(int argc, char** argv) {
   return 0;
 }
 
+// "environment": {...} with every field, or null for a run from before environments were kept.
+void json_environment(JsonWriter& j, const RunEnvironment& env) {
+  j.key("environment");
+  if (!env.recorded) {
+    j.null();
+    return;
+  }
+  j.begin_object();
+  j.key("cpu_count").value(env.cpu_count).key("threads").value(env.threads);
+  for (const EnvironmentTextField& f : environment_text_fields()) j.key(f.key).value(env.*f.member);
+  j.end_object();
+}
+
+// The note under a comparison whose runs came from other hardware than the baseline.
+void print_environment_note(const RunComparison& c, const char* prefix) {
+  if (c.same_environment()) return;
+  std::printf("\n%snote: runs from other (or unknown) hardware than the baseline; their figures agree with the\n"
+              "%s      baseline's to float precision, not bitwise (docs/training.md, Reproducibility):\n",
+              prefix, prefix);
+  for (size_t r = 1; r < c.runs.size(); ++r) {
+    if (c.environment_differences[r].empty()) continue;
+    std::printf("%s  #%lld: %s\n", prefix, static_cast<long long>(c.runs[r]),
+                describe_differences(c.environment_differences[r]).c_str());
+  }
+}
+
 int runs_show(int argc, char** argv) {
   const Args a = parse_args(argc, argv, {"db"}, {"json"});
   const int64_t id = parse_id(a, 0);
@@ -296,6 +324,7 @@ int runs_show(int argc, char** argv) {
     j.key("pid").value(rec.pid);
     j.key("device").value(rec.device);
     j.key("code_version").value(rec.code_version);
+    json_environment(j, rec.environment);
     j.key("notes").value(rec.notes);
     j.key("config_yaml").value(rec.config_yaml);
     j.key("last_metrics").begin_object();
@@ -326,6 +355,9 @@ int runs_show(int argc, char** argv) {
               format_time(s.finished_at).c_str(), format_num(s.wall_s, 6).c_str());
   std::printf("  host      %s (pid %lld)   device %s   code %s\n", rec.host.c_str(), static_cast<long long>(rec.pid),
               rec.device.empty() ? "-" : rec.device.c_str(), rec.code_version.c_str());
+  std::printf("  machine   %s\n", environment_summary(rec.environment).c_str());
+  if (rec.environment.recorded && !rec.environment.blas_config.empty())
+    std::printf("  blas      %s\n", rec.environment.blas_config.c_str());
   std::printf("  model     %s   routing %s   kittens %s\n", format_model(s.shape).c_str(),
               format_routing(s.shape).c_str(), s.shape.kittens.empty() ? "-" : s.shape.kittens.c_str());
   if (!s.tags.empty()) std::printf("  tags      %s\n", join(s.tags, ", ").c_str());
@@ -496,9 +528,17 @@ int runs_compare(int argc, char** argv) {
     j.begin_object();
     j.key("baseline").value(ids.front());
     j.key("skip").value(skip);
+    j.key("same_environment").value(c.same_environment());
     j.key("runs").begin_array();
     for (size_t r = 0; r < ids.size(); ++r) {
       j.begin_object().key("id").value(ids[r]).key("name").value(c.names[r]);
+      json_environment(j, c.environment[r]);
+      j.key("environment_differences").begin_array();
+      for (const EnvironmentDifference& d : c.environment_differences[r]) {
+        j.begin_object().key("field").value(d.key).key("label").value(d.label);
+        j.key("baseline").value(d.base).key("value").value(d.other).end_object();
+      }
+      j.end_array();
       j.key("figures").begin_object();
       for (size_t m = 0; m < metrics.size(); ++m) {
         j.key(metrics[m]);
@@ -530,6 +570,7 @@ int runs_compare(int argc, char** argv) {
       }
       std::printf("%s\n", line.c_str());
     }
+    print_environment_note(c, "> ");
     return 0;
   }
   // One row per metric, one column per run: "value (ratio)".
@@ -548,6 +589,7 @@ int runs_compare(int argc, char** argv) {
     rows.push_back(row);
   }
   print_table(rows, std::vector<bool>(head.size(), true));
+  print_environment_note(c, "");
   return 0;
 }
 

@@ -30,7 +30,11 @@ RunComparison compare_runs(RunStore& store, const std::vector<int64_t>& runs,
   c.runs = runs;
   c.metrics = metrics;
   for (int64_t id : runs) {
-    c.names.push_back(store.get_run(id).summary.name);
+    const RunRecord rec = store.get_run(id);
+    c.names.push_back(rec.summary.name);
+    c.environment.push_back(rec.environment);
+    c.environment_differences.push_back(c.environment.size() == 1 ? std::vector<EnvironmentDifference>{}
+                                        : environment_differences(c.environment.front(), rec.environment));
     std::vector<double> row;
     for (const std::string& m : metrics) row.push_back(metric_figure(m, store.metric_series(id, m), skip));
     c.figure.push_back(std::move(row));
@@ -44,6 +48,12 @@ RunComparison compare_runs(RunStore& store, const std::vector<int64_t>& runs,
     c.ratio.push_back(std::move(r));
   }
   return c;
+}
+
+bool RunComparison::same_environment() const {
+  for (const auto& d : environment_differences)
+    if (!d.empty()) return false;
+  return true;
 }
 
 }  // namespace mok

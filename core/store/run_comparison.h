@@ -7,6 +7,8 @@
 //     steps after the first `skip` steps (the first steps pay for warm-up and allocation);
 //   - evaluations and after-the-fact measurements (val/*, infer/*): the last value.
 // Missing metrics (or no step after `skip`) give NaN, and so do their ratios.
+// Runs from other hardware than the baseline (CPU, BLAS kernel family, GPU) are flagged:
+// their figures agree with the baseline's to float precision, never bitwise.
 
 #include <cstdint>
 #include <string>
@@ -30,6 +32,11 @@ struct RunComparison {
   std::vector<std::string> metrics;          // as given
   std::vector<std::vector<double>> figure;   // [run][metric]
   std::vector<std::vector<double>> ratio;    // [run][metric] figure / baseline's figure
+  std::vector<RunEnvironment> environment;   // [run]
+  // [run] what differs from the baseline's environment (environment_differences); empty
+  // for the baseline and for runs on the same hardware.
+  std::vector<std::vector<EnvironmentDifference>> environment_differences;
+  bool same_environment() const;  // no run differs from the baseline
 };
 
 // Reads every (run, metric) from the store. Throws StoreError for an unknown run.

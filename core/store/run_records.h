@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/events/metric_event.h"
+#include "core/store/run_environment.h"
 
 namespace mok {
 
@@ -22,6 +23,10 @@ struct NewRun {
   std::string host;          // "" → this machine's host name
   std::string device;        // e.g. "cpu", "cuda:0 (NVIDIA H200)"
   std::string code_version;  // "" → the version this build was made from
+  // Where the run computes. nullopt → this process's (probe_run_environment()); one with
+  // recorded = false stores nothing (the run reads back as "not recorded"). A thread count
+  // of 0 is taken from the config's parallel.threads.
+  std::optional<RunEnvironment> environment;
 };
 
 // The model/routing shape read from config_yaml at create time (0/"" when absent).
@@ -66,6 +71,7 @@ struct RunRecord {
   std::string code_version;
   int64_t pid = 0;
   std::string notes;
+  RunEnvironment environment;  // recorded = false for runs from before schema 2
 };
 
 struct RunFilter {

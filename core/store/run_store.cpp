@@ -135,6 +135,40 @@ struct RunStore::Impl {
     st.bind(1, run_id).bind(2, now_s()).bind(3, level).bind(4, text).run();
   }
 
+  // The environments row of a run: cpu_count, threads, then the text fields in
+  // environment_text_fields() order.
+  static std::string environment_columns() {
+    std::string cols = "cpu_count, threads";
+    for (const EnvironmentTextField& f : environment_text_fields()) cols += std::string(", ") + f.key;
+    return cols;
+  }
+
+  void insert_environment(int64_t run_id, const RunEnvironment& env) {
+    const auto& fields = environment_text_fields();
+    std::string values = "?1, ?2, ?3";
+    for (size_t i = 0; i < fields.size(); ++i) values += ", ?" + std::to_string(i + 4);
+    SqliteStatement st =
+        db->prepare("INSERT INTO environments(run_id, " + environment_columns() + ") VALUES (" + values + ")");
+    st.bind(1, run_id).bind(2, env.cpu_count).bind(3, env.threads);
+    for (size_t i = 0; i < fields.size(); ++i) st.bind(static_cast<int>(i + 4), env.*fields[i].member);
+    st.run();
+  }
+
+  // Not recorded when the schema predates environments or the run has no row.
+  RunEnvironment read_environment(int64_t run_id) {
+    RunEnvironment env;
+    if (version < 2) return env;
+    SqliteStatement st = db->prepare("SELECT " + environment_columns() + " FROM environments WHERE run_id = ?1");
+    st.bind(1, run_id);
+    if (!st.step()) return env;
+    env.recorded = true;
+    env.cpu_count = static_cast<int>(st.int64(0));
+    env.threads = static_cast<int>(st.int64(1));
+    const auto& fields = environment_text_fields();
+    for (size_t i = 0; i < fields.size(); ++i) env.*fields[i].member = st.text(static_cast<int>(i + 2));
+    return env;
+  }
+
   // Metric name id, inserting the name when new. `pending` collects ids created in the open
   // transaction; they join the cache only after COMMIT.
   int64_t name_id(const std::string& name, std::unordered_map<std::string, int64_t>& pending) {
@@ -329,10 +363,9 @@ RunStore RunStore::open_readonly(const std::string& path) {
   if (found.kind == StoreInspection::Kind::empty) {
     throw StoreError(path + " is an empty SQLite database, not a MoK run store");
   }
-  if (found.version < kRunStoreSchemaVersion) {
-    throw StoreError(path + " uses the older schema " + std::to_string(found.version) +
-                     "; open it once read-write (e.g. `mok runs tag`) to upgrade it");
-  }
+  // An older schema is read as it is (a read-only open never migrates); what later schemas
+  // added reads as not recorded (see find_run).
+  if (found.version < 1) throw StoreError(path + " has no schema version; it is not a usable MoK run store");
   db.exec("PRAGMA query_only=1");
   impl->version = found.version;
   return RunStore(std::move(impl));
@@ -367,12 +400,34 @@ RunShape run_shape_from_yaml(const std::string& config_yaml) {
   return shape;
 }
 
+namespace {
+
+// parallel.threads of a config (its default when the key is missing; 0 when the text is
+// empty or not YAML), recorded with the run's environment.
+int threads_from_yaml(const std::string& config_yaml) {
+  if (trimmed(config_yaml).empty()) return 0;
+  try {
+    const YAML::Node root = YAML::Load(config_yaml);
+    if (!root.IsMap()) return 0;
+    const YAML::Node parallel = root["parallel"];
+    if (!parallel.IsDefined() || !parallel.IsMap()) return ParallelConfig{}.threads;
+    const YAML::Node threads = parallel["threads"];
+    return threads.IsDefined() && threads.IsScalar() ? threads.as<int>() : ParallelConfig{}.threads;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
 int64_t RunStore::create_run(const NewRun& run) {
   std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
   const RunShape shape = run_shape_from_yaml(run.config_yaml);
   const std::string host = run.host.empty() ? s.me.host : run.host;
   const std::string code = run.code_version.empty() ? std::string(MOK_GIT_VERSION) : run.code_version;
+  RunEnvironment env = run.environment ? *run.environment : probe_run_environment();
+  if (env.threads == 0) env.threads = threads_from_yaml(run.config_yaml);
   int64_t id = 0;
   s.write_txn([&] {
     const double t = now_s();
@@ -387,6 +442,7 @@ int64_t RunStore::create_run(const NewRun& run) {
     st.bind(14, shape.dispatcher).bind(15, shape.policy).bind(16, shape.kittens);
     st.run();
     id = s.db->last_insert_id();
+    if (env.recorded) s.insert_environment(id, env);
     s.insert_event(id, "info", "created on " + host + " (pid " + std::to_string(s.me.pid) + ")");
   });
   return id;
@@ -523,7 +579,7 @@ void RunStore::delete_run(int64_t run_id) {
   Impl& s = *impl_;
   s.write_txn([&] {
     s.require_run(run_id);
-    for (const char* table : {"metrics", "events", "checkpoints", "tags"}) {
+    for (const char* table : {"metrics", "events", "checkpoints", "tags", "environments"}) {
       s.db->prepare(std::string("DELETE FROM ") + table + " WHERE run_id = ?1").bind(1, run_id).run();
     }
     s.db->prepare("DELETE FROM runs WHERE id = ?1").bind(1, run_id).run();
@@ -612,6 +668,7 @@ std::optional<RunRecord> RunStore::find_run(int64_t run_id) {
   rec.device = st.text(c + 4);
   rec.code_version = st.text(c + 5);
   rec.notes = st.text(c + 6);
+  rec.environment = s.read_environment(run_id);
   if (rec.summary.status == RunStatus::interrupted && st.text(2) != "interrupted") {
     rec.status_message = "process " + std::to_string(rec.pid) + " on " + rec.host +
                          " is gone (recorded at the next read-write open)";

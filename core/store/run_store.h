@@ -1,6 +1,7 @@
 #pragma once
-// RunStore: every run, its metrics, events, checkpoints, tags and notes, in one SQLite file
-// (WAL mode, so the GUI reads while a trainer writes, and several processes may write).
+// RunStore: every run, its metrics, events, checkpoints, tags, notes and environment (the
+// CPU, BLAS kernel and GPU it computed on), in one SQLite file (WAL mode, so the GUI reads
+// while a trainer writes, and several processes may write).
 //
 //   RunStore store = RunStore::open("runs/mok.db");          // creates folders and file
 //   int64_t id = store.create_run({.name = "quickstart", .config_yaml = yaml, .device = "cpu"});
@@ -30,7 +31,9 @@ namespace mok {
 class RunStore {
  public:
   static RunStore open(const std::string& path);           // read-write; creates when missing
-  static RunStore open_readonly(const std::string& path);  // browse only; the file must exist
+  // Browse only; the file must exist. An older schema is read as it is (never migrated):
+  // what later schemas added, such as run environments, reads as not recorded.
+  static RunStore open_readonly(const std::string& path);
   ~RunStore();
   RunStore(RunStore&&) noexcept;
   RunStore& operator=(RunStore&&) noexcept;
@@ -40,7 +43,8 @@ class RunStore {
   int schema_version() const;
 
   // --- writing (StoreError on a read-only store) ---
-  int64_t create_run(const NewRun& run);  // status running; pid/process start of this process
+  // Status running; pid/process start of this process; its environment (NewRun::environment).
+  int64_t create_run(const NewRun& run);
   // One transaction for the row or batch; also updates the run's summary columns. A metric
   // logged twice at the same step keeps the later value.
   void append_metrics(int64_t run_id, const MetricRow& row);

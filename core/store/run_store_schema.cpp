@@ -81,6 +81,23 @@ CREATE TABLE tags (
 ) WITHOUT ROWID;
 CREATE INDEX tags_tag ON tags(tag);
 )sql"},
+      // 2: where each run computed (RunEnvironment). Older runs have no row: "not recorded".
+      {2, R"sql(
+CREATE TABLE environments (
+  run_id         INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  cpu_model      TEXT NOT NULL DEFAULT '',
+  cpu_count      INTEGER NOT NULL DEFAULT 0,
+  threads        INTEGER NOT NULL DEFAULT 0,
+  blas_library   TEXT NOT NULL DEFAULT '',
+  blas_kernel    TEXT NOT NULL DEFAULT '',
+  blas_config    TEXT NOT NULL DEFAULT '',
+  gpu_model      TEXT NOT NULL DEFAULT '',
+  gpu_driver     TEXT NOT NULL DEFAULT '',
+  cuda_version   TEXT NOT NULL DEFAULT '',
+  cublas_version TEXT NOT NULL DEFAULT '',
+  nccl_version   TEXT NOT NULL DEFAULT ''
+);
+)sql"},
   };
   return migrations;
 }

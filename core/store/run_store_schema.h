@@ -10,7 +10,7 @@ namespace mok {
 
 class SqliteConnection;
 
-inline constexpr int kRunStoreSchemaVersion = 1;   // the newest schema this build reads and writes
+inline constexpr int kRunStoreSchemaVersion = 2;   // the newest schema this build reads and writes
 inline constexpr const char* kRunStoreAppId = "mok-run-store";
 
 struct Migration {

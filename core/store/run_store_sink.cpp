@@ -33,6 +33,7 @@ void RunStoreSink::on_run_started(const RunStarted& started) {
       run_id_ = started.run_id;
       store_.set_status(run_id_, RunStatus::running,
                         started.start_step > 0 ? "resumed at step " + std::to_string(started.start_step) : "");
+      warn_if_other_hardware(started.start_step);
     } else {
       NewRun run;
       run.name = started.name;
@@ -40,10 +41,23 @@ void RunStoreSink::on_run_started(const RunStarted& started) {
       run.host = options_.host;
       run.device = options_.device;
       run.code_version = options_.code_version;
+      run.environment = options_.environment;
       run_id_ = store_.create_run(run);
     }
     writer_ = std::make_unique<MetricWriter>(store_, run_id_, options_.writer);
   });
+}
+
+void RunStoreSink::warn_if_other_hardware(int64_t start_step) {
+  const RunEnvironment stored = store_.get_run(run_id_).environment;
+  if (!stored.recorded) return;  // a run from before environments were kept: nothing to compare
+  const RunEnvironment here = options_.environment ? *options_.environment : probe_run_environment();
+  const auto differences = environment_differences(stored, here);
+  if (differences.empty()) return;
+  store_.append_event(run_id_, "warning",
+                      "resumed at step " + std::to_string(start_step) + " on other hardware (" +
+                          describe_differences(differences) +
+                          "): from here on the metrics match an uninterrupted run to float precision, not bitwise");
 }
 
 void RunStoreSink::on_metrics(const MetricRow& row) {

@@ -5,7 +5,9 @@
 // (it needs the id for its output) and passes it in RunStarted::run_id; the sink then
 // takes the run over (status running, this process as owner — also right for a resume).
 // When RunStarted::run_id is 0 the sink creates the run itself from RunStarted's name and
-// config plus the options below; run_id() tells the id either way.
+// config plus the options below; run_id() tells the id either way. A run taken over on
+// other hardware than it was created on (another CPU, BLAS kernel family or GPU) gets a
+// warning event: from there on its metrics are not bitwise an uninterrupted run's.
 //
 // Metrics go through a MetricWriter (batched, flushed at least every max_delay_ms, and
 // before every event, checkpoint and the end of the run). A trainer that calls
@@ -17,10 +19,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/events/metric_event.h"
 #include "core/store/metric_writer.h"
+#include "core/store/run_environment.h"
 
 namespace mok {
 
@@ -30,6 +34,7 @@ struct RunStoreSinkOptions {
   std::string device;        // recorded when the sink creates the run
   std::string host;          // "" → this host
   std::string code_version;  // "" → this build's version
+  std::optional<RunEnvironment> environment;  // nullopt → this process's (probe_run_environment())
   MetricWriterOptions writer;
 };
 
@@ -58,6 +63,7 @@ class RunStoreSink : public MetricSink {
  private:
   template <class F>
   void guarded(F&& f);
+  void warn_if_other_hardware(int64_t start_step);
 
   RunStore& store_;
   RunStoreSinkOptions options_;

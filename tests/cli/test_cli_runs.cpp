@@ -14,6 +14,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/config/experiment_config.h"
+#include "core/store/run_environment.h"
 #include "core/store/run_store.h"
 
 using mok::RunStatus;
@@ -143,11 +145,103 @@ class TestCliRuns : public QObject {
     QCOMPARE(o["checkpoints"].toArray()[0].toObject()["path"].toString(), QString("ck/quick/step20.mokc"));
     QVERIFY(o["events"].toArray().size() >= 2);
 
+    // The run was created in this process: its environment is what this process probes.
+    const mok::RunEnvironment here = mok::probe_run_environment();
+    const QJsonObject env = o["environment"].toObject();
+    QCOMPARE(env["cpu_model"].toString(), QString::fromStdString(here.cpu_model));
+    QCOMPARE(env["cpu_count"].toInt(), here.cpu_count);
+    QCOMPARE(env["blas_library"].toString(), QString::fromStdString(here.blas_library));
+    QCOMPARE(env["blas_kernel"].toString(), QString::fromStdString(here.blas_kernel));
+    QCOMPARE(env["blas_config"].toString(), QString::fromStdString(here.blas_config));
+    QCOMPARE(env["threads"].toInt(), mok::ParallelConfig{}.threads);  // the config leaves parallel.threads out
+    for (const char* gpu : {"gpu_model", "gpu_driver", "cuda_version", "cublas_version", "nccl_version"}) {
+      QVERIFY2(env.contains(gpu), gpu);  // the place for GPU runs, empty on this CPU run
+      QCOMPARE(env[gpu].toString(), QString());
+    }
+
     const Result text = mok_cli({"runs", "show", QString::number(quick_), "--db", db_});
     QCOMPARE(text.code, 0);
     QVERIFY(text.out.contains("quickstart"));
     QVERIFY(text.out.contains("ck/quick/step20.mokc"));
     QVERIFY(text.out.contains("routing: {dispatcher: mok, policy: topk}"));
+    mok::RunEnvironment shown = here;
+    shown.threads = mok::ParallelConfig{}.threads;
+    QVERIFY2(text.out.contains("machine   " + QString::fromStdString(mok::environment_summary(shown))),
+             qPrintable(text.out));
+    QVERIFY2(text.out.contains(QString::fromStdString(here.blas_kernel)), qPrintable(text.out));
+
+    // A run without a recorded environment (from an older store) says so.
+    int64_t unknown = 0;
+    {
+      RunStore store = RunStore::open(db_.toStdString());
+      unknown = store.create_run({.name = "from before", .environment = mok::RunEnvironment{}});
+    }
+    const Result old_json = mok_cli({"runs", "show", QString::number(unknown), "--db", db_, "--json"});
+    QCOMPARE(old_json.code, 0);
+    QVERIFY(old_json.json().contains("environment"));
+    QVERIFY(old_json.json()["environment"].isNull());
+    const Result old_text = mok_cli({"runs", "show", QString::number(unknown), "--db", db_});
+    QVERIFY2(old_text.out.contains("machine   not recorded"), qPrintable(old_text.out));
+    RunStore::open(db_.toStdString()).delete_run(unknown);
+  }
+
+  // compare names the runs that computed on other hardware than the baseline, in the table
+  // (a note), --markdown (a quoted note) and --json (same_environment, differences per run).
+  void compareFlagsOtherHardware() {
+    mok::RunEnvironment zen4;
+    zen4.recorded = true;
+    zen4.cpu_model = "AMD EPYC 9654 96-Core Processor";
+    zen4.cpu_count = 192;
+    zen4.blas_library = "OpenBLAS 0.3.21";
+    zen4.blas_kernel = "Cooperlake";
+    mok::RunEnvironment avx2 = zen4;
+    avx2.cpu_model = "Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz";
+    avx2.blas_kernel = "Haswell";
+    mok::RunEnvironment zen4_more_threads = zen4;
+    zen4_more_threads.threads = 8;
+    int64_t a = 0, b = 0, c = 0;
+    {
+      RunStore store = RunStore::open(db_.toStdString());
+      a = store.create_run({.name = "on zen4", .environment = zen4});
+      b = store.create_run({.name = "on broadwell", .environment = avx2});
+      c = store.create_run({.name = "on zen4, 8 threads", .environment = zen4_more_threads});
+      for (int64_t id : {a, b, c}) store.append_metrics(id, row(1, {{"train/loss", 2.0}}));
+    }
+    const QString ia = QString::number(a), ib = QString::number(b), ic = QString::number(c);
+
+    const Result same = mok_cli({"runs", "compare", ia, ic, "--skip", "0", "--db", db_});
+    QCOMPARE(same.code, 0);
+    QVERIFY2(!same.out.contains("note:"), qPrintable(same.out));  // thread counts do not matter
+    const Result same_json = mok_cli({"runs", "compare", ia, ic, "--skip", "0", "--db", db_, "--json"});
+    QCOMPARE(same_json.json()["same_environment"].toBool(), true);
+
+    const Result text = mok_cli({"runs", "compare", ia, ib, ic, "--skip", "0", "--db", db_});
+    QCOMPARE(text.code, 0);
+    QVERIFY2(text.out.contains("note: runs from other (or unknown) hardware than the baseline"), qPrintable(text.out));
+    QVERIFY2(text.out.contains("#" + ib + ": CPU Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz vs AMD EPYC 9654 "
+                               "96-Core Processor; BLAS kernel Haswell vs Cooperlake"),
+             qPrintable(text.out));
+    QVERIFY2(!text.out.contains("#" + ic + ":"), qPrintable(text.out));
+
+    const Result md = mok_cli({"runs", "compare", ia, ib, "--skip", "0", "--db", db_, "--markdown"});
+    QVERIFY2(md.out.contains("> note: runs from other") &&
+                 md.out.contains(">   #" + ib + ": CPU Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz vs"),
+             qPrintable(md.out));
+
+    const Result json = mok_cli({"runs", "compare", ia, ib, "--skip", "0", "--db", db_, "--json"});
+    QCOMPARE(json.code, 0);
+    QCOMPARE(json.json()["same_environment"].toBool(), false);
+    const QJsonArray runs = json.json()["runs"].toArray();
+    QCOMPARE(runs[0].toObject()["environment_differences"].toArray().size(), 0);
+    const QJsonArray d = runs[1].toObject()["environment_differences"].toArray();
+    QCOMPARE(d.size(), 2);
+    QCOMPARE(d[1].toObject()["field"].toString(), QString("blas_kernel"));
+    QCOMPARE(d[1].toObject()["baseline"].toString(), QString("Cooperlake"));
+    QCOMPARE(d[1].toObject()["value"].toString(), QString("Haswell"));
+    QCOMPARE(runs[1].toObject()["environment"].toObject()["blas_kernel"].toString(), QString("Haswell"));
+
+    RunStore store = RunStore::open(db_.toStdString());
+    for (int64_t id : {a, b, c}) store.delete_run(id);
   }
 
   void exportCsvMatchesTheStore() {
@@ -206,6 +300,9 @@ class TestCliRuns : public QObject {
     QCOMPARE(all.code, 0);
     // (9 + 4·2) / 5 = 3.4 against the base's mean of steps 1..20, 2.95: 1.15x.
     QVERIFY2(all.out.contains("3.4 (1.15x)"), qPrintable(all.out));
+    // Both runs were created by this process: same hardware, no note.
+    QVERIFY2(!all.out.contains("note:"), qPrintable(all.out));
+    QCOMPARE(r.json()["same_environment"].toBool(), true);
     for (const QStringList& bad : {QStringList{"runs", "compare", base, "--db", db_},
                                    QStringList{"runs", "compare", base, id, "--skip", "-1", "--db", db_},
                                    QStringList{"runs", "record", id, "infer/x", "--db", db_},

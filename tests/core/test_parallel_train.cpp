@@ -1,7 +1,9 @@
 // The trainer over R local ranks (threads) on a tiny MoE model (2 layers, d_model 32,
 // 8 experts, seq 32, batch 8, 50 steps):
-//   - R = 2 and R = 4 follow R = 1's loss curve within float reduction noise (kTol below);
-//     at step 1, before any update, the expert loads are exactly R = 1's;
+//   - from the same state (R = 1's checkpoints at steps 0, 24 and 40), one and two steps at
+//     R = 2, R = 4 and with MoK dispatch give R = 1's losses, gradient norm and validation
+//     loss within float reduction noise (kTol below); at step 1 the expert loads are
+//     exactly R = 1's, and the loss falls over the 50 steps at every R;
 //   - repeated runs at the same R give bitwise identical metrics;
 //   - the comm/* counters equal what the routed pairs and the dense parameters imply, and,
 //     on the model itself, the dispatcher's byte counters equal an independent count of the
@@ -33,19 +35,26 @@ using mok::RunStatus;
 
 namespace {
 
-// Relative tolerance of the loss curves. R ranks change only the order in which float
-// partial sums meet: weight gradients are summed over R shards (accumulated in double and
-// rounded once) instead of inside one GEMM, and the mean loss is summed per rank; the
-// forward of a token row is bitwise R = 1's. Each difference is a float ulp or so (6e-8
-// relative), and AdamW at lr 3e-3 does not amplify it over 50 steps: measured, the train,
-// aux and validation losses of R = 2 and 4 stay within 1e-7 of R = 1's. 1e-6 leaves a
-// margin of 10 and is still four orders below any real change (one token row routed
-// differently, or a wrong gradient scale, moves the loss by ~1e-3 or more).
+// Relative tolerance of R ranks against one, one or two steps from the same state. R ranks
+// change only the order in which float partial sums meet: weight gradients are summed over
+// R shards (accumulated in double and rounded once) instead of inside one GEMM, the mean
+// loss is summed per rank, and a GEMM's rows may round differently with the row count on
+// some kernel families (≤ 1 float ulp). Measured over 12 seeds, the seven OpenBLAS kernel
+// families (Prescott … Cooperlake), R = 2, 4 and MoK at R = 2, from steps 0, 24 and 40: the
+// train, aux and validation losses differ by 6e-9 at most, one and two steps on. 1e-6 (16
+// float ulps) leaves a margin above 100 and is still three orders below any real change (a
+// token row routed differently, or a lost rank's share, moves the loss by ~1e-3 or more).
+//
+// Whole curves are not compared: over 50 steps AdamW amplifies these ulps (an update of an
+// element whose gradient is mostly rounding is as large as any other), and where a token's
+// two best experts nearly tie, its routing flips. Then the curves part by 1e-5 to 4e-4
+// (measured, same seeds and families); whether they do depends on the seed and the kernel,
+// so no bound on the whole curve holds on every machine.
 constexpr double kTol = 1e-6;
-// The gradient norm is a sum of squares dominated, on some steps, by a few large elements;
-// their rounding shows (measured up to 2e-5 on isolated steps, back to 1e-8 on the next,
-// with no trace in the losses).
-constexpr double kGradNormTol = 1e-4;
+// The gradient norm is a sum of squares dominated by a few large elements, whose rounding
+// shows more: measured 7e-8 at most on the first step from the same state, 4.2e-7 on the
+// second. 1e-5 leaves a margin of 20; a wrong gradient scale would be off by 1/R or more.
+constexpr double kGradNormTol = 1e-5;
 
 class Recorder : public mok::MetricSink {
  public:
@@ -143,6 +152,36 @@ class TestParallelTrain : public QObject {
     return o;
   }
 
+  // One rank's 50 steps, with a checkpoint every 8 steps (the states the comparisons below
+  // start from); kept for the test case.
+  Recorder one_;
+  mok::TrainResult one_result_;
+  std::string one_run_dir_;
+
+  // `c` (R ranks) started from R = 1's state after step k (k = 0: from the start) and
+  // stopped after two steps: steps k+1 (the same weights as R = 1) and k+2 (one update on).
+  // Returns "" when both agree with R = 1's within the tolerances, else what differs.
+  QString two_steps_match_one_rank(const mok::ExperimentConfig& c, int64_t k, Recorder& rec) {
+    mok::TrainerOptions o = no_checkpoints();
+    if (k > 0) o.resume_path = one_run_dir_ + "/" + QString::asprintf("step_%06lld", static_cast<long long>(k)).toStdString();
+    rec.stop_at = k + 2;
+    const mok::TrainResult r = run(c, rec, o);
+    if (r.status != RunStatus::stopped && r.status != RunStatus::finished) return "run failed: " + QString::fromStdString(r.message);
+    for (int64_t step : {k + 1, k + 2}) {
+      for (const char* name : {"train/loss", "train/aux_loss", "train/z_loss", "train/grad_norm", "val/loss"}) {
+        const double x = one_.value(step, name), y = rec.value(step, name);
+        if (std::isnan(x) && std::isnan(y)) continue;  // no evaluation at this step
+        const double tol = std::strcmp(name, "train/grad_norm") == 0 ? kGradNormTol : kTol;
+        if (!(std::abs(x - y) <= tol * std::abs(x) + 1e-12))
+          return QString("from step %1, step %2 %3: %4 vs %5 (relative %6)").arg(k).arg(step).arg(name)
+              .arg(x, 0, 'g', 12).arg(y, 0, 'g', 12).arg(std::abs(x - y) / std::abs(x), 0, 'g', 3);
+      }
+      // Dropless routing: every token's k pairs are counted once, whatever R.
+      if (rec.sum(step, "moe/load/") != one_.sum(step, "moe/load/")) return QString("step %1: expert loads do not add up").arg(step);
+    }
+    return {};
+  }
+
  private slots:
   void initTestCase() {
     QVERIFY(tmp_.isValid());
@@ -150,64 +189,58 @@ class TestParallelTrain : public QObject {
     fs::create_directories(corpus_);
     const std::string missing = mok::test::copy_brown_sample(fs::path(corpus_));
     QVERIFY2(missing.empty(), missing.c_str());
+    mok::ExperimentConfig c = tiny(1, "one");
+    c.train.checkpoint_every = 8;
+    one_result_ = run(c, one_);
+    QCOMPARE(one_result_.status, RunStatus::finished);
+    QCOMPARE(one_.rows.size(), size_t(50));
+    one_run_dir_ = fs::path(one_result_.checkpoint_dir).parent_path().string();
   }
 
-  void lossCurveMatchesSingleRank() {
-    Recorder one;
-    const mok::TrainResult r1 = run(tiny(1, "r1"), one, no_checkpoints());
-    QCOMPARE(r1.status, RunStatus::finished);
-    QCOMPARE(one.rows.size(), size_t(50));
+  // From the same state, R ranks compute R = 1's step: at the start, mid-way (step 25 also
+  // evaluates) and late in the run.
+  void stepsMatchSingleRank() {
+    for (int ranks : {2, 4}) {
+      for (int64_t k : {0, 24, 40}) {
+        Recorder rec;
+        const QString diff = two_steps_match_one_rank(tiny(ranks, "r" + std::to_string(ranks)), k, rec);
+        QVERIFY2(diff.isEmpty(), qPrintable(QString("R=%1 ").arg(ranks) + diff));
+      }
+    }
+  }
+
+  // routing.dispatcher: mok (one row per (token, rank), shadow experts) computes the same
+  // math as classic, so its steps are R = 1's too.
+  void mokDispatcherMatchesSingleRank() {
+    mok::ExperimentConfig c = tiny(2, "mok2");
+    c.routing.dispatcher = "mok";
+    for (int64_t k : {0, 24, 40}) {
+      Recorder rec;
+      const QString diff = two_steps_match_one_rank(c, k, rec);
+      QVERIFY2(diff.isEmpty(), qPrintable("mok R=2 " + diff));
+      QVERIFY(rec.value(k + 1, "comm/local_tokens") > 0);
+    }
+  }
+
+  // Whole runs at R = 2 and 4: the whole model over the ranks, the loads of step 1 (identical
+  // weights) exactly R = 1's, nothing dropped, and the loss falls (by 2.2 at least over 12
+  // seeds and seven kernel families; 0.5 is asked).
+  void wholeRunsLearnLikeSingleRank() {
     for (int ranks : {2, 4}) {
       Recorder rec;
       const mok::TrainResult r = run(tiny(ranks, "r" + std::to_string(ranks)), rec, no_checkpoints());
       QCOMPARE(r.status, RunStatus::finished);
       QCOMPARE(r.ranks, ranks);
-      QCOMPARE(r.parameter_count, r1.parameter_count);  // the whole model, over all ranks
-      QCOMPARE(rec.rows.size(), one.rows.size());
-      double worst = 0.0;
+      QCOMPARE(r.parameter_count, one_result_.parameter_count);  // the whole model, over all ranks
+      QCOMPARE(rec.rows.size(), one_.rows.size());
       for (int64_t step = 1; step <= 50; ++step) {
-        const double a = one.value(step, "train/loss"), b = rec.value(step, "train/loss");
-        QVERIFY(std::isfinite(a) && std::isfinite(b));
-        worst = std::max(worst, std::abs(a - b) / std::abs(a));
-        for (const char* name : {"train/aux_loss", "train/z_loss", "train/grad_norm"}) {
-          const double x = one.value(step, name), y = rec.value(step, name);
-          const double tol = std::strcmp(name, "train/grad_norm") == 0 ? kGradNormTol : kTol;
-          QVERIFY2(std::abs(x - y) <= tol * std::abs(x) + 1e-12,
-                   qPrintable(QString("R=%1 step %2 %3: %4 vs %5").arg(ranks).arg(step).arg(name).arg(x, 0, 'g', 12).arg(y, 0, 'g', 12)));
-        }
-        // Dropless routing: every token's k pairs are counted once, whatever R.
-        QCOMPARE(rec.sum(step, "moe/load/"), one.sum(step, "moe/load/"));
+        QVERIFY(std::isfinite(rec.value(step, "train/loss")));
+        QCOMPARE(rec.sum(step, "moe/load/"), one_.sum(step, "moe/load/"));
         QCOMPARE(rec.value(step, "moe/dropped_tokens"), 0.0);
       }
-      qInfo("R = %d: largest relative loss difference to R = 1 over 50 steps: %.3g", ranks, worst);
-      QVERIFY2(worst <= kTol, qPrintable(QString("R=%1: relative loss difference %2").arg(ranks).arg(worst)));
-      for (int64_t step : {25, 50}) {
-        const double a = one.value(step, "val/loss"), b = rec.value(step, "val/loss");
-        QVERIFY2(std::abs(a - b) <= kTol * a, qPrintable(QString("val/loss %1 vs %2").arg(a).arg(b)));
-      }
-      // Step 1 runs on identical weights: the routing, hence every expert's load, is R = 1's.
-      for (const auto& v : one.rows.front().values)
+      for (const auto& v : one_.rows.front().values)
         if (v.name.rfind("moe/load/", 0) == 0) QCOMPARE(rec.value(1, v.name), v.value);
-      // The loss falls, as it should.
       QVERIFY(rec.value(50, "train/loss") < rec.value(1, "train/loss") - 0.5);
-    }
-  }
-
-  // routing.dispatcher: mok (one row per (token, rank), shadow experts) computes the same
-  // math as classic, so its curve is R = 1's too.
-  void mokDispatcherMatchesSingleRank() {
-    mok::ExperimentConfig c1 = tiny(1, "mok1");
-    c1.train.steps = 20;
-    mok::ExperimentConfig c2 = c1;
-    c2.parallel.ranks = 2;
-    c2.routing.dispatcher = "mok";
-    Recorder one, two;
-    QCOMPARE(run(c1, one, no_checkpoints()).status, RunStatus::finished);
-    QCOMPARE(run(c2, two, no_checkpoints()).status, RunStatus::finished);
-    for (int64_t step = 1; step <= 20; ++step) {
-      const double a = one.value(step, "train/loss"), b = two.value(step, "train/loss");
-      QVERIFY2(std::abs(a - b) <= kTol * a, qPrintable(QString("step %1: %2 vs %3").arg(step).arg(a, 0, 'g', 12).arg(b, 0, 'g', 12)));
-      QVERIFY(two.value(step, "comm/local_tokens") > 0);
     }
   }
 
@@ -362,11 +395,17 @@ class TestParallelTrain : public QObject {
     joined.insert(joined.end(), rest.rows.begin(), rest.rows.end());
     const QString diff = compare_bitwise(full.rows, joined);
     QVERIFY2(diff.isEmpty(), qPrintable(diff));
+    // At R = 4 from the same checkpoint: steps 21 and 22 are R = 2's within float noise
+    // (further on, the curves may part; see kTol).
     mok::ExperimentConfig c4 = c;
     c4.parallel.ranks = 4;
     Recorder four;
-    QCOMPARE(run(c4, four, o).status, RunStatus::finished);
-    QVERIFY(std::abs(four.value(30, "train/loss") - full.value(30, "train/loss")) <= kTol * full.value(30, "train/loss"));
+    four.stop_at = 22;
+    QCOMPARE(run(c4, four, o).status, RunStatus::stopped);
+    for (int64_t step : {21, 22}) {
+      const double a = full.value(step, "train/loss"), b = four.value(step, "train/loss");
+      QVERIFY2(std::abs(a - b) <= kTol * a, qPrintable(QString("step %1: %2 vs %3").arg(step).arg(a, 0, 'g', 12).arg(b, 0, 'g', 12)));
+    }
   }
 
   void badLayoutsAreRefused() {

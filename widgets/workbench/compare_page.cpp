@@ -62,6 +62,12 @@ ComparePage::ComparePage(RunManager* runs, QWidget* parent) : QWidget(parent), r
   group_ = new PlotGroup(this);
   top->addWidget(new PlotControlBar(group_), 1);
   rl->addLayout(top);
+  hardware_note_ = new QLabel;
+  hardware_note_->setWordWrap(true);
+  hardware_note_->setTextFormat(Qt::PlainText);
+  hardware_note_->setStyleSheet("QLabel { background: #fff4d6; border: 1px solid #e0b44c; padding: 4px; }");
+  hardware_note_->setVisible(false);
+  rl->addWidget(hardware_note_);
   auto* vsplit = new QSplitter(Qt::Vertical);
   plot_ = new StreamingPlot;
   plot_->set_legend_visible(true);
@@ -159,6 +165,7 @@ void ComparePage::rebuild() {
   plot_->remove_all_curves();
   std::vector<CompareSummaryModel::Row> rows;
   std::vector<ConfigDiffModel::RunConfig> configs;
+  std::vector<std::pair<QString, mok::RunEnvironment>> environments;  // (run label, environment)
   int base_row = 0;
   try {
     RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
@@ -194,7 +201,15 @@ void ComparePage::rebuild() {
         for (const auto& [k, v] : flatten_yaml(rec.config_yaml)) cfg.values[QString::fromStdString(k)] = QString::fromStdString(v);
       } catch (...) {
       }
+      if (rec.environment.recorded) {
+        for (const EnvironmentTextField& f : environment_text_fields())
+          cfg.values[QStringLiteral("environment.") + f.key] = QString::fromStdString(rec.environment.*f.member);
+        cfg.values["environment.threads"] = QString::number(rec.environment.threads);
+      } else {
+        cfg.values["environment"] = tr("not recorded");
+      }
       configs.push_back(std::move(cfg));
+      environments.emplace_back(name, rec.environment);
 
       std::vector<MetricPoint> pts;
       for (const auto& p : store.metric_series(id, metric)) pts.push_back(MetricPoint{p.step, p.tokens, p.wall_s, p.value});
@@ -212,7 +227,29 @@ void ComparePage::rebuild() {
   diff_->set_baseline(base_row);
   plot_->set_title(metric_->currentText());
   plot_->reset_view();
+  update_hardware_note(environments, base_row);
   rebuilding_ = false;
+}
+
+void ComparePage::update_hardware_note(const std::vector<std::pair<QString, mok::RunEnvironment>>& runs, int base_row) {
+  QStringList lines;
+  if (base_row < int(runs.size())) {
+    const mok::RunEnvironment& base = runs[size_t(base_row)].second;
+    for (int r = 0; r < int(runs.size()); ++r) {
+      if (r == base_row) continue;
+      const auto differences = environment_differences(base, runs[size_t(r)].second);
+      if (!differences.empty())
+        lines << QStringLiteral("%1: %2").arg(runs[size_t(r)].first, QString::fromStdString(describe_differences(differences)));
+    }
+  }
+  hardware_note_->setVisible(!lines.isEmpty());
+  if (lines.isEmpty()) {
+    hardware_note_->clear();
+    return;
+  }
+  hardware_note_->setText(tr("Runs from other (or unknown) hardware than the baseline: their figures agree with "
+                             "the baseline's to float precision, not bitwise (docs/training.md, Reproducibility).\n") +
+                          lines.join('\n'));
 }
 
 }  // namespace mok::gui

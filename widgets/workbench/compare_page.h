@@ -1,13 +1,23 @@
 #pragma once
 // ComparePage: runs side by side. Pick runs (one pinned as baseline); see one metric's
 // curves overlaid (the baseline drawn black), a summary table with ratios to the baseline,
-// and a config diff that can hide the keys on which every run agrees.
+// and a config diff (with each run's machine under environment.*) that can hide the keys on
+// which every run agrees. A note above the plot names the runs that computed on other
+// hardware than the baseline (CPU, BLAS kernel family, GPU): their figures agree with the
+// baseline's to float precision, not bitwise.
+
+#include <utility>
+#include <vector>
 
 #include <QList>
+#include <QString>
 #include <QWidget>
+
+#include "core/store/run_environment.h"
 
 class QCheckBox;
 class QComboBox;
+class QLabel;
 class QListWidget;
 class QTableView;
 
@@ -34,15 +44,19 @@ class ComparePage : public QWidget {
   StreamingPlot* plot() const { return plot_; }
   CompareSummaryModel* summary() const { return summary_; }
   ConfigDiffModel* diff() const { return diff_; }
+  QLabel* hardware_note() const { return hardware_note_; }  // shown only when hardware differs
 
  private:
   void rebuild();
+  // Shows the note when any run's environment differs from the baseline's (runs[base_row]).
+  void update_hardware_note(const std::vector<std::pair<QString, mok::RunEnvironment>>& runs, int base_row);
 
   RunManager* runs_;
   QListWidget* list_ = nullptr;
   QComboBox* baseline_ = nullptr;
   QComboBox* metric_ = nullptr;
   QCheckBox* only_diff_ = nullptr;
+  QLabel* hardware_note_ = nullptr;
   PlotGroup* group_ = nullptr;
   StreamingPlot* plot_ = nullptr;
   CompareSummaryModel* summary_ = nullptr;

@@ -74,6 +74,12 @@ RunsPage::RunsPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
   title_->setWordWrap(true);
   title_->setTextFormat(Qt::RichText);
   dl->addWidget(title_);
+  environment_ = new QLabel;
+  environment_->setWordWrap(true);
+  environment_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  environment_->setToolTip(tr("Where the run computed. Runs from the same machine and BLAS kernel family are "
+                              "bitwise reproducible; across hardware they agree to float precision."));
+  dl->addWidget(environment_);
   auto* buttons = new QHBoxLayout;
   auto* live = new QPushButton(tr("Live"));
   auto* compare_button = new QPushButton(tr("Compare"));
@@ -276,6 +282,7 @@ void RunsPage::show_details() {
   const int row = model_->row_of(id);
   if (row < 0) {
     title_->setText(tr("Select a run"));
+    environment_->clear();
     return;
   }
   const RunRecord& r = model_->run_at(row);
@@ -292,6 +299,7 @@ void RunsPage::show_details() {
   try {
     RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
     const mok::RunRecord rec = store.get_run(id);
+    environment_->setText(tr("Machine: %1").arg(QString::fromStdString(environment_summary(rec.environment))));
     if (shown != id || config_->toPlainText().isEmpty()) config_->setPlainText(QString::fromStdString(rec.config_yaml));
     events_->clear();
     for (const RunEvent& e : store.events(id))
@@ -301,6 +309,7 @@ void RunsPage::show_details() {
     for (const CheckpointRecord& c : store.checkpoints(id))
       events_->addItem(tr("checkpoint  step %1  %2").arg(c.step).arg(QString::fromStdString(c.path)));
   } catch (const std::exception& e) {
+    environment_->clear();
     events_->clear();
     events_->addItem(QString::fromUtf8(e.what()));
   }

@@ -1,7 +1,8 @@
 #pragma once
 // RunsPage: the runs browser over the store: a sortable, filterable table (name, status,
 // model, policy, steps, tokens, best val bpb/ppl, tokens/s, peak memory, tags, notes) and a
-// details panel for the selected run (config, events, checkpoints, tags and notes), with
+// details panel for the selected run (the machine it computed on, config, events,
+// checkpoints, tags and notes), with
 // delete, archive, resume from checkpoint, open in Live, compare and CSV export. It polls
 // the store's data_version once a second, so runs from the CLI or other windows show up.
 
@@ -34,6 +35,7 @@ class RunsPage : public QWidget {
   RunTableModel* model() const { return model_; }
   RunFilterProxy* proxy() const { return proxy_; }
   QTableView* table() const { return table_; }
+  QLabel* environment_label() const { return environment_; }  // the selected run's machine
   QList<qint64> selected_run_ids() const;
   qint64 current_run_id() const;
   void select_run(qint64 run_id);
@@ -62,6 +64,7 @@ class RunsPage : public QWidget {
   QComboBox* status_ = nullptr;
   QCheckBox* archived_ = nullptr;
   QLabel* title_ = nullptr;
+  QLabel* environment_ = nullptr;
   QPlainTextEdit* config_ = nullptr;
   QListWidget* events_ = nullptr;
   QLineEdit* tags_ = nullptr;
