@@ -136,9 +136,10 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   (new QVBoxLayout(routing_box))->addWidget(routing_ = new RoutingPolicyEditor);
   auto* memory_box = new QGroupBox(tr("Memory per device (estimate)"));
   (new QVBoxLayout(memory_box))->addWidget(memory_ = new MemoryEstimateBar);
+  // Where the run computes, then whether it fits there.
   side_layout->addWidget(device_box, 0);
-  side_layout->addWidget(schedule_box, 3);
   side_layout->addWidget(memory_box, 3);
+  side_layout->addWidget(schedule_box, 3);
   side_layout->addWidget(routing_box, 2);
   split->addWidget(scrolled(side));
   for (ConfigField* f : device_->fields()) register_field(f);
