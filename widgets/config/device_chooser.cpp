@@ -15,6 +15,16 @@ namespace {
 constexpr int kDeviceRole = Qt::UserRole;       // "cpu", "cuda:N", or "cuda" (no GPU here)
 constexpr int kMissingRole = Qt::UserRole + 1;  // an entry for a GPU a config names but this machine lacks
 
+// Shown, not choosable; the tooltip says why.
+void disable_entry(QComboBox* combo, int i, const QString& why) {
+  qobject_cast<QStandardItemModel*>(combo->model())->item(i)->setEnabled(false);
+  combo->setItemData(i, why, Qt::ToolTipRole);
+}
+
+bool entry_enabled(QComboBox* combo, int i) {
+  return qobject_cast<QStandardItemModel*>(combo->model())->item(i)->isEnabled();
+}
+
 }  // namespace
 
 DeviceChooser::DeviceChooser(QWidget* parent) : QWidget(parent) {
@@ -38,7 +48,6 @@ DeviceChooser::DeviceChooser(QWidget* parent) : QWidget(parent) {
 
 void DeviceChooser::set_catalog(const DeviceCatalog& catalog) {
   catalog_ = catalog;
-  auto* model = qobject_cast<QStandardItemModel*>(combo_->model());
   setting_ = true;
   combo_->clear();
   combo_->addItem(tr("CPU"), QStringLiteral("cpu"));
@@ -55,8 +64,7 @@ void DeviceChooser::set_catalog(const DeviceCatalog& catalog) {
   const QString why = QString::fromStdString(catalog.gpu_unavailable_reason);
   if (!catalog.has_gpu()) {
     combo_->addItem(tr("GPU (cuda) — none usable here"), QStringLiteral("cuda"));
-    model->item(combo_->count() - 1)->setEnabled(false);
-    combo_->setItemData(combo_->count() - 1, why, Qt::ToolTipRole);
+    disable_entry(combo_, combo_->count() - 1, why);
   }
   note_->setText(catalog.has_gpu() ? QString() : tr("No GPU: %1").arg(why));
   note_->setVisible(!catalog.has_gpu());
@@ -81,8 +89,7 @@ void DeviceChooser::show_config(const ExperimentConfig& config) {
     combo_->addItem(tr("%1 — not on this machine").arg(want), want);
     i = combo_->count() - 1;
     combo_->setItemData(i, true, kMissingRole);
-    combo_->setItemData(i, tr("This machine has no GPU %1").arg(want), Qt::ToolTipRole);
-    qobject_cast<QStandardItemModel*>(combo_->model())->item(i)->setEnabled(false);
+    disable_entry(combo_, i, tr("This machine has no GPU %1").arg(want));
   }
   select(i);
   setting_ = false;
@@ -99,7 +106,7 @@ void DeviceChooser::select(int i) {
 void DeviceChooser::on_index_changed(int i) {
   if (setting_ || i < 0) return;
   // A disabled entry is shown, never chosen (only code can pick one): go back to the config's.
-  if (!qobject_cast<QStandardItemModel*>(combo_->model())->item(i)->isEnabled()) {
+  if (!entry_enabled(combo_, i)) {
     select(shown_);
     return;
   }
