@@ -9,8 +9,15 @@
 
 #include "app/workbench/screenshot_tour.h"
 #include "widgets/workbench/main_window.h"
+#if MOK_HAVE_CUDA
+#include "kernels/cuda_backend.h"
+#endif
 
 int main(int argc, char** argv) {
+#if MOK_HAVE_CUDA
+  // Before the Setup page lists the devices (where there is no GPU the page says why).
+  mok::cuda::register_cuda_backend();
+#endif
   QApplication app(argc, argv);
   QApplication::setApplicationName("MoK Workbench");
   QApplication::setOrganizationName("mok");

@@ -14,7 +14,7 @@ DType compute_dtype_for(const ExperimentConfig& config) {
   return p == "fp32" ? DType::f32 : DType::bf16;
 }
 
-RankDevice bind_rank_device(const ExperimentConfig& config, int rank, int ranks, int local_rank) {
+RankDevice plan_rank_device(const ExperimentConfig& config, int rank, int ranks, int local_rank) {
   RankDevice d;
   if (config.parallel.device != "cuda") return d;  // every rank on the host CPU
   d.kind = "cuda";
@@ -26,9 +26,15 @@ RankDevice bind_rank_device(const ExperimentConfig& config, int rank, int ranks,
                                std::to_string(ranks) + " rank(s)");
     d.index = ids[rank];
   }
-  const DType compute = compute_dtype_for(config);
-  d.precision = compute == DType::bf16 ? "bf16" : "fp32";
-  d.context = make_exec_context(Device::cuda(d.index), compute);
+  d.precision = compute_dtype_for(config) == DType::bf16 ? "bf16" : "fp32";
+  d.name = d.label();
+  return d;
+}
+
+RankDevice bind_rank_device(const ExperimentConfig& config, int rank, int ranks, int local_rank) {
+  RankDevice d = plan_rank_device(config, rank, ranks, local_rank);
+  if (d.kind == "cpu") return d;
+  d.context = make_exec_context(Device::cuda(d.index), compute_dtype_for(config));
   d.name = d.context->ops().name();
   return d;
 }

@@ -26,9 +26,16 @@ struct RankDevice {
   ExecContext& exec() const { return context ? *context : cpu_context(); }
 };
 
+// Where rank `rank` (of `ranks`), the `local_rank`-th rank of its host, will compute and in
+// which precision, without opening the device (context stays null, name is the label): what a
+// front end shows before and while a run computes. Throws std::runtime_error when
+// parallel.gpus does not name one GPU per rank.
+RankDevice plan_rank_device(const ExperimentConfig& config, int rank, int ranks, int local_rank);
+
 // The device of rank `rank` (of `ranks`), the `local_rank`-th rank of this host: one local
-// thread or one MPI process. Throws std::runtime_error saying why when the device cannot be
-// used (no GPU here, no CUDA in this build, a GPU index that does not exist).
+// thread or one MPI process — plan_rank_device, opened. Throws std::runtime_error saying why
+// when the device cannot be used (no GPU here, no CUDA in this build, a GPU index that does
+// not exist).
 RankDevice bind_rank_device(const ExperimentConfig& config, int rank, int ranks, int local_rank);
 
 // The compute dtype train.precision asks for on `device` ("auto": bf16 on a GPU, fp32 on the CPU).

@@ -85,6 +85,10 @@ struct Trainer::Session {
 };
 
 std::string Trainer::unsupported_reason(const ExperimentConfig& cfg) {
+  return unsupported_reason(cfg, cfg.parallel.device == "cuda" ? device_unavailable_reason(DeviceType::cuda) : "");
+}
+
+std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::string& gpu_unavailable_reason) {
   if (cfg.parallel.comm != "local" && cfg.parallel.comm != "mpi") {
     return "parallel.comm: '" + cfg.parallel.comm + "' is not available to the CPU trainer; use local or mpi";
   }
@@ -100,8 +104,7 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg) {
     if (cfg.parallel.ranks != 1 || cfg.parallel.comm != "local")
       return "parallel.device: cuda trains on one GPU so far (parallel.ranks: 1, comm: local); expert "
              "parallelism over several GPUs is not available yet";
-    if (const std::string why = device_unavailable_reason(DeviceType::cuda); !why.empty())
-      return "parallel.device: cuda: " + why;
+    if (!gpu_unavailable_reason.empty()) return "parallel.device: cuda: " + gpu_unavailable_reason;
   } else if (cfg.parallel.device != "cpu") {
     return "parallel.device: '" + cfg.parallel.device + "' is not a device; use cpu or cuda";
   }

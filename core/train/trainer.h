@@ -102,6 +102,10 @@ class Trainer {
   // Why this trainer cannot run `config` (e.g. more ranks than it supports), or "" when it
   // can. run() checks it first, before anything is written.
   static std::string unsupported_reason(const ExperimentConfig& config);
+  // The same, with why no GPU is usable given ("" when one is) instead of asked of this
+  // process's device backends: a front end that listed the devices once at start passes
+  // what it found (DeviceCatalog in the workbench).
+  static std::string unsupported_reason(const ExperimentConfig& config, const std::string& gpu_unavailable_reason);
 
  private:
   struct Session;

@@ -1,5 +1,5 @@
-// The live dashboard routes each metric name to its plot; job scripts are filled and
-// written with the config beside them.
+// The live dashboard routes each metric name to its plot and names the run's device; job
+// scripts are filled and written with the config beside them.
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -11,6 +11,8 @@
 #include "widgets/plot/stacked_memory_plot.h"
 #include "widgets/plot/streaming_plot.h"
 #include "widgets/workbench/job_script.h"
+#include "widgets/workbench/live_page.h"
+#include "widgets/workbench/run_manager.h"
 
 using namespace mok;
 using namespace mok::gui;
@@ -73,6 +75,46 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(dash.rows_seen(), 0);
     QCOMPARE(dash.loss_plot()->point_count(0), 0);
     QCOMPARE(dash.heat_map()->row_count(), 0);
+  }
+
+  void memory_axis_and_header_name_the_device() {
+    LiveDashboard dash;
+    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("MiB"));
+    QCOMPARE(dash.device_text(), QString());
+    dash.set_device("cuda:0", "bf16");
+    QCOMPARE(dash.device_text(), QStringLiteral("cuda:0 · bf16"));
+    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("GPU memory (cuda:0), MiB"));
+    dash.set_device("cpu", "fp32");
+    QCOMPARE(dash.device_text(), QStringLiteral("cpu · fp32"));
+    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("memory (cpu), MiB"));
+    dash.clear();  // a new run sets its own; clearing the data keeps it
+    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("memory (cpu), MiB"));
+  }
+
+  void live_page_names_the_device_of_a_job() {
+    // Two runs the trainer refuses at once (no GPU backend in this suite; MPI outside mpirun),
+    // so nothing trains: the page shows each one's device and precision from its config.
+    QTemporaryDir dir;
+    RunManager runs;
+    runs.set_db_path(dir.filePath("runs.db"));
+    LivePage page(&runs);
+    // train.precision auto: bf16 on a GPU, fp32 on the CPU.
+    const ExperimentConfig gpu = parse_experiment_config("name: on-gpu\nparallel: {device: cuda, gpus: '1'}\n", "gpu.yaml");
+    const ExperimentConfig cpu = parse_experiment_config("name: on-cpu\nparallel: {comm: mpi}\n", "cpu.yaml");
+    QSignalSpy finished(&runs, &RunManager::job_finished);
+    const int gpu_job = runs.launch(gpu);
+    const int cpu_job = runs.launch(cpu);
+    QCOMPARE(runs.job(gpu_job).device, QStringLiteral("cuda:1"));
+    QCOMPARE(runs.job(gpu_job).precision, QStringLiteral("bf16"));
+    page.show_job(gpu_job);
+    QCOMPARE(page.dashboard()->device_text(), QStringLiteral("cuda:1 · bf16"));
+    QCOMPARE(page.dashboard()->memory_plot()->y_label(), QStringLiteral("GPU memory (cuda:1), MiB"));
+    page.show_job(cpu_job);
+    QCOMPARE(page.dashboard()->device_text(), QStringLiteral("cpu · fp32"));
+    QCOMPARE(page.dashboard()->memory_plot()->y_label(), QStringLiteral("memory (cpu), MiB"));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 20000);
+    QCOMPARE(runs.job(gpu_job).status, RunStatus::failed);
+    QVERIFY2(runs.job(gpu_job).message.contains("parallel.device: cuda"), qPrintable(runs.job(gpu_job).message));
   }
 
   void job_script_written_with_config() {

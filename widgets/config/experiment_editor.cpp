@@ -1,5 +1,7 @@
 #include "widgets/config/experiment_editor.h"
 
+#include <cctype>
+
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QDir>
@@ -21,7 +23,9 @@
 #include <QVBoxLayout>
 
 #include "core/config/config_io.h"
+#include "core/train/trainer.h"
 #include "widgets/config/config_field.h"
+#include "widgets/config/device_chooser.h"
 #include "widgets/config/memory_estimate_bar.h"
 #include "widgets/config/rank_schedule_editor.h"
 #include "widgets/config/routing_policy_editor.h"
@@ -33,6 +37,18 @@ namespace {
 QString section_of(const std::string& path) {
   const auto dot = path.find('.');
   return dot == std::string::npos ? QStringLiteral("general") : QString::fromStdString(path.substr(0, dot));
+}
+
+// The config key a message starts with ("parallel.device: cuda: …", "train.batch (8) …"),
+// or "" when it starts with none.
+QString leading_key(const std::string& message) {
+  size_t n = 0;
+  while (n < message.size() && (std::islower(static_cast<unsigned char>(message[n])) ||
+                                std::isdigit(static_cast<unsigned char>(message[n])) || message[n] == '.' ||
+                                message[n] == '_'))
+    ++n;
+  const std::string key = message.substr(0, n);
+  return find_config_key(key) ? QString::fromStdString(key) : QString();
 }
 
 QWidget* scrolled(QWidget* inner) {
@@ -112,16 +128,24 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   auto* side = new QWidget;
   auto* side_layout = new QVBoxLayout(side);
   side_layout->setContentsMargins(0, 0, 0, 0);
+  auto* device_box = new QGroupBox(tr("Device"));
+  (new QVBoxLayout(device_box))->addWidget(device_ = new DeviceChooser);
   auto* schedule_box = new QGroupBox(tr("Rank schedule"));
   (new QVBoxLayout(schedule_box))->addWidget(schedule_ = new RankScheduleEditor);
   auto* routing_box = new QGroupBox(tr("Routing policy"));
   (new QVBoxLayout(routing_box))->addWidget(routing_ = new RoutingPolicyEditor);
   auto* memory_box = new QGroupBox(tr("Memory per device (estimate)"));
   (new QVBoxLayout(memory_box))->addWidget(memory_ = new MemoryEstimateBar);
-  side_layout->addWidget(schedule_box, 3);
+  // Where the run computes, then whether it fits there.
+  side_layout->addWidget(device_box, 0);
   side_layout->addWidget(memory_box, 3);
+  side_layout->addWidget(schedule_box, 3);
   side_layout->addWidget(routing_box, 2);
   split->addWidget(scrolled(side));
+  for (ConfigField* f : device_->fields()) register_field(f);
+  connect(device_, &DeviceChooser::device_chosen, this, [this](const QString& device, const QString& gpus) {
+    apply_edits({{"parallel.device", device}, {"parallel.gpus", gpus}});
+  });
   for (ConfigField* f : schedule_->fields()) register_field(f);
   for (ConfigField* f : routing_->fields()) register_field(f);
   split->setStretchFactor(0, 3);
@@ -148,7 +172,21 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   });
 
   set_presets_dir(default_presets_dir());
+  show_device_catalog(DeviceCatalog::of_this_machine());
   set_config(ExperimentConfig{});
+}
+
+void ExperimentEditor::set_device_catalog(const DeviceCatalog& catalog) {
+  show_device_catalog(catalog);
+  refresh_fields();
+  validate();
+}
+
+void ExperimentEditor::show_device_catalog(const DeviceCatalog& catalog) {
+  catalog_ = catalog;
+  device_->set_catalog(catalog);
+  for (ConfigField* f : fields_.values("parallel.device"))
+    f->set_choice_enabled("cuda", catalog.has_gpu(), QString::fromStdString(catalog.gpu_unavailable_reason));
 }
 
 void ExperimentEditor::register_field(ConfigField* f) {
@@ -185,9 +223,14 @@ void ExperimentEditor::refresh_fields(const QString& except_path, ConfigField* e
       f->set_value_text(text);
     }
   }
+  // Precision is a GPU choice (the CPU computes in fp32): open with device cuda, and while a
+  // value the CPU refuses (bf16) is there to be fixed.
+  const bool precision_open = config_.parallel.device == "cuda" || config_.train.precision == "bf16";
+  for (ConfigField* f : fields_.values("train.precision")) f->setEnabled(precision_open);
+  device_->show_config(config_);
   schedule_->show_config(config_);
   routing_->show_config(config_);
-  memory_->show_config(config_);
+  memory_->show_config(config_, catalog_.capacity_bytes(config_));
 }
 
 void ExperimentEditor::write_yaml() {
@@ -211,23 +254,29 @@ bool ExperimentEditor::edit_field(const QString& path, const QString& text) {
 }
 
 void ExperimentEditor::on_field_edited(const QString& path, const QString& text) {
-  const ConfigKeySpec* spec = find_config_key(path.toStdString());
-  if (!spec) return;
+  if (!find_config_key(path.toStdString())) return;
+  apply_edits({{path, text}}, qobject_cast<ConfigField*>(sender()));
+}
+
+void ExperimentEditor::apply_edits(const QList<QPair<QString, QString>>& edits, ConfigField* source) {
   // A form edit supersedes a YAML text that did not parse.
   yaml_timer_->stop();
   yaml_error_key_.clear();
   yaml_error_.clear();
-  try {
-    if (spec->type == ConfigType::String) spec->set(config_, std::string(), ConfigValue(text.toStdString()));
-    else apply_override(config_, spec->path + "=" + text.trimmed().toStdString());
-    edit_errors_.erase(path);
-  } catch (const ConfigError& e) {
-    edit_errors_[path] = QString::fromStdString(e.message);
-  } catch (const std::exception& e) {
-    edit_errors_[path] = QString::fromUtf8(e.what());
+  for (const auto& [path, text] : edits) {
+    const ConfigKeySpec* spec = find_config_key(path.toStdString());
+    if (!spec) continue;
+    try {
+      if (spec->type == ConfigType::String) spec->set(config_, std::string(), ConfigValue(text.toStdString()));
+      else apply_override(config_, spec->path + "=" + text.trimmed().toStdString());
+      edit_errors_.erase(path);
+    } catch (const ConfigError& e) {
+      edit_errors_[path] = QString::fromStdString(e.message);
+    } catch (const std::exception& e) {
+      edit_errors_[path] = QString::fromUtf8(e.what());
+    }
   }
-  ConfigField* source = qobject_cast<ConfigField*>(sender());
-  refresh_fields(path, source);
+  refresh_fields(edits.size() == 1 ? edits.front().first : QString(), source);
   write_yaml();
   validate();
   emit config_changed();
@@ -289,6 +338,26 @@ void ExperimentEditor::validate() {
     const QString key = QString::fromStdString(issue.key_path);
     if (!edit_errors_.count(key)) add(key, QString::fromStdString(issue.message));
   }
+  // A GPU the catalog lacks (the trainer would find out only when it opens it).
+  if (config_.parallel.device == "cuda" && catalog_.has_gpu()) {
+    const RankDevice device = rank0_device(config_);
+    if (!catalog_.gpu(device.index)) {
+      QStringList here;
+      for (const DeviceDescription& d : catalog_.devices)
+        if (!d.device.is_cpu()) here << QString::fromStdString(d.device.str());
+      add(config_.parallel.gpus.empty() ? "parallel.device" : "parallel.gpus",
+          tr("%1 is not on this machine (it has %2)").arg(QString::fromStdString(device.label()), here.join(", ")));
+    }
+  }
+  // What the trainer would refuse on this machine (e.g. cuda where no GPU is usable), unless
+  // its key already shows a problem.
+  const std::string refusal = Trainer::unsupported_reason(config_, catalog_.gpu_unavailable_reason);
+  if (!refusal.empty()) {
+    const QString key = leading_key(refusal);
+    QString message = QString::fromStdString(refusal);
+    if (message.startsWith(key + ": ")) message = message.mid(key.size() + 2);
+    if (key.isEmpty() ? !list.contains(message) : !by_key.count(key)) add(key, message);
+  }
   for (auto it = fields_.cbegin(); it != fields_.cend(); ++it) {
     auto found = by_key.find(it.key());
     it.value()->set_issue(found == by_key.end() ? QString() : found->second);
@@ -346,11 +415,6 @@ bool ExperimentEditor::load_preset(const QString& name_or_path, QString* error) 
     if (error) *error = QString::fromUtf8(e.what());
     return false;
   }
-}
-
-void ExperimentEditor::set_gpu_count(int gpus) {
-  for (ConfigField* f : fields_.values("parallel.device"))
-    f->set_choice_enabled("cuda", gpus > 0, tr("No GPU found on this machine"));
 }
 
 }  // namespace mok::gui

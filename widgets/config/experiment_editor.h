@@ -1,9 +1,12 @@
 #pragma once
 // ExperimentEditor: the experiment config as a form generated from the schema (one tab per
 // section), a YAML text view kept in step with it (edit either; YAML edits apply after a
-// short pause), the rank-schedule and routing-policy editors and the memory estimate, and
-// every validation problem shown at its field and in a list. Presets are the YAML files in
-// experiments/.
+// short pause), the device chooser, the rank-schedule and routing-policy editors and the
+// memory estimate, and every validation problem shown at its field and in a list — the
+// config checks' and what the trainer would refuse on this machine (a GPU run where no GPU
+// is usable). Presets are the YAML files in experiments/. The devices offered are this
+// machine's (DeviceCatalog::of_this_machine at construction) unless set_device_catalog says
+// otherwise.
 
 #include <map>
 
@@ -12,6 +15,7 @@
 #include <QWidget>
 
 #include "core/config/experiment_config.h"
+#include "widgets/config/device_catalog.h"
 
 class QComboBox;
 class QLabel;
@@ -23,6 +27,7 @@ class QTimer;
 namespace mok::gui {
 
 class ConfigField;
+class DeviceChooser;
 class MemoryEstimateBar;
 class RankScheduleEditor;
 class RoutingPolicyEditor;
@@ -51,9 +56,11 @@ class ExperimentEditor : public QWidget {
   void set_presets_dir(const QString& dir);
   QStringList preset_names() const;
   bool load_preset(const QString& name_or_path, QString* error = nullptr);
-  void set_gpu_count(int gpus);
+  void set_device_catalog(const DeviceCatalog& catalog);
+  const DeviceCatalog& device_catalog() const { return catalog_; }
 
   QPlainTextEdit* yaml_view() const { return yaml_; }
+  DeviceChooser* device_chooser() const { return device_; }
   RankScheduleEditor* schedule_editor() const { return schedule_; }
   RoutingPolicyEditor* routing_editor() const { return routing_; }
   MemoryEstimateBar* memory_bar() const { return memory_; }
@@ -67,6 +74,9 @@ class ExperimentEditor : public QWidget {
  private:
   void register_field(ConfigField* f);
   void on_field_edited(const QString& path, const QString& text);
+  // Applies (key, text) edits as one change: the config, then the fields, YAML and checks once.
+  void apply_edits(const QList<QPair<QString, QString>>& edits, ConfigField* source = nullptr);
+  void show_device_catalog(const DeviceCatalog& catalog);
   void on_yaml_timer();
   void refresh_fields(const QString& except_path = QString(), ConfigField* except = nullptr);
   void write_yaml();
@@ -74,6 +84,7 @@ class ExperimentEditor : public QWidget {
   void show_yaml_error(int line, const QString& message);
 
   ExperimentConfig config_;
+  DeviceCatalog catalog_;
   QMultiMap<QString, ConfigField*> fields_;   // every editor of a key
   std::map<QString, ConfigField*> form_fields_;
   std::map<QString, QString> edit_errors_;    // key → message from a rejected edit
@@ -89,6 +100,7 @@ class ExperimentEditor : public QWidget {
   QLabel* yaml_status_ = nullptr;
   QTimer* yaml_timer_ = nullptr;
   QListWidget* issue_list_ = nullptr;
+  DeviceChooser* device_ = nullptr;
   RankScheduleEditor* schedule_ = nullptr;
   RoutingPolicyEditor* routing_ = nullptr;
   MemoryEstimateBar* memory_ = nullptr;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/config/config_check.h"
+#include "core/train/rank_device.h"
 
 namespace mok::gui {
 
@@ -59,6 +60,10 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   est.parameter_count = shared + experts_all;
   est.device_parameter_count = shared + experts_all / ranks;
   const double param_bytes = est.device_parameter_count * kFloat;
+  // bf16 (train.precision on a GPU): activations and a compute copy of every weight in 2 bytes.
+  const bool bf16 = compute_dtype_for(c) == DType::bf16;
+  const double act = bf16 ? 2.0 : kFloat;
+  const double compute_copy_bytes = bf16 ? est.device_parameter_count * 2.0 : 0.0;
 
   // Saved activations per token and layer (values). Exact keeps the linear inputs, the
   // attention outputs and log-sum-exp, norm outputs and the expert hidden activations.
@@ -83,11 +88,11 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
     }
     saved_per_token += v;
   }
-  const double saved_bytes = saved_per_token * tokens * kFloat;
-  const double workspace = tokens * vocab * kFloat * 2.0 + tokens * std::max(f * k, 4.0 * d) * kFloat;
-  const double comm = ranks > 1 ? 2.0 * tokens * k * d * kFloat : 0.0;
+  const double saved_bytes = saved_per_token * tokens * act;
+  const double workspace = tokens * vocab * act * 2.0 + tokens * std::max(f * k, 4.0 * d) * act;
+  const double comm = ranks > 1 ? 2.0 * tokens * k * d * act : 0.0;
 
-  est.parts = {{"parameters", param_bytes},
+  est.parts = {{"parameters", param_bytes + compute_copy_bytes},
                {"gradients", param_bytes},
                {"optimizer_state", 2.0 * param_bytes},
                {"saved_activations", saved_bytes},

@@ -1,7 +1,8 @@
 #pragma once
 // A quick estimate of the memory one device needs for a config, before anything runs:
-// parameters, gradients, Adam state, saved activations and the largest workspace, for fp32
-// training with expert parallelism over parallel.ranks. It is an estimate (no allocator
+// parameters, gradients, Adam state, saved activations and the largest workspace, in the
+// run's precision (bf16 on a GPU: activations in 2 bytes and a bf16 compute copy of every
+// weight beside its fp32 master; fp32 otherwise) with expert parallelism over parallel.ranks. It is an estimate (no allocator
 // overheads, a simple per-token count of saved tensors), labelled as such in the GUI; the
 // tracker's measured figures replace it once a run starts.
 

@@ -1,11 +1,13 @@
 #include "widgets/config/memory_estimate_bar.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <QLabel>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include "core/train/rank_device.h"
 #include "widgets/models/run_record.h"
 #include "widgets/plot/streaming_plot.h"
 
@@ -27,11 +29,9 @@ MemoryEstimateBar::MemoryEstimateBar(QWidget* parent) : QWidget(parent) {
   layout->addWidget(summary_);
 }
 
-void MemoryEstimateBar::set_device_capacity(double bytes) { device_capacity_ = bytes; }
-
-void MemoryEstimateBar::show_config(const ExperimentConfig& c) {
+void MemoryEstimateBar::show_config(const ExperimentConfig& c, double capacity_bytes) {
   estimate_ = estimate_memory(c);
-  capacity_ = device_capacity_ > 0 ? device_capacity_ : (c.parallel.device == "cpu" ? host_memory_bytes() : 80e9);
+  capacity_ = capacity_bytes;
   // GiB for real models, MiB for toy ones, so the bar is never a sliver.
   const bool small = estimate_.total_bytes() < 1024.0 * 1024.0 * 1024.0;
   const double kGiB = small ? 1024.0 * 1024.0 : 1024.0 * 1024.0 * 1024.0;
@@ -41,7 +41,16 @@ void MemoryEstimateBar::show_config(const ExperimentConfig& c) {
   const int ranks = std::clamp(c.parallel.ranks, 1, 16);
   QVector<double> keys;
   QVector<QString> labels;
-  for (int r = 0; r < ranks; ++r) keys << r, labels << (c.parallel.device == "cpu" ? tr("cpu %1") : tr("gpu %1")).arg(r);
+  // Each rank's device as the trainer will place it ("cuda:1"); ranks on the CPU share it.
+  auto label_of = [&](int r) {
+    if (c.parallel.device != "cuda") return tr("cpu %1").arg(r);
+    try {
+      return QString::fromStdString(plan_rank_device(c, r, std::max(1, c.parallel.ranks), r).label());
+    } catch (const std::runtime_error&) {
+      return tr("gpu %1").arg(r);
+    }
+  };
+  for (int r = 0; r < ranks; ++r) keys << r, labels << label_of(r);
   QCPBars* below = nullptr;
   int i = 0;
   for (const MemoryEstimate::Part& part : estimate_.parts) {
@@ -68,15 +77,21 @@ void MemoryEstimateBar::show_config(const ExperimentConfig& c) {
   line->setPen(QPen(QColor(198, 40, 40), 1.5, Qt::DashLine));
   const double top = std::max(total / kGiB, 1e-6);
   // Show the capacity line only when it is within reach of the bar, else note it in text.
-  const bool capacity_visible = capacity_ < total * 4.0;
+  const bool capacity_visible = capacity_ > 0 && capacity_ < total * 4.0;
   line->setVisible(capacity_visible);
   plot_->yAxis->setRange(0, (capacity_visible ? std::max(top, capacity_ / kGiB) : top) * 1.15);
   plot_->replot(QCustomPlot::rpQueuedReplot);
   const double share = capacity_ > 0 ? total / capacity_ : 0.0;
-  summary_->setText(tr("<b>%1</b> per device (estimate) of %2 capacity: %3%. %4 parameters (%5 per device).")
-                        .arg(format_bytes(total), format_bytes(capacity_))
-                        .arg(share * 100.0, 0, 'f', share < 0.01 ? 2 : 0)
-                        .arg(format_count(estimate_.parameter_count), format_count(estimate_.device_parameter_count)));
+  const QString parameters = tr("%1 parameters (%2 per device).")
+                                 .arg(format_count(estimate_.parameter_count), format_count(estimate_.device_parameter_count));
+  if (capacity_ > 0)
+    summary_->setText(tr("<b>%1</b> per device (estimate) of %2 capacity: %3%. %4")
+                          .arg(format_bytes(total), format_bytes(capacity_))
+                          .arg(share * 100.0, 0, 'f', share < 0.01 ? 2 : 0)
+                          .arg(parameters));
+  else
+    summary_->setText(tr("<b>%1</b> per device (estimate); capacity unknown: that GPU is not on this machine. %2")
+                          .arg(format_bytes(total), parameters));
   summary_->setStyleSheet(share > 1.0 ? "color: #c62828;" : "");
 }
 

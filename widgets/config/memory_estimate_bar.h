@@ -1,7 +1,8 @@
 #pragma once
 // MemoryEstimateBar: the estimated memory per device for the current config as one stacked
 // bar per rank (parameters, gradients, optimizer state, saved activations, workspace,
-// communication), against a dashed line at the device's capacity.
+// communication), against a dashed line at the device's capacity: host memory for the CPU,
+// the chosen GPU's memory for cuda (DeviceCatalog::capacity_bytes).
 
 #include <QWidget>
 
@@ -18,9 +19,9 @@ class MemoryEstimateBar : public QWidget {
 
  public:
   explicit MemoryEstimateBar(QWidget* parent = nullptr);
-  void show_config(const ExperimentConfig& config);
-  // Capacity of one device in bytes; 0 = host memory for CPU runs.
-  void set_device_capacity(double bytes);
+  // `capacity_bytes`: of the device rank 0 computes on; 0 when unknown (a GPU not on this
+  // machine): no line, and the summary says so.
+  void show_config(const ExperimentConfig& config, double capacity_bytes);
   const MemoryEstimate& estimate() const { return estimate_; }
   double capacity_bytes() const { return capacity_; }
   QCustomPlot* plot() const { return plot_; }
@@ -29,7 +30,6 @@ class MemoryEstimateBar : public QWidget {
   QCustomPlot* plot_ = nullptr;
   QLabel* summary_ = nullptr;
   MemoryEstimate estimate_;
-  double device_capacity_ = 0.0;
   double capacity_ = 0.0;
 };
 

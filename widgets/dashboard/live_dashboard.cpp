@@ -50,6 +50,10 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   title_ = new QLabel(tr("No run selected"));
   title_->setStyleSheet("font-weight: bold;");
   top->addWidget(title_);
+  device_ = new QLabel;
+  device_->setToolTip(tr("Device and precision of the run"));
+  device_->setStyleSheet("color: #455a64; padding-left: 8px;");
+  top->addWidget(device_);
   top->addStretch(1);
   top->addWidget(new PlotControlBar(group_));
   layout->addLayout(top);
@@ -117,6 +121,13 @@ QList<CoalescedPlot*> LiveDashboard::plots() const {
 }
 
 void LiveDashboard::set_title(const QString& text) { title_->setText(text); }
+
+void LiveDashboard::set_device(const QString& device, const QString& precision) {
+  device_->setText(device.isEmpty() ? QString() : precision.isEmpty() ? device : device + " · " + precision);
+  memory_->set_device(device);
+}
+
+QString LiveDashboard::device_text() const { return device_->text(); }
 
 void LiveDashboard::clear() {
   for (StreamingPlot* p : {loss_, validation_, throughput_, optimizer_, comm_}) p->clear_data();

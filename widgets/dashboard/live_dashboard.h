@@ -34,6 +34,10 @@ class LiveDashboard : public QWidget {
   void clear();
   void add_rows(const std::vector<MetricRow>& rows);
   void set_title(const QString& text);
+  // Where the run computes and in which precision ("cuda:0", "bf16"): shown beside the title
+  // and on the memory plot's axis. Empty strings: not known.
+  void set_device(const QString& device, const QString& precision);
+  QString device_text() const;
 
   int rows_seen() const { return rows_seen_; }
   int64_t last_step() const { return last_step_; }
@@ -53,6 +57,7 @@ class LiveDashboard : public QWidget {
 
   PlotGroup* group_ = nullptr;
   QLabel* title_ = nullptr;
+  QLabel* device_ = nullptr;
   StreamingPlot* loss_ = nullptr;
   StreamingPlot* validation_ = nullptr;
   StreamingPlot* throughput_ = nullptr;

@@ -26,6 +26,15 @@ StackedMemoryPlot::StackedMemoryPlot(QWidget* parent) : CoalescedPlot(parent) {
   plot()->legend->setBorderPen(Qt::NoPen);
 }
 
+void StackedMemoryPlot::set_device(const QString& device) {
+  plot()->yAxis->setLabel(device.isEmpty()            ? tr("MiB")
+                          : device.startsWith("cuda") ? tr("GPU memory (%1), MiB").arg(device)
+                                                      : tr("memory (%1), MiB").arg(device));
+  request_update();
+}
+
+QString StackedMemoryPlot::y_label() const { return plot()->yAxis->label(); }
+
 void StackedMemoryPlot::set_categories(const QStringList& names) {
   plot()->clearGraphs();
   graphs_.clear();

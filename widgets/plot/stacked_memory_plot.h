@@ -1,7 +1,7 @@
 #pragma once
 // StackedMemoryPlot: live memory by category as stacked areas over the x-axis (MiB).
 // Each row carries one value per category (mem/<category>_bytes at one step); the top
-// edge of the stack is the live total.
+// edge of the stack is the live total. The y axis names the device the figures are of.
 
 #include <mutex>
 #include <vector>
@@ -29,6 +29,10 @@ class StackedMemoryPlot : public CoalescedPlot {
   int row_count() const { return int(rows_.size()); }
   // Top of the stack (MiB) of the last drained row.
   double last_total_mib() const;
+  // The device of the run ("cuda:0", "cpu"): the y axis reads "GPU memory (cuda:0), MiB" or
+  // "memory (cpu), MiB"; "" (not known) leaves "MiB".
+  void set_device(const QString& device);
+  QString y_label() const;
 
   void set_x_axis_mode(XAxisMode mode) override;
 

@@ -8,7 +8,9 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include "core/config/config_io.h"
 #include "core/store/run_store.h"
+#include "widgets/config/device_catalog.h"
 #include "widgets/dashboard/live_dashboard.h"
 #include "widgets/workbench/run_manager.h"
 #include "widgets/workbench/store_access.h"
@@ -93,6 +95,7 @@ void LivePage::show_job(int job) {
   loaded_step_ = -1;
   dashboard_->clear();
   dashboard_->set_title(runs_->job(job).name);
+  dashboard_->set_device(runs_->job(job).device, runs_->job(job).precision);
   if (run_id_ && QFileInfo::exists(runs_->db_path())) {
     try {
       std::vector<MetricRow> rows = load_metric_rows(runs_->db_path(), run_id_);
@@ -118,14 +121,26 @@ void LivePage::show_run(qint64 run_id) {
     RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
     const mok::RunRecord rec = store.get_run(run_id);
     dashboard_->set_title(QStringLiteral("%1 (run %2)").arg(QString::fromStdString(rec.summary.name)).arg(run_id));
+    show_device_of(rec);
     std::vector<MetricRow> rows = load_metric_rows(runs_->db_path(), run_id);
     if (!rows.empty()) loaded_step_ = rows.back().step;
     dashboard_->add_rows(rows);
   } catch (const std::exception& e) {
     dashboard_->set_title(QString::fromUtf8(e.what()));
+    dashboard_->set_device(QString(), QString());
   }
   rebuild_choices();
   update_controls();
+}
+
+void LivePage::show_device_of(const mok::RunRecord& rec) {
+  // As the run's config placed it; the store's device text where the config no longer parses.
+  try {
+    const RankDevice device = rank0_device(parse_experiment_config(rec.config_yaml, "run " + std::to_string(rec.summary.id)));
+    dashboard_->set_device(QString::fromStdString(device.label()), QString::fromStdString(device.precision));
+  } catch (const std::exception&) {
+    dashboard_->set_device(QString::fromStdString(rec.device), QString());
+  }
 }
 
 void LivePage::on_metrics(int job, const std::vector<MetricRow>& rows) {

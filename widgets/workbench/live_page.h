@@ -1,13 +1,18 @@
 #pragma once
 // LivePage: the dashboard of one run, chosen from the runs of this session and the store.
 // A run of this session streams rows from the RunManager; any other run is replayed from
-// the store and then followed by polling the store (runs started from the CLI too).
+// the store and then followed by polling the store (runs started from the CLI too). The
+// header and the memory plot name the run's device and precision (cpu · fp32, cuda:0 · bf16).
 
 #include <vector>
 
 #include <QWidget>
 
 #include "core/events/metric_event.h"
+
+namespace mok {
+struct RunRecord;
+}
 
 class QComboBox;
 class QLabel;
@@ -33,6 +38,7 @@ class LivePage : public QWidget {
 
  private:
   void on_metrics(int job, const std::vector<mok::MetricRow>& rows);
+  void show_device_of(const mok::RunRecord& rec);  // of a run of the store
   void update_controls();
   void rebuild_choices();
   void poll_store();

@@ -9,6 +9,7 @@
 
 #include "core/config/config_io.h"
 #include "core/store/run_store.h"
+#include "widgets/config/device_catalog.h"
 
 #if __has_include("core/train/trainer.h")
 #include "core/train/trainer.h"
@@ -137,6 +138,9 @@ int RunManager::launch(const ExperimentConfig& config, const QString& resume_pat
   j->info.job = id;
   j->info.name = QString::fromStdString(config.name);
   j->info.total_steps = config.train.steps;
+  const RankDevice device = rank0_device(config);
+  j->info.device = QString::fromStdString(device.label());
+  j->info.precision = QString::fromStdString(device.precision);
   j->config = config;
   j->resume_path = resume_path;
   jobs_[id] = std::move(j);

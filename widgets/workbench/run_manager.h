@@ -38,6 +38,8 @@ class RunManager : public QObject {
     QString message;
     int64_t last_step = -1;
     int64_t total_steps = 0;
+    QString device;     // where rank 0 computes, as planned from the config: "cpu", "cuda:0"
+    QString precision;  // its compute precision: "fp32", "bf16"
   };
 
   explicit RunManager(QObject* parent = nullptr);

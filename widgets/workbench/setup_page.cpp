@@ -1,6 +1,5 @@
 #include "widgets/workbench/setup_page.h"
 
-#include <QDir>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
@@ -12,15 +11,10 @@
 
 namespace mok::gui {
 
-int detect_gpu_count() {
-  return int(QDir("/dev").entryList({"nvidia[0-9]*"}, QDir::System | QDir::Files | QDir::AllEntries).size());
-}
-
 SetupPage::SetupPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(runs) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   editor_ = new ExperimentEditor;
-  editor_->set_gpu_count(detect_gpu_count());
   layout->addWidget(editor_, 1);
 
   auto* bar = new QHBoxLayout;

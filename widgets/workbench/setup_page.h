@@ -1,5 +1,6 @@
 #pragma once
-// SetupPage: the experiment editor with the launch bar (launch, concurrent runs).
+// SetupPage: the experiment editor with the launch bar (launch, concurrent runs). The devices
+// it offers are those found at start (ExperimentEditor::set_device_catalog to show others).
 
 #include <QWidget>
 
@@ -34,8 +35,5 @@ class SetupPage : public QWidget {
   QSpinBox* concurrent_ = nullptr;
   QLabel* status_ = nullptr;
 };
-
-// GPUs this machine shows (/dev/nvidia<N>); 0 on a CPU-only machine.
-int detect_gpu_count();
 
 }  // namespace mok::gui

@@ -1,0 +1,253 @@
+// Choosing the device on the Setup page: the chooser lists the CPU and each GPU of the device
+// catalog; where no GPU is usable the GPU entry is disabled with the reason (tooltip and a
+// note); a choice reaches the YAML and a YAML edit selects the entry; precision is open only
+// for a GPU; the memory estimate's capacity is the chosen GPU's. This machine (no GPU) shows
+// the first case; an injected catalog shows the second on any machine.
+#include <QComboBox>
+#include <QLabel>
+#include <QPushButton>
+#include <QStandardItemModel>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "core/config/config_io.h"
+#include "widgets/config/config_field.h"
+#include "widgets/config/device_catalog.h"
+#include "widgets/config/device_chooser.h"
+#include "widgets/config/experiment_editor.h"
+#include "widgets/config/memory_estimate.h"
+#include "widgets/config/memory_estimate_bar.h"
+#include "widgets/workbench/run_manager.h"
+#include "widgets/workbench/setup_page.h"
+#if MOK_HAVE_CUDA
+#include "kernels/cuda_backend.h"
+#endif
+
+using namespace mok;
+using namespace mok::gui;
+
+namespace {
+
+constexpr int64_t kGiB = int64_t(1) << 30;
+
+// Two GPUs of different sizes, so the capacity shows which one is chosen.
+DeviceCatalog two_gpus() {
+  return {{{Device::cpu(), "CPU", 0, "cpu"},
+           {Device::cuda(0), "NVIDIA H200", 140 * kGiB, "sm_90, 132 SMs"},
+           {Device::cuda(1), "NVIDIA H100", 80 * kGiB, "sm_90, 132 SMs"}},
+          ""};
+}
+
+bool entry_enabled(QComboBox* combo, int i) {
+  return qobject_cast<QStandardItemModel*>(combo->model())->item(i)->isEnabled();
+}
+
+QString entry_tooltip(QComboBox* combo, int i) { return combo->itemData(i, Qt::ToolTipRole).toString(); }
+
+// The config the YAML view holds, parsed as the CLI would.
+ExperimentConfig yaml_config(const ExperimentEditor& editor) {
+  return parse_experiment_config(editor.yaml_text().toStdString(), "view.yaml");
+}
+
+QString with_parallel(const ExperimentEditor& editor, const QString& device, const QString& gpus = QString()) {
+  ExperimentConfig c = editor.config();
+  c.parallel.device = device.toStdString();
+  c.parallel.gpus = gpus.toStdString();
+  return QString::fromStdString(experiment_config_to_yaml(c));
+}
+
+}  // namespace
+
+class TestDeviceChooser : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+#if MOK_HAVE_CUDA
+    mok::cuda::register_cuda_backend();  // as mok-workbench does at start
+#endif
+  }
+
+  void this_machine_without_gpu_disables_the_gpu_entry() {
+    const DeviceCatalog machine = DeviceCatalog::of_this_machine();
+    if (machine.has_gpu()) QSKIP("this machine has a usable GPU; the injected catalogs cover both cases");
+    const QString reason = QString::fromStdString(machine.gpu_unavailable_reason);
+    QVERIFY(!reason.isEmpty());
+#if MOK_HAVE_CUDA
+    // The CUDA backend answered (no driver, no GPU), not the build.
+    QVERIFY2(!reason.contains("without nvcc"), qPrintable(reason));
+#endif
+    QTemporaryDir dir;
+    RunManager runs;
+    runs.set_db_path(dir.filePath("runs.db"));
+    SetupPage page(&runs);
+    page.resize(1400, 900);
+    page.show();
+    ExperimentEditor* editor = page.editor();
+    DeviceChooser* chooser = editor->device_chooser();
+    QComboBox* combo = chooser->combo();
+
+    QCOMPARE(combo->count(), 2);
+    QCOMPARE(combo->itemText(0), QStringLiteral("CPU"));
+    QVERIFY(entry_enabled(combo, 0));
+    QCOMPARE(combo->currentIndex(), 0);
+    const int gpu = chooser->find_device("cuda");
+    QCOMPARE(gpu, 1);
+    QVERIFY(!entry_enabled(combo, gpu));
+    QCOMPARE(entry_tooltip(combo, gpu), reason);
+    QVERIFY(chooser->note()->isVisible());
+    QCOMPARE(chooser->note()->text(), QStringLiteral("No GPU: ") + reason);
+    // The form's parallel.device combo says the same.
+    auto* form_combo = qobject_cast<QComboBox*>(editor->field("parallel.device")->editor());
+    QVERIFY(form_combo);
+    const int form_cuda = form_combo->findText("cuda");
+    QVERIFY(!entry_enabled(form_combo, form_cuda));
+    QCOMPARE(entry_tooltip(form_combo, form_cuda), reason);
+    // The CPU computes in fp32: precision is closed.
+    QVERIFY(!chooser->precision_field()->isEnabled());
+    QVERIFY(!editor->field("train.precision")->isEnabled());
+    QVERIFY(page.launch_button()->isEnabled());
+
+    // A disabled entry cannot be chosen: the config stays on the CPU.
+    combo->setCurrentIndex(gpu);
+    QCOMPARE(combo->currentIndex(), 0);
+    QCOMPARE(editor->config().parallel.device, std::string("cpu"));
+
+    // cuda in the YAML: the GPU entry shows, the trainer's refusal is a problem at the field.
+    QString error;
+    QVERIFY2(editor->apply_yaml_text(with_parallel(*editor, "cuda"), &error), qPrintable(error));  // it parses
+    QCOMPARE(editor->config().parallel.device, std::string("cuda"));
+    QCOMPARE(combo->currentIndex(), gpu);
+    const QString issue = editor->field("parallel.device")->issue();
+    QVERIFY2(issue.contains(reason), qPrintable(issue));
+    QVERIFY2(editor->issues().join("\n").contains("parallel.device: cuda: " + reason), qPrintable(editor->issues().join("\n")));
+    QVERIFY(!editor->is_valid());
+    QVERIFY(!page.launch_button()->isEnabled());
+    QVERIFY(chooser->precision_field()->isEnabled());
+    // No GPU here, so no capacity to draw against.
+    QCOMPARE(editor->memory_bar()->capacity_bytes(), 0.0);
+
+    // Back to the CPU from the chooser: the YAML follows and the problem is gone.
+    combo->setCurrentIndex(0);
+    QCOMPARE(editor->config().parallel.device, std::string("cpu"));
+    QCOMPARE(yaml_config(*editor).parallel.device, std::string("cpu"));
+    QVERIFY2(editor->is_valid(), qPrintable(editor->issues().join("; ")));
+    QVERIFY(editor->field("parallel.device")->issue().isEmpty());
+    QVERIFY(page.launch_button()->isEnabled());
+    QCOMPARE(editor->memory_bar()->capacity_bytes(), host_memory_bytes());
+  }
+
+  void gpu_present_entries_are_enabled_and_reach_the_yaml() {
+    ExperimentEditor editor;
+    editor.set_device_catalog(two_gpus());
+    editor.resize(1400, 900);
+    editor.show();
+    DeviceChooser* chooser = editor.device_chooser();
+    QComboBox* combo = chooser->combo();
+
+    QCOMPARE(combo->count(), 3);
+    QCOMPARE(combo->itemText(0), QStringLiteral("CPU"));
+    QCOMPARE(combo->itemText(1), QStringLiteral("cuda:0 — NVIDIA H200, 140.0 GiB"));
+    QCOMPARE(combo->itemText(2), QStringLiteral("cuda:1 — NVIDIA H100, 80.0 GiB"));
+    for (int i = 0; i < 3; ++i) QVERIFY(entry_enabled(combo, i));
+    QCOMPARE(entry_tooltip(combo, 1), QStringLiteral("sm_90, 132 SMs"));
+    QVERIFY(!chooser->note()->isVisible());
+    auto* form_combo = qobject_cast<QComboBox*>(editor.field("parallel.device")->editor());
+    QVERIFY(entry_enabled(form_combo, form_combo->findText("cuda")));
+
+    // cuda:1: device cuda and its index in parallel.gpus, in the config, the form and the YAML.
+    QSignalSpy changed(&editor, &ExperimentEditor::config_changed);
+    combo->setCurrentIndex(2);
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(editor.config().parallel.device, std::string("cuda"));
+    QCOMPARE(editor.config().parallel.gpus, std::string("1"));
+    QCOMPARE(editor.field("parallel.device")->value_text(), QStringLiteral("cuda"));
+    QCOMPARE(editor.field("parallel.gpus")->value_text(), QStringLiteral("1"));
+    QCOMPARE(yaml_config(editor).parallel.device, std::string("cuda"));
+    QCOMPARE(yaml_config(editor).parallel.gpus, std::string("1"));
+    QVERIFY2(editor.is_valid(), qPrintable(editor.issues().join("; ")));
+    QCOMPARE(editor.memory_bar()->capacity_bytes(), double(80 * kGiB));
+    QVERIFY(chooser->precision_field()->isEnabled());
+    QVERIFY(editor.field("train.precision")->isEnabled());
+
+    // cuda:0 needs no index: parallel.gpus is cleared.
+    combo->setCurrentIndex(1);
+    QCOMPARE(editor.config().parallel.gpus, std::string());
+    QCOMPARE(yaml_config(editor).parallel.gpus, std::string());
+    QCOMPARE(editor.memory_bar()->capacity_bytes(), double(140 * kGiB));
+
+    // The YAML selects the entry.
+    QString error;
+    QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cuda", "1"), &error), qPrintable(error));
+    QCOMPARE(combo->currentIndex(), 2);
+    QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cpu"), &error), qPrintable(error));
+    QCOMPARE(combo->currentIndex(), 0);
+    QVERIFY(!chooser->precision_field()->isEnabled());
+    QCOMPARE(editor.memory_bar()->capacity_bytes(), host_memory_bytes());
+
+    // A GPU this machine lacks: shown as a disabled entry and as a problem; no capacity.
+    QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cuda", "3"), &error), qPrintable(error));
+    QVERIFY(!editor.is_valid());
+    QCOMPARE(chooser->device_of(combo->currentIndex()), QStringLiteral("cuda:3"));
+    QVERIFY(!entry_enabled(combo, combo->currentIndex()));
+    QVERIFY2(editor.field("parallel.gpus")->issue().contains("cuda:3"), qPrintable(editor.issues().join("; ")));
+    QCOMPARE(editor.memory_bar()->capacity_bytes(), 0.0);
+    combo->setCurrentIndex(1);
+    QCOMPARE(editor.config().parallel.gpus, std::string());
+    QCOMPARE(chooser->find_device("cuda:3"), -1);  // the placeholder went with the config
+    QVERIFY2(editor.is_valid(), qPrintable(editor.issues().join("; ")));
+
+    // The trainer's refusals show too: one GPU per run so far.
+    QVERIFY(editor.edit_field("parallel.ranks", "2"));
+    QVERIFY(editor.field("parallel.device")->issue().contains("one GPU"));
+    QVERIFY(!editor.is_valid());
+  }
+
+  void precision_follows_the_device() {
+    ExperimentEditor editor;
+    editor.set_device_catalog(two_gpus());
+    ConfigField* precision = editor.device_chooser()->precision_field();
+    QCOMPARE(precision->value_text(), QStringLiteral("auto"));
+    QVERIFY(!precision->isEnabled());
+    editor.device_chooser()->combo()->setCurrentIndex(1);
+    QVERIFY(precision->isEnabled());
+    // Choosing a precision reaches the config, the YAML and the form's own field.
+    auto* combo = qobject_cast<QComboBox*>(precision->editor());
+    combo->setCurrentText("fp32");
+    QCOMPARE(editor.config().train.precision, std::string("fp32"));
+    QCOMPARE(yaml_config(editor).train.precision, std::string("fp32"));
+    QCOMPARE(editor.field("train.precision")->value_text(), QStringLiteral("fp32"));
+    combo->setCurrentText("bf16");
+    QVERIFY2(editor.is_valid(), qPrintable(editor.issues().join("; ")));
+    // bf16 back on the CPU: refused, and the field stays open so it can be fixed.
+    editor.device_chooser()->combo()->setCurrentIndex(0);
+    QVERIFY(!editor.is_valid());
+    QVERIFY(!editor.field("train.precision")->issue().isEmpty());
+    QVERIFY(precision->isEnabled());
+    combo->setCurrentText("fp32");
+    QVERIFY2(editor.is_valid(), qPrintable(editor.issues().join("; ")));
+    QVERIFY(!precision->isEnabled());
+  }
+
+  void estimate_follows_the_precision() {
+    ExperimentConfig fp32;
+    fp32.parallel.device = "cuda";
+    fp32.train.precision = "fp32";
+    ExperimentConfig bf16 = fp32;
+    bf16.train.precision = "bf16";
+    ExperimentConfig automatic = fp32;
+    automatic.train.precision = "auto";  // bf16 on a GPU
+    const MemoryEstimate a = estimate_memory(fp32), b = estimate_memory(bf16);
+    QCOMPARE(b.bytes_of("saved_activations"), 0.5 * a.bytes_of("saved_activations"));
+    QCOMPARE(b.bytes_of("parameters"), 1.5 * a.bytes_of("parameters"));  // + a 2-byte compute copy
+    QCOMPARE(b.bytes_of("optimizer_state"), a.bytes_of("optimizer_state"));
+    QCOMPARE(estimate_memory(automatic).total_bytes(), b.total_bytes());
+    ExperimentConfig cpu = fp32;
+    cpu.parallel.device = "cpu";
+    cpu.train.precision = "auto";  // fp32 on the CPU
+    QCOMPARE(estimate_memory(cpu).total_bytes(), a.total_bytes());
+  }
+};
+
+QTEST_MAIN(TestDeviceChooser)
+#include "test_device_chooser.moc"
