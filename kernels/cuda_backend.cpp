@@ -8,6 +8,9 @@
 #include "kernels/cuda_ops.h"
 #include "kernels/device_info.h"
 
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
 namespace mok::cuda {
 
 void register_cuda_backend() {
@@ -16,10 +19,24 @@ void register_cuda_backend() {
   backend.list = [](std::string* why_none) {
     const DeviceQuery q = query_devices();
     std::vector<mok::DeviceDescription> out;
+    auto cuda_version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    const size_t lt = cublasLtGetVersion();  // major·10000 + minor·100 + patch
+    const std::string blas = std::to_string(lt / 10000) + "." + std::to_string(lt / 100 % 100) + "." +
+                             std::to_string(lt % 100);
     for (const DeviceInfo& d : q.devices) {
-      out.push_back({mok::Device::cuda(d.index), d.name, d.memory_bytes,
-                     "sm_" + std::to_string(d.sm_major) + std::to_string(d.sm_minor) + ", " +
-                         std::to_string(d.multiprocessors) + " SMs"});
+      mok::DeviceDescription desc;
+      desc.device = mok::Device::cuda(d.index);
+      desc.name = d.name;
+      desc.memory_bytes = d.memory_bytes;
+      desc.detail = "sm_" + std::to_string(d.sm_major) + std::to_string(d.sm_minor) + ", " +
+                    std::to_string(d.multiprocessors) + " SMs";
+      desc.driver_version = driver ? cuda_version(driver) : "";
+      desc.runtime_version = cuda_version(runtime);
+      desc.blas_version = blas;
+      out.push_back(std::move(desc));
     }
     if (out.empty() && why_none) *why_none = q.unavailable_reason.empty() ? "no CUDA device" : q.unavailable_reason;
     return out;

@@ -226,11 +226,13 @@ PairOrder CpuOps::sort_pairs(Tensor& expert, int experts, int64_t capacity) {
   int32_t* ex = expert.data_as<int32_t>();
   PairOrder out;
   out.load.assign(experts, 0);
-  for (int64_t i = 0; i < pairs; ++i) out.load[ex[i]]++;
+  for (int64_t i = 0; i < pairs; ++i)
+    if (ex[i] >= 0) out.load[ex[i]]++;  // (a pair given as −1 is not routed at all)
   // Capacity (sequential: pair order decides who is dropped).
   std::vector<int64_t> kept(experts, 0);
   for (int64_t i = 0; i < pairs; ++i) {
     int32_t& e = ex[i];
+    if (e < 0) continue;
     if (capacity > 0 && kept[e] >= capacity) {
       e = -1;
       out.dropped++;

@@ -65,7 +65,11 @@ struct DeviceDescription {
   Device device;
   std::string name;         // e.g. "NVIDIA H200"
   int64_t memory_bytes = 0;
-  std::string detail;       // e.g. "sm_90, 132 SMs, driver 13.0, cuBLAS 13.0"
+  std::string detail;       // e.g. "sm_90, 132 SMs"
+  // Versions that decide a GPU run's bits (recorded with each run): "" on the CPU.
+  std::string driver_version;   // e.g. "13.0" (the CUDA version the driver supports)
+  std::string runtime_version;  // CUDA runtime, e.g. "13.0"
+  std::string blas_version;     // cuBLAS, e.g. "13.0.2"
 };
 
 struct DeviceBackend {

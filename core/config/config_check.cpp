@@ -162,32 +162,18 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
     issue("parallel.comm", "comm nccl needs parallel.device cuda (device is " + p.device + ")");
   if (t.precision == "bf16" && p.device != "cuda")
     issue("train.precision", "bf16 runs on a GPU only (parallel.device: cuda); the CPU computes in fp32");
-  if (!p.gpus.empty()) {
-    if (p.device != "cuda") {
-      issue("parallel.gpus", "GPU indices need parallel.device: cuda (device is " + p.device + ")");
-    } else if (const std::vector<int> ids = parse_gpu_list(p.gpus); ids.empty()) {
+  if (!p.gpus.empty()) {  // (ignored on the CPU, so a config can switch devices freely)
+    if (const std::vector<int> ids = parse_gpu_list(p.gpus); ids.empty()) {
       issue("parallel.gpus", "'" + p.gpus + "' is not a comma list of GPU indices (e.g. `0,1`)");
     } else if (static_cast<int>(ids.size()) != p.ranks) {
       issue("parallel.gpus", "names " + str(static_cast<int>(ids.size())) + " GPU(s) for parallel.ranks " + str(p.ranks));
     }
-  }
-  if (p.device == "cuda") {
-    // What the GPU path does not do yet, said before anything runs.
-    const int head = m.heads > 0 ? m.d_model / m.heads : 0;
-    if (head != 32 && head != 64 && head != 128 && m.heads > 0 && m.d_model % m.heads == 0)
-      issue("model.heads", "on a GPU the head width d_model/heads must be 32, 64 or 128 (it is " + str(head) + ")");
-    if (c.routing.policy == "locality")
-      issue("routing.policy", "the locality-aware router runs on the CPU only so far; use topk on a GPU");
-    if (m.experts > 256 || (m.experts > 0 && m.top_k > 8))
-      issue("model.experts", "on a GPU the router takes up to 256 experts and top_k up to 8");
   }
 
   const KittensConfig& k = c.kittens;
   // Compact copies are made in kitten and custom mode (by default or in some layer).
   bool kitten_used = k.mode != "exact";
   for (const auto& [layer, o] : k.layers) kitten_used = kitten_used || o.mode == "kitten" || o.mode == "custom";
-  if (kitten_used && p.device == "cuda")
-    issue("kittens.mode", "compact saved activations (kittens) run on the CPU so far; on a GPU use kittens.mode: exact");
   if (k.min_rank > k.max_rank) {
     issue("kittens.min_rank", "kittens.min_rank (" + str(k.min_rank) + ") exceeds kittens.max_rank (" +
                                   str(k.max_rank) + ")");

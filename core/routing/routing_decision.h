@@ -27,4 +27,13 @@ struct RoutingDecision {
   int64_t capacity = 0;         // pairs an expert may take; 0 = unlimited (dropless)
 };
 
+// A decision from given choices (replays, tests): expert (tokens·k; −1 = dropped) and gate,
+// placed on the current ExecContext's device, with the load and the pair order computed as
+// the router computes them (no capacity).
+RoutingDecision routing_decision_from(const std::vector<int32_t>& expert, const std::vector<real>& gate, int k,
+                                      int experts);
+
+// The expert ids of a decision on the host (a copy).
+std::vector<int32_t> expert_ids(const RoutingDecision& r);
+
 MOK_NN_END

@@ -10,6 +10,7 @@
 #include "core/config/config_io.h"
 #include "core/dist/mpi_communicator.h"
 #include "core/model/language_model.h"
+#include "core/store/run_environment.h"
 #include "core/store/run_store.h"
 #include "core/store/run_store_sink.h"
 #include "core/tensor/memory_tracker.h"
@@ -84,6 +85,27 @@ struct Trainer::Session {
   }
 };
 
+namespace {
+
+// This process's CPU and BLAS, and for a GPU run rank 0's GPU with the driver, CUDA and
+// cuBLAS versions: what the run's bits depend on.
+RunEnvironment run_environment_of(const ExperimentConfig& cfg) {
+  RunEnvironment env = probe_run_environment();
+  env.threads = cfg.parallel.threads;
+  if (cfg.parallel.device != "cuda") return env;
+  const RankDevice plan = plan_rank_device(cfg, 0, std::max(1, cfg.parallel.ranks), 0);
+  for (const DeviceDescription& d : list_devices()) {
+    if (d.device != Device::cuda(plan.index)) continue;
+    env.gpu_model = d.name;
+    env.gpu_driver = d.driver_version;
+    env.cuda_version = d.runtime_version;
+    env.cublas_version = d.blas_version;
+  }
+  return env;
+}
+
+}  // namespace
+
 std::string Trainer::unsupported_reason(const ExperimentConfig& cfg) {
   return unsupported_reason(cfg, cfg.parallel.device == "cuda" ? device_unavailable_reason(DeviceType::cuda) : "");
 }
@@ -101,9 +123,23 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::
   }
   if (const std::string why = parallel_config_problem(cfg, cfg.parallel.ranks); !why.empty()) return why;
   if (cfg.parallel.device == "cuda") {
+    // What the GPU path does not do yet, said before anything runs (valid configs all).
     if (cfg.parallel.ranks != 1 || cfg.parallel.comm != "local")
       return "parallel.device: cuda trains on one GPU so far (parallel.ranks: 1, comm: local); expert "
              "parallelism over several GPUs is not available yet";
+    const ModelConfig& m = cfg.model;
+    const int head = m.heads > 0 ? m.d_model / m.heads : 0;
+    if (head != 32 && head != 64 && head != 128)
+      return "model.heads: on a GPU the head width d_model/heads must be 32, 64 or 128 (it is " +
+             std::to_string(head) + ")";
+    if (m.experts > 256 || (m.experts > 0 && m.top_k > 8))
+      return "model.experts: on a GPU the router takes up to 256 experts and top_k up to 8";
+    if (cfg.routing.policy == "locality" || cfg.routing.locality_margin > 0.0)
+      return "routing.policy: the locality-aware router runs on the CPU only so far; use topk on a GPU";
+    bool kittens = cfg.kittens.mode != "exact";
+    for (const auto& [layer, o] : cfg.kittens.layers) kittens = kittens || o.mode == "kitten" || o.mode == "custom";
+    if (kittens)
+      return "kittens.mode: compact saved activations (kittens) run on the CPU so far; on a GPU use kittens.mode: exact";
     if (!gpu_unavailable_reason.empty()) return "parallel.device: cuda: " + gpu_unavailable_reason;
   } else if (cfg.parallel.device != "cpu") {
     return "parallel.device: '" + cfg.parallel.device + "' is not a device; use cpu or cuda";
@@ -201,6 +237,7 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
       so.device = config_.parallel.device == "cuda"
                       ? "cuda (" + std::string(compute_dtype_for(config_) == DType::bf16 ? "bf16" : "fp32") + ")"
                       : options_.device_label;
+      so.environment = run_environment_of(config_);
       s.store_sink = std::make_unique<RunStoreSink>(*s.store, so);
       s.sinks.insert(s.sinks.begin(), s.store_sink.get());
     }

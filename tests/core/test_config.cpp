@@ -93,7 +93,7 @@ ExperimentConfig everything_changed() {
   c.model.init_std = 1.0 / 3.0;
   c.model.aux_loss_coef = 0.0;
   c.model.z_loss_coef = 1e-300;
-  c.train = {123, 24, 2, 6.02214076e-4, 0.05, 7, "linear", 0.0, 0.8, 0.999, 1e-12, 0.0, 11, 3, 50, 5};
+  c.train = {123, 24, 2, 6.02214076e-4, 0.05, 7, "linear", 0.0, 0.8, 0.999, 1e-12, 0.0, 11, 3, 50, 5, "fp32"};
   c.kittens.mode = "kitten";
   c.kittens.method = "rsvd";
   c.kittens.rank = 24;
@@ -120,7 +120,7 @@ ExperimentConfig everything_changed() {
   c.kittens.layers[2] = {"", "lowbit", 8, 4};
   c.kittens.layers[5] = {};
   c.routing = {"mok", "locality", 1.25, 0.05, 0.125, "never", 12.5, 7.5, 9, true};  // + locality loss, MoK cost model, overlap, calibration
-  c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5, true, "round_robin"};
+  c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5, true, "round_robin", "2,0,1"};
   c.logging = {"", false, "out dir/ckpt-caf\u00e9\x01"};
   c.logging.db = "yes";
   return c;
@@ -174,6 +174,28 @@ class TestConfig : public QObject {
     QVERIFY(yaml.find("    moe.expert: {method: lowbit, bits: 4}\n") != std::string::npos);
     QCOMPARE(back.data.val_fraction, 0.1 + 0.2);  // exact, not 0.3
     QCOMPARE(back.name, c.name);
+  }
+
+  void gpuSettingsAreChecked() {
+    auto issue_at = [](const ExperimentConfig& c, const std::string& key) {
+      for (const auto& i : check_experiment_config(c))
+        if (i.key_path == key) return true;
+      return false;
+    };
+    ExperimentConfig c;
+    c.parallel.device = "cuda";
+    QVERIFY(check_experiment_config(c).empty());
+    c.parallel.gpus = "1,2";  // two GPUs for one rank
+    QVERIFY(issue_at(c, "parallel.gpus"));
+    c.parallel.gpus = "x";
+    QVERIFY(issue_at(c, "parallel.gpus"));
+    c.parallel.gpus = "3";
+    QVERIFY(!issue_at(c, "parallel.gpus"));
+    ExperimentConfig cpu;
+    cpu.train.precision = "bf16";
+    QVERIFY(issue_at(cpu, "train.precision"));
+    cpu.train.precision = "fp32";
+    QVERIFY(check_experiment_config(cpu).empty());
   }
 
   void saveWritesWhatLoadReads() {

@@ -37,21 +37,18 @@ ExpertBank make_bank() { return test::make_expert_bank(kE, kD, kF); }
 
 // Distinct experts per token, descending gates renormalised to 1; some pairs dropped.
 RoutingDecision make_routing(int64_t t0, int64_t t1) {
-  RoutingDecision r;
-  r.tokens = t1 - t0;
-  r.k = kK;
-  r.experts = kE;
-  r.load.assign(kE, 0);
+  std::vector<int32_t> ex;
+  std::vector<real> gt;
   for (int64_t t = t0; t < t1; ++t) {
     const int a = static_cast<int>(counter_bits(5, 1, t) % kE);
     const int b = (a + 1 + static_cast<int>(counter_bits(5, 2, t) % (kE - 1))) % kE;
     const double u = 0.5 + 0.5 * counter_uniform(5, 3, t);
-    r.expert.push_back(a);
-    r.expert.push_back(counter_bits(5, 4, t) % 7 == 0 ? -1 : b);  // a few dropped
-    r.gate.push_back(static_cast<real>(u));
-    r.gate.push_back(static_cast<real>(1.0 - u));
+    ex.push_back(a);
+    ex.push_back(counter_bits(5, 4, t) % 7 == 0 ? -1 : b);  // a few dropped
+    gt.push_back(static_cast<real>(u));
+    gt.push_back(static_cast<real>(1.0 - u));
   }
-  return r;
+  return routing_decision_from(ex, gt, kK, kE);
 }
 
 Tensor rows(uint64_t stream, int64_t t0, int64_t t1) { return test::token_rows(stream, t0, t1, kD); }
@@ -68,7 +65,9 @@ Result reference() {
   const RoutingDecision r = make_routing(0, kN);
   Result out;
   Tensor y = local.forward(x, r, bank, true);
-  Tensor dx = local.backward(dy, bank, out.dgate);
+  Tensor dgate;
+  Tensor dx = local.backward(dy, bank, dgate);
+  out.dgate.assign(dgate.span().begin(), dgate.span().end());
   out.y.assign(y.span().begin(), y.span().end());
   out.dx.assign(dx.span().begin(), dx.span().end());
   for (int e = 0; e < kE; ++e) out.expert_grad.push_back(test::expert_grads(*bank.experts[e]));
@@ -97,14 +96,14 @@ RankRun run_classic(int R) {
     ClassicDispatcher dispatcher(comm, ExpertPlacement::contiguous(kE, R));
     const Tensor x = rows(1, t0, t1), dy = rows(2, t0, t1);
     const RoutingDecision r = make_routing(t0, t1);
-    std::vector<real> dgate;
+    Tensor dgate;
     Tensor y = dispatcher.forward(x, r, bank, true);
     run.counts[me] = dispatcher.last_counts();
     Tensor dx = dispatcher.backward(dy, bank, dgate);
     std::lock_guard<std::mutex> lock(m);
     std::memcpy(run.result.y.data() + t0 * kD, y.data(), y.bytes());
     std::memcpy(run.result.dx.data() + t0 * kD, dx.data(), dx.bytes());
-    std::memcpy(run.result.dgate.data() + t0 * kK, dgate.data(), dgate.size() * sizeof(real));
+    std::memcpy(run.result.dgate.data() + t0 * kK, dgate.data(), dgate.bytes());
     for (int e : dispatcher.placement().experts_on(me))
       run.result.expert_grad[e] = test::expert_grads(*bank.experts[e]);
     run.stats[me] = comm.stats();
@@ -156,11 +155,11 @@ void TestDistClassicDispatcher::byteCountersMatchRoutedPairs() {
       const int64_t t0 = kN * me / R, t1 = kN * (me + 1) / R;
       const RoutingDecision r = make_routing(t0, t1);
       std::vector<int64_t> to(R, 0), from(R, 0);
-      for (int e : r.expert)
+      for (int e : expert_ids(r))
         if (e >= 0) to[place.owner(e)]++;
       for (int s = 0; s < R; ++s) {  // rows other ranks route to my experts
         const RoutingDecision rs = make_routing(kN * s / R, kN * (s + 1) / R);
-        for (int e : rs.expert)
+        for (int e : expert_ids(rs))
           if (e >= 0 && place.owner(e) == me) from[s]++;
       }
       const int64_t row = kD * sizeof(real);

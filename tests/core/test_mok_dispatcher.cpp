@@ -55,11 +55,8 @@ ExpertBank make_bank(int64_t f) { return test::make_expert_bank(kE, kD, f); }
 
 // Distinct experts per token, descending gates summing to 1; some pairs dropped.
 RoutingDecision make_routing(int64_t t0, int64_t t1) {
-  RoutingDecision r;
-  r.tokens = t1 - t0;
-  r.k = kK;
-  r.experts = kE;
-  r.load.assign(kE, 0);
+  std::vector<int32_t> ex;
+  std::vector<real> gt;
   for (int64_t t = t0; t < t1; ++t) {
     int chosen[kK];
     for (int s = 0; s < kK; ++s) {
@@ -75,11 +72,11 @@ RoutingDecision make_routing(int64_t t0, int64_t t1) {
     const double g[kK] = {a, b, 1.0 - a - b};
     for (int s = 0; s < kK; ++s) {
       const bool drop = s > 0 && counter_bits(5, 4 + s, t) % 9 == 0;
-      r.expert.push_back(drop ? -1 : chosen[s]);
-      r.gate.push_back(static_cast<real>(g[s]));
+      ex.push_back(drop ? -1 : chosen[s]);
+      gt.push_back(static_cast<real>(g[s]));
     }
   }
-  return r;
+  return routing_decision_from(ex, gt, kK, kE);
 }
 
 Tensor rows(uint64_t stream, int64_t t0, int64_t t1) { return test::token_rows(stream, t0, t1, kD); }
@@ -96,7 +93,9 @@ Result reference(int64_t f) {
   const RoutingDecision r = make_routing(0, kN);
   Result out;
   Tensor y = local.forward(x, r, bank, true);
-  Tensor dx = local.backward(dy, bank, out.dgate);
+  Tensor dgate;
+  Tensor dx = local.backward(dy, bank, dgate);
+  out.dgate.assign(dgate.span().begin(), dgate.span().end());
   out.y.assign(y.span().begin(), y.span().end());
   out.dx.assign(dx.span().begin(), dx.span().end());
   for (int e = 0; e < kE; ++e) out.expert_grad.push_back(test::expert_grads(*bank.experts[e]));
@@ -140,13 +139,13 @@ RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int c
     }
     const Tensor x = rows(1, t0, t1), dy = rows(2, t0, t1);
     const RoutingDecision r = make_routing(t0, t1);
-    std::vector<real> dgate;
+    Tensor dgate;
     Tensor y = dispatcher->forward(x, r, bank, true);
     Tensor dx = dispatcher->backward(dy, bank, dgate);
     std::lock_guard<std::mutex> lock(m);
     std::memcpy(run.result.y.data() + t0 * kD, y.data(), y.bytes());
     std::memcpy(run.result.dx.data() + t0 * kD, dx.data(), dx.bytes());
-    std::memcpy(run.result.dgate.data() + t0 * kK, dgate.data(), dgate.size() * sizeof(real));
+    std::memcpy(run.result.dgate.data() + t0 * kK, dgate.data(), dgate.bytes());
     for (int e : place.experts_on(me)) run.result.expert_grad[e] = test::expert_grads(*bank.experts[e]);
     run.stats[me] = comm.stats();
     if (mok) run.logs[me] = mok->last_log();
@@ -228,10 +227,11 @@ void TestMokDispatcher::sendsOneRowPerTokenAndRank() {
     const ExpertPlacement place = ExpertPlacement::contiguous(kE, R);
     auto unique_rows = [&](int src, int dst) {
       const RoutingDecision r = make_routing(kN * src / R, kN * (src + 1) / R);
+      const std::vector<int32_t> ids = expert_ids(r);
       int64_t count = 0;
       for (int64_t t = 0; t < r.tokens; ++t) {
         bool hit = false;
-        for (int s = 0; s < kK; ++s) hit |= r.expert[t * kK + s] >= 0 && place.owner(r.expert[t * kK + s]) == dst;
+        for (int s = 0; s < kK; ++s) hit |= ids[t * kK + s] >= 0 && place.owner(ids[t * kK + s]) == dst;
         count += hit;
       }
       return count;
@@ -266,7 +266,7 @@ void TestMokDispatcher::shadowingMovesWeightsAndGradientsOnly() {
     for (int me = 0; me < R; ++me) {
       const RoutingDecision r = make_routing(kN * me / R, kN * (me + 1) / R);
       std::set<int> remote;
-      for (int e : r.expert)
+      for (int e : expert_ids(r))
         if (e >= 0 && place.owner(e) != me) remote.insert(e);
       const int64_t P = 3 * kD * f * static_cast<int64_t>(sizeof(real));
       const CommStats& st = run.stats[me];
@@ -383,7 +383,7 @@ void TestMokDispatcher::shadowCopiesKeepInputsLikeTheLayersExperts() {
     MokDispatcher mok(comm, ExpertPlacement::contiguous(kE, 2), opt);
     const Tensor x = rows(1, t0, t1), dy = rows(2, t0, t1);
     Tensor out = mok.forward(x, make_routing(t0, t1), bank, true);
-    std::vector<real> dgate;
+    Tensor dgate;
     mok.backward(dy, bank, dgate);
     std::memcpy(y.data() + t0 * kD, out.data(), out.bytes());
     for (int e : mok.last_log().shadowed) {
@@ -420,10 +420,11 @@ void TestMokDispatcher::fewRowsUseFewerChunks() {
       chunks[me] = mok.last_log().chunks;
       // Rows this rank sent, its own included: one per (token, rank with a routed expert).
       const RoutingDecision r = make_routing(t0, t1);
+      const std::vector<int32_t> ids = expert_ids(r);
       for (int64_t t = 0; t < t1 - t0; ++t) {
         bool on[2] = {false, false};
         for (int s = 0; s < kK; ++s)
-          if (r.expert[t * kK + s] >= 0) on[r.expert[t * kK + s] / (kE / 2)] = true;
+          if (ids[t * kK + s] >= 0) on[ids[t * kK + s] / (kE / 2)] = true;
         sent += on[0] + on[1];
       }
     });

@@ -90,7 +90,7 @@ void TestMokLocality::routerLocalFractionGrowsWithMargin() {
     router.set_locality(locality_policy_for(place, rank, margin));
     RoutingDecision r = router.forward(x, false, nullptr);
     int64_t local = 0;
-    for (int e : r.expert) local += place.owner(e) == rank;
+    for (int e : expert_ids(r)) local += place.owner(e) == rank;
     const double frac = static_cast<double>(local) / static_cast<double>(n * k);
     QVERIFY2(frac >= last, qPrintable(QString("margin %1: %2 < %3").arg(margin).arg(frac).arg(last)));
     if (margin == 1.0) QCOMPARE(frac, 1.0);  // two local experts, top-2
@@ -197,7 +197,7 @@ void TestMokLocality::localityLossPullsRankCorrelatedTokensHome() {
         Tensor x = tokens(r, step);
         routers[r]->proj().weight().grad.zero();
         RoutingDecision dec = routers[r]->forward(x, true, nullptr);
-        routers[r]->backward(std::vector<real>(n * k, real(0)), real(1) / R);
+        routers[r]->backward(Tensor({n * k}), real(1) / R);  // zero gate gradients
         for (int64_t i = 0; i < W; ++i) g[i] += routers[r]->proj().weight().grad[i];
       }
       for (int r = 0; r < R; ++r)
@@ -206,7 +206,7 @@ void TestMokLocality::localityLossPullsRankCorrelatedTokensHome() {
     int64_t local = 0;
     for (int r = 0; r < R; ++r) {
       RoutingDecision dec = routers[r]->forward(tokens(r, 1000), false, nullptr);
-      for (int e : dec.expert) local += place.owner(e) == r;
+      for (int e : expert_ids(dec)) local += place.owner(e) == r;
     }
     return static_cast<double>(local) / static_cast<double>(R * n * k);
   };

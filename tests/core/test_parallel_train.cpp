@@ -105,10 +105,10 @@ class RecordingDispatcher final : public mok::ExpertDispatcher {
  public:
   RecordingDispatcher(mok::Communicator& comm, mok::ExpertPlacement p) : inner_(comm, std::move(p)) {}
   mok::Tensor forward(const mok::Tensor& x, const mok::RoutingDecision& r, mok::ExpertBank& bank, bool keep) override {
-    decisions.push_back(r.expert);
+    decisions.push_back(mok::expert_ids(r));
     return inner_.forward(x, r, bank, keep);
   }
-  mok::Tensor backward(const mok::Tensor& dy, mok::ExpertBank& bank, std::vector<mok::real>& dgate) override {
+  mok::Tensor backward(const mok::Tensor& dy, mok::ExpertBank& bank, mok::Tensor& dgate) override {
     return inner_.backward(dy, bank, dgate);
   }
   std::string name() const override { return "recording"; }

@@ -117,6 +117,33 @@ class TestTrain : public QObject {
     QVERIFY2(missing.empty(), missing.c_str());
   }
 
+  void gpuRunsSayWhatTheyCannotDoBeforeStarting() {
+    using mok::Trainer;
+    mok::ExperimentConfig c = tiny("gpu");
+    c.parallel.device = "cuda";
+    c.model.d_model = 64;  // head width 64/heads
+    c.model.heads = 2;
+    auto said = [&](const mok::ExperimentConfig& cfg, const char* text) {
+      const std::string why = Trainer::unsupported_reason(cfg, "");  // as on a machine with a GPU
+      qInfo("%s", why.c_str());
+      return why.find(text) != std::string::npos;
+    };
+    QCOMPARE(Trainer::unsupported_reason(c, ""), std::string());
+    QVERIFY(Trainer::unsupported_reason(c, "no NVIDIA GPU and driver").find("no NVIDIA GPU") != std::string::npos);
+    mok::ExperimentConfig k = c;
+    k.kittens.mode = "kitten";
+    QVERIFY(said(k, "kittens.mode"));
+    mok::ExperimentConfig h = c;
+    h.model.heads = 4;  // head width 16
+    QVERIFY(said(h, "model.heads"));
+    mok::ExperimentConfig l = c;
+    l.routing.policy = "locality";
+    QVERIFY(said(l, "routing.policy"));
+    mok::ExperimentConfig r = c;
+    r.parallel.ranks = 2;
+    QVERIFY(said(r, "one GPU"));
+  }
+
   void learnsAndReportsMetrics() {
     Recorder rec;
     mok::Trainer t(tiny("learn"), {});
