@@ -230,8 +230,8 @@ void CudaOps::rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor&
 }
 
 const CudaOps::DeviceRope& CudaOps::rope_table(const mok::RopeTable& table) {
-  auto& slot = ropes_[&table];
-  if (!slot || slot->max_positions != table.max_positions() || slot->hd != table.head_dim()) {
+  auto& slot = ropes_[table.id()];
+  if (!slot) {
     mok::ScopedMemoryTracker internal(internal_tracker_);
     slot = std::make_unique<DeviceRope>();
     slot->max_positions = table.max_positions();

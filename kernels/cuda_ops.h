@@ -117,7 +117,7 @@ class CudaOps final : public mok::Ops {
   // Grouped products of expert segments (kernels/checks/gemm_timings.cpp compares methods).
   std::unique_ptr<GroupedGemm> grouped_streams_, grouped_kernel_;
   GroupedGemm& grouped_for(GemmType ab_type, int groups);
-  std::map<const mok::RopeTable*, std::unique_ptr<DeviceRope>> ropes_;
+  std::map<uint64_t, std::unique_ptr<DeviceRope>> ropes_;  // by RopeTable::id()
   std::unique_ptr<PlanCache<AdamWPlan>> adamw_;
   std::unique_ptr<PlanCache<GradNormPlan>> grad_norm_;
 };

@@ -1,5 +1,6 @@
 #include "core/backend/rope.h"
 
+#include <atomic>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -10,6 +11,8 @@ MOK_NN_BEGIN
 
 RopeTable::RopeTable(int max_positions, int head_dim, double theta)
     : max_positions_(max_positions), head_dim_(head_dim) {
+  static std::atomic<uint64_t> tables{0};
+  id_ = ++tables;
   if (head_dim % 2) throw std::invalid_argument("RoPE: head dimension must be even, got " + std::to_string(head_dim));
   const int half = head_dim / 2;
   cos_.resize(static_cast<size_t>(max_positions) * half);

@@ -15,11 +15,14 @@ class RopeTable {
   RopeTable(int max_positions, int head_dim, double theta);
   int max_positions() const { return max_positions_; }
   int head_dim() const { return head_dim_; }
+  // Unique per table built (copies share it): what a device keeps its copy of the table under.
+  uint64_t id() const { return id_; }
   const real* cos_row(int pos) const { return cos_.data() + static_cast<int64_t>(pos) * (head_dim_ / 2); }
   const real* sin_row(int pos) const { return sin_.data() + static_cast<int64_t>(pos) * (head_dim_ / 2); }
 
  private:
   int max_positions_ = 0, head_dim_ = 0;
+  uint64_t id_ = 0;
   std::vector<real> cos_, sin_;  // (max_positions, head_dim/2)
 };
 

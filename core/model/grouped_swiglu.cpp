@@ -26,13 +26,18 @@ GroupedSwiGlu::GroupedSwiGlu(const std::vector<ExpertSpec>& experts, int64_t d, 
   };
   make_stack(up_, d, 2 * f);
   make_stack(down_, f, d);
-  // Draw every expert's values by name into its block (make_parameter_view), as separate
-  // experts would; expert_view() later hands out views of the same blocks.
+  // Every expert's values drawn by name into its block, as a separate expert's would be;
+  // expert_view() hands out views of the same blocks.
+  auto block = [&](const Stack& s, int64_t g, int64_t rows, int64_t cols) {
+    Tensor value = s.value.view(g * rows * cols, {rows, cols});
+    Tensor compute = s.compute.empty() ? Tensor() : s.compute.view(g * rows * cols, {rows, cols});
+    return std::pair<Tensor, Tensor>(std::move(value), std::move(compute));
+  };
   for (int g = 0; g < G; ++g) {
-    make_parameter_view(specs_[g].prefix + ".w_up", up_.value, up_.grad, up_.compute, g * d * 2 * f, {d, 2 * f},
-                        init_std, specs_[g].seed, true, true);
-    make_parameter_view(specs_[g].prefix + ".w_down", down_.value, down_.grad, down_.compute, g * f * d, {f, d},
-                        out_std, specs_[g].seed, true, true);
+    auto [up_value, up_compute] = block(up_, g, d, 2 * f);
+    draw_parameter_into(specs_[g].prefix + ".w_up", init_std, specs_[g].seed, up_value, up_compute);
+    auto [down_value, down_compute] = block(down_, g, f, d);
+    draw_parameter_into(specs_[g].prefix + ".w_down", out_std, specs_[g].seed, down_value, down_compute);
   }
   act_slots_.reserve(G);
   for (int g = 0; g < G; ++g) act_slots_.emplace_back(layer_, kind_ + ".act.input");

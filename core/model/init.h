@@ -21,11 +21,9 @@ Parameter make_parameter(const std::string& name, std::vector<int64_t> shape, do
 // Fills `out` (numel values, host) with the values make_parameter(name, …) would draw.
 void draw_parameter_values(const std::string& name, double std, uint64_t seed, real fill, real* out, int64_t numel);
 
-// A parameter whose value, grad and compute copy are views of stacked tensors (e.g. one expert
-// of an (E, d, 2f) stack); its values are drawn by name as make_parameter's would be.
-// `compute_stack` is empty when the context has no compute copies.
-Parameter make_parameter_view(const std::string& name, const Tensor& value_stack, const Tensor& grad_stack,
-                              const Tensor& compute_stack, int64_t offset, std::vector<int64_t> shape,
-                              double std, uint64_t seed, bool weight_decay, bool expert);
+// Draws into `value` (a view of a stack on any device, e.g. one expert's block of an
+// (E, d, 2f) tensor) the values make_parameter(name, …, std, seed) would draw, and writes
+// them into `compute` too when it is not empty (the compute copy's view).
+void draw_parameter_into(const std::string& name, double std, uint64_t seed, Tensor& value, Tensor& compute);
 
 MOK_NN_END
