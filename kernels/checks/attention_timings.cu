@@ -5,6 +5,7 @@
 //                               kernels compute seven: S and dP twice, for dK/dV and for dQ)
 // against the 797 TFLOP/s bf16 dense peak measured on the H200 (cuBLAS GEMM 8192³).
 #include "kernels/checks/check_util.h"
+#include "kernels/checks/median_time.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/flash_attention.h"
@@ -19,27 +20,6 @@ namespace {
 
 constexpr double kPeakTflops = 797.0;
 
-template <typename F>
-float median_ms(F&& launch, int repeats = 20) {
-  cudaEvent_t start, stop;
-  MOK_CUDA_CHECK(cudaEventCreate(&start));
-  MOK_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) launch();  // warm-up
-  std::vector<float> ms;
-  for (int i = 0; i < repeats; ++i) {
-    MOK_CUDA_CHECK(cudaEventRecord(start));
-    launch();
-    MOK_CUDA_CHECK(cudaEventRecord(stop));
-    MOK_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0.f;
-    MOK_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  MOK_CUDA_CHECK(cudaEventDestroy(start));
-  MOK_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 template <typename T>
 std::vector<T> to_element(const std::vector<float>& v) {

@@ -13,6 +13,7 @@
 
 #include "kernels/adamw.h"
 #include "kernels/checks/check_util.h"
+#include "kernels/checks/median_time.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_types.h"
 #include "kernels/device_buffer.h"
@@ -28,26 +29,6 @@ namespace {
 
 constexpr double kCopyBandwidth = 4.3e12;  // bytes/s, H200
 
-float median_ms(const std::function<void()>& launch, int repeats = 25) {
-  cudaEvent_t start, stop;
-  MOK_CUDA_CHECK(cudaEventCreate(&start));
-  MOK_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) launch();  // warm-up
-  std::vector<float> ms;
-  for (int i = 0; i < repeats; ++i) {
-    MOK_CUDA_CHECK(cudaEventRecord(start));
-    launch();
-    MOK_CUDA_CHECK(cudaEventRecord(stop));
-    MOK_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    MOK_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  MOK_CUDA_CHECK(cudaEventDestroy(start));
-  MOK_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 void print_row(const std::string& kernel, const char* type, double bytes, float ms) {
   const double gbps = bytes / (ms * 1e-3) / 1e9;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/checks/check_util.h"
+#include "kernels/checks/median_time.h"
 #include "kernels/cuda_types.h"
 #include "kernels/device_buffer.h"
 #include "kernels/gemm_lt.h"
@@ -22,28 +23,6 @@ constexpr double kPeakBf16Tflops = 797.0;  // cuBLAS bf16 8192³ on the H200 (do
 constexpr int64_t kTokens = 16 * 1024;
 constexpr int64_t kModel = 768;
 
-template <typename F>
-float median_ms(F&& launch, int repeats = 20) {
-  cudaEvent_t a, b;
-  MOK_CUDA_CHECK(cudaEventCreate(&a));
-  MOK_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch();  // warm-up (also picks and pins the algorithms)
-  MOK_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> ms;
-  for (int i = 0; i < repeats; ++i) {
-    MOK_CUDA_CHECK(cudaEventRecord(a));
-    launch();
-    MOK_CUDA_CHECK(cudaEventRecord(b));
-    MOK_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    MOK_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  MOK_CUDA_CHECK(cudaEventDestroy(a));
-  MOK_CUDA_CHECK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 // Device scratch of random values, big enough for every operand of the table.
 struct Scratch {

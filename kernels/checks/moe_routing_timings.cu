@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/checks/check_util.h"
+#include "kernels/checks/median_time.h"
 #include "kernels/cuda_types.h"
 #include "kernels/device_buffer.h"
 #include "kernels/moe_routing.h"
@@ -15,28 +16,6 @@
 namespace mok::cuda {
 namespace {
 
-template <typename F>
-float median_ms(F&& launch, int repeats = 20) {
-  cudaEvent_t a, b;
-  MOK_CUDA_CHECK(cudaEventCreate(&a));
-  MOK_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch();
-  MOK_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> ms;
-  for (int i = 0; i < repeats; ++i) {
-    MOK_CUDA_CHECK(cudaEventRecord(a));
-    launch();
-    MOK_CUDA_CHECK(cudaEventRecord(b));
-    MOK_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    MOK_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  MOK_CUDA_CHECK(cudaEventDestroy(a));
-  MOK_CUDA_CHECK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 template <typename F>
 void time_row(const std::string& what, const std::string& shape, double bytes, F&& launch) {

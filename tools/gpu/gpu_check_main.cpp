@@ -15,33 +15,13 @@
 #include "core/util/counter_rng.h"
 #include "kernels/checks/check_util.h"
 #include "kernels/checks/cuda_op_checks.h"
+#include "kernels/checks/median_time.h"
 #include "kernels/device_buffer.h"
 #include "kernels/device_info.h"
 #include "kernels/sketch_projection.h"
 
 namespace {
 
-template <typename F>
-float median_ms(F&& launch, int repeats = 20) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 3; ++i) launch();  // warm-up
-  std::vector<float> ms;
-  for (int i = 0; i < repeats; ++i) {
-    cudaEventRecord(a);
-    launch();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float t = 0;
-    cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 std::vector<float> normals(size_t n, uint64_t stream) {
   std::vector<float> v(n);
@@ -115,14 +95,14 @@ int main(int argc, char** argv) {
   for (const Shape& s : {Shape{16384, 1024, 32}, Shape{16384, 4096, 64}, Shape{65536, 4096, 128}}) {
     const int n = s.n, d = s.d, r = s.r;
     mok::cuda::DeviceBuffer<float> x(normals(size_t(n) * d, 1)), p(size_t(n) * r), qstored(normals(size_t(r) * d, 2));
-    const float fused = median_ms([&] { mok::cuda::sketch_project(x.data(), p.data(), n, d, r, 1, 2); });
+    const float fused = mok::cuda::median_ms([&] { mok::cuda::sketch_project(x.data(), p.data(), n, d, r, 1, 2); });
     const float one = 1.f, zero = 0.f;
     // Row-major P(n,r) = X(n,d)·Q(r,d)ᵀ  ⇔  column-major Pᵀ(r,n) = Q·Xᵀ.
-    const float blas = median_ms([&] {
+    const float blas = mok::cuda::median_ms([&] {
       cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, r, n, d, &one, qstored.data(), d, x.data(), d, &zero, p.data(), r);
     });
     mok::cuda::DeviceBuffer<float> qwork(size_t(r) * d);
-    const float generated = median_ms([&] {
+    const float generated = mok::cuda::median_ms([&] {
       mok::cuda::sketch_generate(qwork.data(), r, d, 1, 2);
       cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, r, n, d, &one, qwork.data(), d, x.data(), d, &zero, p.data(), r);
     });
