@@ -20,29 +20,18 @@
 #include "core/store/run_store.h"
 #include "core/train/file_checksum.h"
 #include "support/cli_process.h"
+#include "support/file_contents.h"
 #include "support/tiny_experiment.h"
 
 namespace fs = std::filesystem;
+using mok::test::read_all;
+using mok::test::digests;
 
 namespace {
 
 using Result = mok::test::CliResult;
 
 Result run_mok(const QStringList& args, const QString& cwd) { return mok::test::run_command(MOK_CLI_PATH, args, cwd); }
-
-std::map<std::string, mok::FileDigest> digests(const fs::path& dir) {
-  std::map<std::string, mok::FileDigest> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = mok::file_digest(e.path().string());
-  return out;
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 

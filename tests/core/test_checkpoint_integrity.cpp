@@ -19,8 +19,10 @@
 #include "core/train/checkpoint.h"
 #include "core/train/file_checksum.h"
 #include "core/util/counter_rng.h"
+#include "support/file_contents.h"
 
 namespace fs = std::filesystem;
+using mok::test::read_all;
 using mok::MemCategory;
 using mok::MemTag;
 using mok::Parameter;
@@ -45,13 +47,6 @@ struct TwoParams {
   }
   std::vector<Parameter*> params() { return {&a, &b}; }
 };
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_all(const fs::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << text;

@@ -23,27 +23,15 @@
 #include "core/train/checkpoint.h"
 #include "core/train/file_checksum.h"
 #include "core/train/trainer.h"
+#include "support/file_contents.h"
 #include "support/tiny_experiment.h"
 
 namespace fs = std::filesystem;
+using mok::test::read_all;
+using mok::test::digests;
 using mok::RunStatus;
 
 namespace {
-
-// Relative path → digest of every file under `dir` (hidden entries included).
-std::map<std::string, mok::FileDigest> digests(const fs::path& dir) {
-  std::map<std::string, mok::FileDigest> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = mok::file_digest(e.path().string());
-  return out;
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void replace_in_file(const fs::path& p, const std::string& from, const std::string& to) {
   std::string t = read_all(p);
