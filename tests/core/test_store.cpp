@@ -16,6 +16,7 @@
 #include "core/store/run_store.h"
 #include "core/store/run_store_schema.h"
 #include "core/store/run_store_sink.h"
+#include "support/raw_sqlite.h"
 
 using mok::MetricRow;
 using mok::RunStatus;
@@ -34,19 +35,6 @@ MetricRow row(int64_t step, std::vector<mok::MetricValue> values) {
   r.wall_s = step * 0.5;
   r.values = std::move(values);
   return r;
-}
-
-int64_t raw_count(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* st = nullptr;
-  int64_t n = -1;
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-    n = sqlite3_column_int64(st, 0);
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
 }
 
 }  // namespace
@@ -69,7 +57,7 @@ class TestStore : public QObject {
       QVERIFY(id > 0);
     }
     QVERIFY(std::filesystem::exists(path));
-    QCOMPARE(raw_count(path, "PRAGMA user_version"), int64_t(mok::kRunStoreSchemaVersion));
+    QCOMPARE(mok::test::raw_count(path, "PRAGMA user_version"), int64_t(mok::kRunStoreSchemaVersion));
     sqlite3* db = nullptr;
     sqlite3_open(path.c_str(), &db);
     sqlite3_stmt* st = nullptr;
@@ -268,8 +256,8 @@ class TestStore : public QObject {
     }
     for (const char* table : {"metrics", "events", "checkpoints", "tags"}) {
       const std::string where = std::string(" WHERE run_id = ");
-      QCOMPARE(raw_count(path, std::string("SELECT count(*) FROM ") + table + where + std::to_string(gone)), int64_t(0));
-      QVERIFY(raw_count(path, std::string("SELECT count(*) FROM ") + table + where + std::to_string(keep)) > 0);
+      QCOMPARE(mok::test::raw_count(path, std::string("SELECT count(*) FROM ") + table + where + std::to_string(gone)), int64_t(0));
+      QVERIFY(mok::test::raw_count(path, std::string("SELECT count(*) FROM ") + table + where + std::to_string(keep)) > 0);
     }
   }
 

@@ -14,6 +14,8 @@
 
 #include "core/store/run_store.h"
 #include "core/store/run_store_schema.h"
+#include "support/file_contents.h"
+#include "support/raw_sqlite.h"
 
 using mok::RunStore;
 
@@ -28,24 +30,6 @@ void raw_exec(const std::string& path, const std::string& sql) {
   sqlite3_free(error);
   sqlite3_close(db);
   QVERIFY2(rc == SQLITE_OK, qPrintable(message));
-}
-
-int64_t raw_count(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* st = nullptr;
-  int64_t n = -1;
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-    n = sqlite3_column_int64(st, 0);
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 const char* kConfig = "name: old\nmodel: {layers: 2, d_model: 64}\nparallel: {threads: 4}\n";
@@ -102,15 +86,15 @@ class TestStoreMigration : public QObject {
   void readOnlyOpenReadsSchema1Unchanged() {
     const std::string path = (dir_.path() + "/v1-readonly.db").toStdString();
     write_schema1_store(path);
-    const std::string before = file_bytes(path);
+    const std::string before = mok::test::read_all(path);
     {
       RunStore store = RunStore::open_readonly(path);
       QCOMPARE(store.schema_version(), 1);
       QCOMPARE(store.list_runs().size(), size_t(1));
       check_old_run(store);
     }
-    QCOMPARE(raw_count(path, "PRAGMA user_version"), int64_t(1));
-    QVERIFY(file_bytes(path) == before);
+    QCOMPARE(mok::test::raw_count(path, "PRAGMA user_version"), int64_t(1));
+    QVERIFY(mok::test::read_all(path) == before);
   }
 
   void readWriteOpenUpgradesWithoutLoss() {
@@ -119,22 +103,22 @@ class TestStoreMigration : public QObject {
     write_schema1_store(path);
     const char* tables[] = {"runs", "metric_names", "metrics", "events", "checkpoints", "tags"};
     std::vector<int64_t> counts;
-    for (const char* t : tables) counts.push_back(raw_count(path, std::string("SELECT count(*) FROM ") + t));
+    for (const char* t : tables) counts.push_back(mok::test::raw_count(path, std::string("SELECT count(*) FROM ") + t));
     int64_t fresh = 0;
     {
       RunStore store = RunStore::open(path);
       QCOMPARE(store.schema_version(), mok::kRunStoreSchemaVersion);
       check_old_run(store);
       for (size_t i = 0; i < std::size(tables); ++i)
-        QCOMPARE(raw_count(path, std::string("SELECT count(*) FROM ") + tables[i]), counts[i]);
+        QCOMPARE(mok::test::raw_count(path, std::string("SELECT count(*) FROM ") + tables[i]), counts[i]);
       fresh = store.create_run({.name = "new", .config_yaml = kConfig});
       const mok::RunEnvironment env = store.get_run(fresh).environment;
       QVERIFY(env.recorded);
       QVERIFY(!env.cpu_model.empty() && !env.blas_library.empty());
       QCOMPARE(env.threads, 4);
     }
-    QCOMPARE(raw_count(path, "PRAGMA user_version"), int64_t(mok::kRunStoreSchemaVersion));
-    QCOMPARE(raw_count(path, "SELECT count(*) FROM environments"), int64_t(1));
+    QCOMPARE(mok::test::raw_count(path, "PRAGMA user_version"), int64_t(mok::kRunStoreSchemaVersion));
+    QCOMPARE(mok::test::raw_count(path, "SELECT count(*) FROM environments"), int64_t(1));
     // Reopened (read-only and read-write), both runs are as they were.
     RunStore again = RunStore::open_readonly(path);
     check_old_run(again);
