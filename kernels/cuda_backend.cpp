@@ -7,6 +7,7 @@
 #include "core/backend/exec_context.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/device_info.h"
+#include "kernels/nccl_data_plane.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -56,6 +57,7 @@ void register_cuda_backend() {
     return std::make_unique<mok::ExecContext>(std::make_shared<CudaOps>(device.index), compute);
   };
   mok::register_device_backend(std::move(backend));
+  register_nccl_data_plane();
 }
 
 }  // namespace mok::cuda

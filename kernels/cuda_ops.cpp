@@ -80,7 +80,6 @@ CudaOps::CudaOps(int device) : device_(device) {
   grouped_kernel_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::kernel);
   grouped_kernel_->set_kernel_tile(GroupedKernelTile::m128n128);
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
-  grad_norm_ = std::make_unique<PlanCache<GradNormPlan>>();
 }
 
 CudaOps::~CudaOps() {
@@ -88,7 +87,7 @@ CudaOps::~CudaOps() {
   cudaStreamSynchronize(stream_);
   ropes_.clear();
   adamw_.reset();
-  grad_norm_.reset();
+  grad_norms_.clear();
   grouped_streams_.reset();
   grouped_kernel_.reset();
   lt_.reset();
@@ -490,8 +489,13 @@ void CudaOps::adamw_step(const std::vector<mok::Parameter*>& params, std::vector
 GradNormPlan& CudaOps::grad_norm_plan(const std::vector<mok::Parameter*>& params) {
   std::vector<const void*> key;
   for (const mok::Parameter* p : params) key.push_back(p->grad.raw());
-  PlanCache<GradNormPlan>& c = *grad_norm_;
-  if (!c.plan || c.key != key) {
+  constexpr size_t kKeep = 4;
+  for (auto& cached : grad_norms_)
+    if (cached->key == key) return *cached->plan;
+  if (grad_norms_.size() == kKeep) grad_norms_.erase(grad_norms_.begin());  // the oldest
+  grad_norms_.push_back(std::make_unique<PlanCache<GradNormPlan>>());
+  PlanCache<GradNormPlan>& c = *grad_norms_.back();
+  {
     std::vector<GradNormTensor> tensors;
     for (mok::Parameter* p : params) tensors.push_back({p->grad.ptr<float>(), p->grad.numel()});
     c.plan = std::make_unique<GradNormPlan>(tensors);

@@ -119,7 +119,8 @@ class CudaOps final : public mok::Ops {
   GroupedGemm& grouped_for(GemmType ab_type, int groups);
   std::map<uint64_t, std::unique_ptr<DeviceRope>> ropes_;  // by RopeTable::id()
   std::unique_ptr<PlanCache<AdamWPlan>> adamw_;
-  std::unique_ptr<PlanCache<GradNormPlan>> grad_norm_;
+  // A few plans: a multi-rank step sums dense and expert gradients separately.
+  std::vector<std::unique_ptr<PlanCache<GradNormPlan>>> grad_norms_;
 };
 
 }  // namespace mok::cuda

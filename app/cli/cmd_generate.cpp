@@ -20,7 +20,7 @@
 
 #include "app/cli/commands.h"
 #include "core/config/config_io.h"
-#include "core/dist/mpi_communicator.h"
+#include "core/parallel/mpi_communicator.h"
 #include "core/train/checkpoint.h"
 #include "core/train/parallel_generation.h"
 #include "core/train/text_generator.h"

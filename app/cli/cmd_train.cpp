@@ -21,9 +21,10 @@
 #include "app/cli/commands.h"
 #include "app/cli/progress_bar.h"
 #include "core/config/config_io.h"
-#include "core/dist/mpi_communicator.h"
+#include "core/parallel/mpi_communicator.h"
 #include "core/store/run_store.h"
 #include "core/train/checkpoint.h"
+#include "core/train/rank_launch.h"
 #include "core/train/resume_plan.h"
 #include "core/train/trainer.h"
 #include "core/util/json_writer.h"
@@ -221,11 +222,12 @@ int cmd_train(int argc, char** argv) {
     return 2;
   }
 
-  // MPI launch: one process per rank. MPI is initialised only for parallel.comm: mpi (the
-  // Trainer checked above that a launcher started us); a multi-process launch of a
-  // single-process config would train R independent copies into one store, so refuse it.
+  // MPI launch: one process per rank. MPI is initialised only for parallel.comm: mpi, or nccl
+  // under a launcher (the Trainer checked above that a launcher started us); a multi-process
+  // launch of a single-process config would train R independent copies into one store, so
+  // refuse it.
   std::unique_ptr<MpiSession> mpi;
-  if (config.parallel.comm == "mpi") {
+  if (runs_as_mpi_processes(config)) {
     try {
       mpi = std::make_unique<MpiSession>(&argc, &argv);
     } catch (const std::exception& e) {
@@ -235,7 +237,7 @@ int cmd_train(int argc, char** argv) {
   } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
     const std::string msg = std::string("launched as ") + n +
                             " MPI processes but parallel.comm is '" + config.parallel.comm +
-                            "'; add --set parallel.comm=mpi (or run one process)";
+                            "'; add --set parallel.comm=mpi (CPU) or nccl (GPUs), or run one process";
     std::fprintf(stderr, "mok train: %s\n", msg.c_str());
     if (a.json && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK") : "0") == 0) {
       TrainResult none;

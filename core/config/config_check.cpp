@@ -6,7 +6,7 @@
 
 #include "core/config/config_schema.h"
 #include "core/config/tensor_kinds.h"
-#include "core/dist/expert_placement.h"
+#include "core/parallel/expert_placement.h"
 
 namespace mok {
 namespace {

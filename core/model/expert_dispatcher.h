@@ -6,7 +6,7 @@
 //   2. dispatch  (ExpertDispatcher)  x, decision, experts → y, the gated combine
 //   3. expert compute (SwiGluMlp)    one expert on its gathered batch of tokens
 // A dispatcher owns step 2 and calls step 3; it decides where tokens and experts meet.
-// LocalDispatcher keeps every expert here. Multi-rank dispatchers (core/dist/) shard the
+// LocalDispatcher keeps every expert here. Multi-rank dispatchers (core/parallel/) shard the
 // ExpertBank over ranks and move tokens (classic: one copy per (token, expert); MoK: one
 // copy per (token, rank), or fetch the expert's weights) — same contract:
 //

@@ -5,7 +5,7 @@
 // Pairs are indexed p = t·k + s (token t, slot s). Slots are in descending router
 // probability (ties: lower expert index first). A pair dropped by the capacity factor has
 // expert −1 and contributes nothing; its gate is still the renormalised value. `expert`,
-// `gate` and `pairs` live on the router's device; host dispatchers (core/dist) read them
+// `gate` and `pairs` live on the router's device; host dispatchers (core/parallel) read them
 // with data_as<int32_t>() / data() on the CPU.
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/backend/exec_context.h"
 #include "core/model/language_model.h"
 #include "core/train/adamw.h"
 
@@ -22,6 +23,13 @@ namespace {
 void put(std::vector<uint8_t>& out, const void* data, size_t bytes) {
   const auto* b = static_cast<const uint8_t*>(data);
   out.insert(out.end(), b, b + bytes);
+}
+
+// A tensor's bytes from any device.
+void put(std::vector<uint8_t>& out, const Tensor& t) {
+  const size_t at = out.size();
+  out.resize(at + static_cast<size_t>(t.bytes()));
+  t.copy_to_host(out.data() + at, t.bytes());
 }
 
 }  // namespace
@@ -42,9 +50,9 @@ GatheredModel gather_model(RankContext& rc, LanguageModel& local_model, const st
       put(send, &len, sizeof len);
       put(send, p->name.data(), len);
       put(send, &numel, sizeof numel);
-      put(send, p->value.data(), static_cast<size_t>(p->value.bytes()));
-      put(send, adam.first_moments()[i].data(), static_cast<size_t>(p->value.bytes()));
-      put(send, adam.second_moments()[i].data(), static_cast<size_t>(p->value.bytes()));
+      put(send, p->value);
+      put(send, adam.first_moments()[i]);
+      put(send, adam.second_moments()[i]);
     }
   }
   std::vector<int64_t> send_bytes(static_cast<size_t>(rc.ranks), 0);
@@ -53,6 +61,9 @@ GatheredModel gather_model(RankContext& rc, LanguageModel& local_model, const st
   const std::vector<int64_t> got = rc.comm->all_to_all_bytes(send.data(), send_bytes, recv, CommPurpose::weights);
   if (!rc.leader()) return g;
 
+  // The full copy lives on the host (whatever device the ranks compute on): it is only
+  // written to disk.
+  ScopedExecContext on_host(cpu_context());
   ModelOptions full = local_model.options();
   full.local_experts.clear();
   g.model = std::make_unique<LanguageModel>(full);
@@ -74,9 +85,14 @@ GatheredModel gather_model(RankContext& rc, LanguageModel& local_model, const st
   };
   // The leader's own parameters (dense ones and its experts) …
   const auto& own = adam.parameters();
-  for (size_t i = 0; i < own.size(); ++i)
-    fill(own[i]->name, own[i]->value.numel(), own[i]->value.data(), adam.first_moments()[i].data(),
-         adam.second_moments()[i].data());
+  for (size_t i = 0; i < own.size(); ++i) {
+    std::vector<uint8_t> host;
+    put(host, own[i]->value);
+    put(host, adam.first_moments()[i]);
+    put(host, adam.second_moments()[i]);
+    const size_t bytes = static_cast<size_t>(own[i]->value.bytes());
+    fill(own[i]->name, own[i]->value.numel(), host.data(), host.data() + bytes, host.data() + 2 * bytes);
+  }
   // … and every other rank's experts.
   size_t at = 0;
   const size_t end = recv.size();

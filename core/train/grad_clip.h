@@ -16,7 +16,7 @@ double global_grad_norm(const std::vector<Parameter*>& params);
 // Returns the norm before clipping.
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);
 // The same scaling with a norm computed elsewhere (e.g. over ranks: global_grad_norm_sq in
-// core/dist/data_parallel.h). Returns `norm`.
+// core/parallel/data_parallel.h). Returns `norm`.
 double clip_grad_norm_to(const std::vector<Parameter*>& params, double norm, double max_norm);
 
 }  // namespace mok

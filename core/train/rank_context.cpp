@@ -3,7 +3,7 @@
 #include <exception>
 #include <string>
 
-#include "core/dist/expert_placement.h"
+#include "core/parallel/expert_placement.h"
 
 namespace mok {
 

@@ -14,22 +14,25 @@
 // the per-step figures summed over ranks (step_figures.h), the leader's full copy of a
 // sharded model for checkpoints (gathered_model.h).
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/config/experiment_config.h"
-#include "core/dist/communicator.h"
-#include "core/dist/expert_placement.h"
+#include "core/parallel/communicator.h"
+#include "core/parallel/data_plane.h"
+#include "core/parallel/expert_placement.h"
 #include "core/model/expert_dispatcher.h"
 #include "core/train/rank_device.h"
 
 namespace mok {
 
 struct RankContext {
-  Communicator* comm = nullptr;  // null → a single rank, nothing exchanged
+  Communicator* comm = nullptr;  // null → a single rank, nothing exchanged; else the control plane
   int rank = 0;
   int ranks = 1;
   RankDevice device;             // where this rank computes (bind_rank_device)
+  std::shared_ptr<DataPlane> data;  // with comm: rows and gradients on the device (after device: freed first)
   ExpertPlacement placement;     // set when comm is
   std::vector<ExpertDispatcher*> dispatchers;  // one per MoE layer (owned by the layers)
 

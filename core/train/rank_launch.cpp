@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "core/dist/link_model.h"
-#include "core/dist/local_communicator.h"
+#include "core/parallel/data_plane.h"
+#include "core/parallel/link_model.h"
+#include "core/parallel/local_communicator.h"
+#include "core/parallel/mpi_communicator.h"
 #include "core/tensor/memory_tracker.h"
 #include "core/util/thread_pool.h"
 
@@ -32,10 +34,17 @@ RankContext rank_context(const ExperimentConfig& cfg, Communicator* comm, int lo
     }
   }
   rc.device = bind_rank_device(cfg, rc.rank, rc.ranks, local_rank);
+  // Rows and gradients move on the rank's device; a collective where the device's transport
+  // bootstraps (NCCL), so every rank of the run gets here.
+  if (comm) rc.data = make_data_plane(*comm, rc.device.exec());
   return rc;
 }
 
 }  // namespace
+
+bool runs_as_mpi_processes(const ExperimentConfig& config) {
+  return config.parallel.comm == "mpi" || (config.parallel.comm == "nccl" && mpi_launch_detected());
+}
 
 int run_rank_count(const ExperimentConfig& config, const Communicator* mpi_comm) {
   return mpi_comm ? mpi_comm->size() : config.parallel.ranks;

@@ -4,8 +4,11 @@
 //   one rank        (parallel.ranks 1, comm local): the calling thread, no communicator;
 //   R local ranks   (comm local): R threads of this process, each with its own memory
 //                   tracker and thread pool of parallel.threads, over LocalCommunicators;
-//   an MPI rank     (comm mpi): this process is one rank of the job (the caller made the
-//                   MpiCommunicator); the calling thread, the process's tracker and pool.
+//   an MPI rank     (comm mpi, or nccl under mpirun/srun): this process is one rank of the
+//                   job (the caller made the MpiCommunicator); the calling thread, the
+//                   process's tracker and pool.
+// GPU ranks (comm nccl, threads or processes) move rows and gradients over NCCL, with the
+// host communicator as their control plane (RankContext::data).
 // Each rank's RankContext carries its communicator, expert placement and device
 // (bind_rank_device, rank_device.h) before the rank body runs.
 
@@ -22,6 +25,10 @@ class MemoryTracker;
 MOK_NN_END
 
 namespace mok {
+
+// Whether this process is one rank of a job that mpirun or srun started: parallel.comm mpi,
+// or nccl under such a launcher (NCCL's id then travels over MPI).
+bool runs_as_mpi_processes(const ExperimentConfig& config);
 
 // The rank count of a run: the job size under MPI (mpi_comm set), else parallel.ranks.
 int run_rank_count(const ExperimentConfig& config, const Communicator* mpi_comm);

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "core/backend/exec_context.h"
-#include "core/dist/dispatcher_factory.h"
+#include "core/parallel/dispatcher_factory.h"
 #include "core/model/language_model.h"
 #include "core/train/adamw.h"
 #include "core/train/checkpoint.h"
@@ -33,7 +33,7 @@ RankModel build_rank_model(const ExperimentConfig& cfg, int vocab_size, RankCont
   m.model = std::make_unique<LanguageModel>(mo);
   if (rc.parallel() && cfg.model.experts > 0) {
     MokCalibration cal;
-    rc.dispatchers = install_expert_parallel(*m.model, cfg, *rc.comm, rc.placement, &cal);
+    rc.dispatchers = install_expert_parallel(*m.model, cfg, *rc.comm, rc.placement, &cal, rc.data.get());
     if (cal.link_gbps > 0.0) {
       char text[256];
       std::snprintf(text, sizeof text,

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "core/dist/comm_stats.h"
+#include "core/parallel/comm_stats.h"
 #include "core/train/rank_context.h"
 
 namespace mok {

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "core/data/batch_sampler.h"
-#include "core/dist/dispatcher_factory.h"
+#include "core/parallel/dispatcher_factory.h"
 #include "core/model/language_model.h"
 #include "core/train/adamw.h"
 #include "core/train/gradient_sync.h"

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "core/config/config_io.h"
-#include "core/dist/mpi_communicator.h"
+#include "core/parallel/mpi_communicator.h"
 #include "core/model/language_model.h"
 #include "core/store/run_environment.h"
 #include "core/store/run_store.h"
@@ -111,12 +111,21 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg) {
 }
 
 std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::string& gpu_unavailable_reason) {
-  if (cfg.parallel.comm != "local" && cfg.parallel.comm != "mpi") {
-    return "parallel.comm: '" + cfg.parallel.comm + "' is not available to the CPU trainer; use local or mpi";
-  }
-  if (cfg.parallel.comm == "mpi") {
-    if (!mpi_available()) return "parallel.comm: mpi, but this build has no MPI support (install libopenmpi-dev and rebuild)";
-    if (!mpi_launch_detected()) {
+  const std::string& comm = cfg.parallel.comm;
+  if (comm != "local" && comm != "mpi" && comm != "nccl")
+    return "parallel.comm: '" + comm + "' is not a transport; use local or mpi (CPU ranks) or nccl (GPU ranks)";
+  const bool gpu = cfg.parallel.device == "cuda";
+  if (comm == "nccl" && !gpu)
+    return "parallel.comm: nccl moves data between GPUs; set parallel.device: cuda, or use local or mpi on the CPU";
+  if (gpu && cfg.parallel.ranks > 1 && comm == "local")
+    return "parallel.comm: local moves host memory between CPU ranks; GPU ranks exchange over NCCL: set "
+           "parallel.comm: nccl";
+  if (gpu && comm == "mpi")
+    return "parallel.comm: mpi moves host memory between CPU ranks; GPU ranks started by mpirun exchange over "
+           "NCCL: set parallel.comm: nccl";
+  if (runs_as_mpi_processes(cfg)) {
+    if (!mpi_available()) return "parallel.comm: " + comm + ", but this build has no MPI support (install libopenmpi-dev and rebuild)";
+    if (comm == "mpi" && !mpi_launch_detected()) {
       return "parallel.comm: mpi needs one process per rank: launch with 'mpirun -np R mok train ...' "
              "(or srun -n R on a cluster), or use parallel.comm: local";
     }
@@ -124,9 +133,8 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::
   if (const std::string why = parallel_config_problem(cfg, cfg.parallel.ranks); !why.empty()) return why;
   if (cfg.parallel.device == "cuda") {
     // What the GPU path does not do yet, said before anything runs (valid configs all).
-    if (cfg.parallel.ranks != 1 || cfg.parallel.comm != "local")
-      return "parallel.device: cuda trains on one GPU so far (parallel.ranks: 1, comm: local); expert "
-             "parallelism over several GPUs is not available yet";
+    if ((cfg.parallel.ranks > 1 || comm == "nccl") && cfg.routing.dispatcher == "mok")
+      return "routing.dispatcher: mok moves rows between CPU ranks only so far; GPU ranks dispatch with classic";
     const ModelConfig& m = cfg.model;
     const int head = m.heads > 0 ? m.d_model / m.heads : 0;
     if (head != 32 && head != 64 && head != 128)
@@ -194,7 +202,7 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
 
   // Store and resume state first: what the run is, before any heavy work.
   if (const std::string why = unsupported_reason(config_); !why.empty()) return fail_early(why);
-  if (config_.parallel.comm == "mpi") {
+  if (runs_as_mpi_processes(config_)) {
     // One Trainer per process; the job's size is the rank count. Only rank 0 records.
     try {
       s.mpi_comm = std::make_unique<MpiCommunicator>();

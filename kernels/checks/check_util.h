@@ -88,6 +88,8 @@ void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out);   // moe_rou
 void check_attention(CheckInputs& in, std::vector<OpCheck>& out);     // attention_checks.cu
 // The whole training step, GPU against CPU (needs the others to pass first).
 void check_model_training(CheckInputs& in, std::vector<OpCheck>& out);  // model_checks.cpp
+// Two GPUs as two ranks: the NCCL data plane and the classic dispatcher (nothing with one GPU).
+void check_parallel(CheckInputs& in, std::vector<OpCheck>& out);  // parallel_checks.cpp
 
 // Kernel timings at the benchmark shapes (CUDA events, median of repeats after warm-up),
 // printed as a table with achieved GB/s or TFLOP/s; mok-gpu-check calls each in turn.

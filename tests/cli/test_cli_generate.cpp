@@ -15,7 +15,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
-#include "core/dist/mpi_communicator.h"
+#include "core/parallel/mpi_communicator.h"
 #include "support/cli_process.h"
 
 namespace {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "core/dist/local_communicator.h"
+#include "core/parallel/local_communicator.h"
 
 using namespace mok;
 

@@ -5,7 +5,7 @@
 
 #include <unistd.h>
 
-#include "core/dist/mpi_communicator.h"
+#include "core/parallel/mpi_communicator.h"
 
 class TestCommMpi : public QObject {
   Q_OBJECT

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/dist/chunk_layout.h"
-#include "core/dist/comm_worker.h"
+#include "core/parallel/chunk_layout.h"
+#include "core/parallel/comm_worker.h"
 
 using namespace mok;
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/dist/local_communicator.h"
+#include "core/parallel/local_communicator.h"
 #include "mpi/comm_checks.h"
 
 using namespace mok;

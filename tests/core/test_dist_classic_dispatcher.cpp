@@ -19,8 +19,8 @@ class TestDistClassicDispatcher : public QObject {
 #include <mutex>
 #include <vector>
 
-#include "core/dist/classic_dispatcher.h"
-#include "core/dist/local_communicator.h"
+#include "core/parallel/classic_dispatcher.h"
+#include "core/parallel/local_communicator.h"
 #include "core/util/counter_rng.h"
 #include "support/dispatch_fixture.h"
 

@@ -2,7 +2,7 @@
 // least one expert; explicit lists are validated with messages that name the problem.
 #include <QtTest>
 
-#include "core/dist/expert_placement.h"
+#include "core/parallel/expert_placement.h"
 
 using namespace mok;
 

@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/dist/local_communicator.h"
-#include "core/dist/mok_cost_calibration.h"
+#include "core/parallel/local_communicator.h"
+#include "core/parallel/mok_cost_calibration.h"
 
 using namespace mok;
 

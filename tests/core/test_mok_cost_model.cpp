@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "core/dist/mok_cost_model.h"
+#include "core/parallel/mok_cost_model.h"
 
 using namespace mok;
 

@@ -19,9 +19,9 @@
 #include <set>
 #include <vector>
 
-#include "core/dist/classic_dispatcher.h"
-#include "core/dist/local_communicator.h"
-#include "core/dist/mok_dispatcher.h"
+#include "core/parallel/classic_dispatcher.h"
+#include "core/parallel/local_communicator.h"
+#include "core/parallel/mok_dispatcher.h"
 #include "core/model/saved_input_policy.h"
 #include "core/util/counter_rng.h"
 #include "support/dispatch_fixture.h"

@@ -1,5 +1,5 @@
 // Locality-aware routing (core/routing/locality_policy.h) and the dispatcher setup from a
-// config (core/dist/mok_dispatch_setup.h):
+// config (core/parallel/mok_dispatch_setup.h):
 //  - without a policy, or with margin 0 and no ties, the choice is plain top-k;
 //  - a local expert takes a slot exactly when it is within the margin of the best remote one;
 //  - on a router over random tokens, the fraction of pairs routed to local experts grows with
@@ -15,9 +15,9 @@
 #include <numeric>
 #include <vector>
 
-#include "core/dist/local_communicator.h"
-#include "core/dist/mok_dispatch_setup.h"
-#include "core/dist/mok_dispatcher.h"
+#include "core/parallel/local_communicator.h"
+#include "core/parallel/mok_dispatch_setup.h"
+#include "core/parallel/mok_dispatcher.h"
 #include "core/util/counter_rng.h"
 
 using namespace mok;

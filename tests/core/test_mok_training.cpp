@@ -9,10 +9,10 @@
 #include <mutex>
 #include <vector>
 
-#include "core/dist/classic_dispatcher.h"
-#include "core/dist/data_parallel.h"
-#include "core/dist/local_communicator.h"
-#include "core/dist/mok_dispatcher.h"
+#include "core/parallel/classic_dispatcher.h"
+#include "core/parallel/data_parallel.h"
+#include "core/parallel/local_communicator.h"
+#include "core/parallel/mok_dispatcher.h"
 #include "core/model/moe_layer.h"
 #include "core/util/counter_rng.h"
 

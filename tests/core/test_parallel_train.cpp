@@ -19,9 +19,9 @@
 #include <mutex>
 
 #include "core/data/batch_sampler.h"
-#include "core/dist/classic_dispatcher.h"
-#include "core/dist/dispatcher_factory.h"
-#include "core/dist/local_communicator.h"
+#include "core/parallel/classic_dispatcher.h"
+#include "core/parallel/dispatcher_factory.h"
+#include "core/parallel/local_communicator.h"
 #include "core/model/language_model.h"
 #include "core/model/moe_layer.h"
 #include "core/tensor/memory_tracker.h"

@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/dist/mpi_communicator.h"
+#include "core/parallel/mpi_communicator.h"
 #include "core/store/run_store.h"
 #include "support/tiny_experiment.h"
 

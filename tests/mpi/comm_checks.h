@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dist/communicator.h"
+#include "core/parallel/communicator.h"
 #include "core/util/counter_rng.h"
 
 namespace mok::comm_checks {

@@ -5,7 +5,7 @@
 #include <exception>
 #include <string>
 
-#include "core/dist/mpi_communicator.h"
+#include "core/parallel/mpi_communicator.h"
 #include "mpi/comm_checks.h"
 
 int main(int argc, char** argv) {

@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "core/config/config_io.h"
-#include "core/dist/classic_dispatcher.h"
-#include "core/dist/local_communicator.h"
-#include "core/dist/mok_dispatch_setup.h"
-#include "core/dist/mok_dispatcher.h"
-#include "core/dist/mpi_communicator.h"
+#include "core/parallel/classic_dispatcher.h"
+#include "core/parallel/local_communicator.h"
+#include "core/parallel/mok_dispatch_setup.h"
+#include "core/parallel/mok_dispatcher.h"
+#include "core/parallel/mpi_communicator.h"
 #include "core/model/moe_layer.h"
 #include "core/util/counter_rng.h"
 #include "core/util/thread_pool.h"

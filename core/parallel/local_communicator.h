@@ -18,7 +18,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/dist/communicator.h"
+#include "core/parallel/communicator.h"
 #include "core/real.h"
 
 MOK_NN_BEGIN

@@ -1,4 +1,4 @@
-#include "core/dist/mok_step_log.h"
+#include "core/parallel/mok_step_log.h"
 
 #include "core/util/json_writer.h"
 

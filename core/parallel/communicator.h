@@ -30,8 +30,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/dist/comm_stats.h"
-#include "core/dist/link_model.h"
+#include "core/parallel/comm_stats.h"
+#include "core/parallel/link_model.h"
 #include "core/real.h"
 
 MOK_NN_BEGIN
@@ -96,6 +96,12 @@ class Communicator {
   // data on `root` is copied to every other rank (root sends R−1 messages).
   void broadcast(void* data, int64_t bytes, int root, CommPurpose purpose);
   void barrier();
+
+  // Counts one collective that another transport ran for this rank (a DataPlane on the
+  // rank's GPU): bytes per peer under `purpose`, host seconds spent in the call, and the
+  // emulated link's time (slept, as for host messages, when the link sleeps).
+  void count_transfer(std::span<const int64_t> send_bytes, std::span<const int64_t> recv_bytes,
+                      CommPurpose purpose, double wall_seconds);
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_.reset(); }

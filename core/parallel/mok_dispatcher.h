@@ -3,7 +3,7 @@
 // and, per step and per (source rank, expert), may fetch the expert instead ("shadow").
 //
 // Same placement, same contract and same construction as ClassicDispatcher
-// (core/dist/classic_dispatcher.h); the math is the same up to float reduction order.
+// (core/parallel/classic_dispatcher.h); the math is the same up to float reduction order.
 //
 //   forward   0. decide: for each remote expert e, this rank counts the rows it would ship
 //                because of e and asks the MokCostModel: ship or shadow.
@@ -52,12 +52,12 @@
 #include <string>
 #include <vector>
 
-#include "core/dist/chunk_layout.h"
-#include "core/dist/comm_worker.h"
-#include "core/dist/communicator.h"
-#include "core/dist/expert_placement.h"
-#include "core/dist/mok_cost_model.h"
-#include "core/dist/mok_step_log.h"
+#include "core/parallel/chunk_layout.h"
+#include "core/parallel/comm_worker.h"
+#include "core/parallel/communicator.h"
+#include "core/parallel/expert_placement.h"
+#include "core/parallel/mok_cost_model.h"
+#include "core/parallel/mok_step_log.h"
 #include "core/model/expert_dispatcher.h"
 #include "core/real.h"
 

@@ -1,4 +1,4 @@
-#include "core/dist/comm_worker.h"
+#include "core/parallel/comm_worker.h"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "core/dist/mpi_communicator.h"
+#include "core/parallel/mpi_communicator.h"
 
 #include <algorithm>
 #include <cstdlib>

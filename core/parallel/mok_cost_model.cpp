@@ -1,4 +1,4 @@
-#include "core/dist/mok_cost_model.h"
+#include "core/parallel/mok_cost_model.h"
 
 #include <cmath>
 #include <stdexcept>

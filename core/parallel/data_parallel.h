@@ -11,15 +11,18 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/dist/communicator.h"
+#include "core/parallel/communicator.h"
+#include "core/parallel/data_plane.h"
 #include "core/model/parameter.h"
 #include "core/real.h"
 
 MOK_NN_BEGIN
 
-// Sums the gradients of all dense parameters over ranks: one flat buffer (parameters in
-// the given order), one all_reduce_sum counted as CommPurpose::gradients. Returns the
-// bytes of the buffer (per rank, before the reduction).
+// Sums the gradients of all dense parameters over ranks: one flat buffer on the ranks'
+// device (parameters in the given order), one DataPlane::all_reduce_sum counted as
+// CommPurpose::gradients. Returns the bytes of the buffer (per rank, before the reduction).
+int64_t all_reduce_dense_gradients(DataPlane& plane, const std::vector<Parameter*>& params);
+// CPU ranks: the same over host messages.
 int64_t all_reduce_dense_gradients(Communicator& comm, const std::vector<Parameter*>& params);
 
 // Global squared gradient norm: Σ over dense gradients (already reduced, so every rank
@@ -29,7 +32,6 @@ double global_grad_norm_sq(Communicator& comm, const std::vector<Parameter*>& pa
 
 // Copies every dense parameter of `root` to the other ranks (CommPurpose::weights), for
 // runs whose ranks might not start from identical values.
-void broadcast_dense_parameters(Communicator& comm, const std::vector<Parameter*>& params,
-                                int root = 0);
+void broadcast_dense_parameters(DataPlane& plane, const std::vector<Parameter*>& params, int root = 0);
 
 MOK_NN_END

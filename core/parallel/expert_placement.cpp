@@ -1,4 +1,4 @@
-#include "core/dist/expert_placement.h"
+#include "core/parallel/expert_placement.h"
 
 #include <sstream>
 #include <stdexcept>

@@ -1,9 +1,9 @@
-#include "core/dist/mok_dispatch_setup.h"
+#include "core/parallel/mok_dispatch_setup.h"
 
 #include <stdexcept>
 
-#include "core/dist/classic_dispatcher.h"
-#include "core/dist/mok_dispatcher.h"
+#include "core/parallel/classic_dispatcher.h"
+#include "core/parallel/mok_dispatcher.h"
 
 MOK_NN_BEGIN
 
@@ -20,9 +20,14 @@ MokCostParams mok_cost_params(const ExperimentConfig& c) {
 }
 
 std::unique_ptr<ExpertDispatcher> make_expert_dispatcher(const ExperimentConfig& c, Communicator& comm,
-                                                         const ExpertPlacement& placement, int layer) {
-  if (c.routing.dispatcher == "classic") return std::make_unique<ClassicDispatcher>(comm, placement);
+                                                         const ExpertPlacement& placement, int layer,
+                                                         DataPlane* plane) {
+  if (c.routing.dispatcher == "classic")
+    return plane ? std::make_unique<ClassicDispatcher>(*plane, placement)
+                 : std::make_unique<ClassicDispatcher>(comm, placement);
   if (c.routing.dispatcher == "mok") {
+    if (plane && std::string(plane->kind()) != "host")
+      throw std::invalid_argument("routing.dispatcher: mok moves rows between CPU ranks only so far; use classic on GPUs");
     MokOptions opt;
     opt.cost = mok_cost_params(c);
     opt.layer = layer;

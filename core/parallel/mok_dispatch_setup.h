@@ -14,9 +14,10 @@
 #include <memory>
 
 #include "core/config/experiment_config.h"
-#include "core/dist/communicator.h"
-#include "core/dist/expert_placement.h"
-#include "core/dist/mok_cost_model.h"
+#include "core/parallel/communicator.h"
+#include "core/parallel/data_plane.h"
+#include "core/parallel/expert_placement.h"
+#include "core/parallel/mok_cost_model.h"
 #include "core/model/expert_dispatcher.h"
 #include "core/routing/topk_router.h"
 
@@ -26,10 +27,12 @@ MOK_NN_BEGIN
 // parallel.link_latency_us when a link is emulated, else 2 µs; mode: routing.shadow.
 MokCostParams mok_cost_params(const ExperimentConfig& config);
 
-// Throws std::invalid_argument on an unknown dispatcher name.
+// Throws std::invalid_argument on an unknown dispatcher name. `plane`: the data plane of the
+// rank's device (null: rows as host messages over `comm`, the CPU's way).
 std::unique_ptr<ExpertDispatcher> make_expert_dispatcher(const ExperimentConfig& config,
                                                          Communicator& comm,
-                                                         const ExpertPlacement& placement, int layer);
+                                                         const ExpertPlacement& placement, int layer,
+                                                         DataPlane* plane = nullptr);
 
 // The mask of experts owned by `rank`.
 LocalityPolicy locality_policy_for(const ExpertPlacement& placement, int rank, double margin);

@@ -1,4 +1,4 @@
-#include "core/dist/link_model.h"
+#include "core/parallel/link_model.h"
 
 #include <algorithm>
 #include <stdexcept>

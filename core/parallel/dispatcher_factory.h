@@ -3,7 +3,7 @@
 //
 //   install_expert_parallel(model, config, comm, placement)
 //       gives every MoE layer of `model` its own dispatcher over `comm`
-//       (make_expert_dispatcher, core/dist/mok_dispatch_setup.h: routing.dispatcher classic →
+//       (make_expert_dispatcher, core/parallel/mok_dispatch_setup.h: routing.dispatcher classic →
 //       ClassicDispatcher, mok → MokDispatcher), applies routing.policy (locality), and makes
 //       each router's load-balancing fractions global (an all-reduce of E + 1 counts per
 //       forward, CommPurpose::control), so the aux loss is the same for any rank count.
@@ -15,9 +15,10 @@
 #include <vector>
 
 #include "core/config/experiment_config.h"
-#include "core/dist/communicator.h"
-#include "core/dist/expert_placement.h"
-#include "core/dist/mok_cost_calibration.h"
+#include "core/parallel/communicator.h"
+#include "core/parallel/data_plane.h"
+#include "core/parallel/expert_placement.h"
+#include "core/parallel/mok_cost_calibration.h"
 #include "core/model/expert_dispatcher.h"
 
 MOK_NN_BEGIN
@@ -32,9 +33,11 @@ std::vector<bool> expert_ownership(const ExpertPlacement& placement, int rank);
 // std::invalid_argument for an unknown dispatcher or a placement of the wrong size.
 // With routing.dispatcher mok and routing.cost_calibrate, the cost model's rates are first
 // measured (calibrate_mok_cost, a collective) and written to *calibration when given.
+// `plane`: the data plane of the ranks' device (null: rows as host messages over `comm`).
 std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, const ExperimentConfig& config,
                                                        Communicator& comm, const ExpertPlacement& placement,
-                                                       MokCalibration* calibration = nullptr);
+                                                       MokCalibration* calibration = nullptr,
+                                                       DataPlane* plane = nullptr);
 
 // Pairs of this rank's tokens in the last forward of a multi-rank dispatcher.
 struct LastDispatch {

@@ -14,7 +14,7 @@
 
 #include <memory>
 
-#include "core/dist/communicator.h"
+#include "core/parallel/communicator.h"
 #include "core/real.h"
 
 MOK_NN_BEGIN

@@ -1,5 +1,5 @@
 #pragma once
-// Measuring the two rates the MoK cost model prices (core/dist/mok_cost_model.h), once,
+// Measuring the two rates the MoK cost model prices (core/parallel/mok_cost_model.h), once,
 // before a run (routing.cost_calibrate):
 //
 //   link_gbps       an all-to-all of `probe_bytes` to every other rank, best of 3 after a
@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "core/dist/communicator.h"
+#include "core/parallel/communicator.h"
 #include "core/real.h"
 
 MOK_NN_BEGIN

@@ -1,4 +1,4 @@
-#include "core/dist/mok_dispatcher.h"
+#include "core/parallel/mok_dispatcher.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "core/dist/mok_cost_calibration.h"
+#include "core/parallel/mok_cost_calibration.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "core/dist/comm_stats.h"
+#include "core/parallel/comm_stats.h"
 
 #include <stdexcept>
 

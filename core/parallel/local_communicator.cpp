@@ -1,4 +1,4 @@
-#include "core/dist/local_communicator.h"
+#include "core/parallel/local_communicator.h"
 
 #include <cstring>
 #include <exception>

@@ -1,4 +1,4 @@
-#include "core/dist/communicator.h"
+#include "core/parallel/communicator.h"
 
 #include <algorithm>
 #include <chrono>
@@ -51,6 +51,21 @@ void Communicator::counted_exchange(const uint8_t* const* send, const int64_t* s
       link_.collective_seconds(std::span<const int64_t>(send_bytes, static_cast<size_t>(R)),
                                std::span<const int64_t>(recv_bytes, static_cast<size_t>(R)),
                                rank());
+  stats_.modeled_seconds += modeled;
+  if (link_.sleep && modeled > 0.0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(modeled));
+}
+
+void Communicator::count_transfer(std::span<const int64_t> send_bytes,
+                                  std::span<const int64_t> recv_bytes, CommPurpose purpose,
+                                  double wall_seconds) {
+  const int R = size();
+  if (static_cast<int>(send_bytes.size()) != R || static_cast<int>(recv_bytes.size()) != R)
+    throw std::invalid_argument("count_transfer: need one count per rank");
+  stats_.calls++;
+  stats_.wall_seconds += wall_seconds;
+  for (int p = 0; p < R; ++p) stats_.add(purpose, p, send_bytes[p], recv_bytes[p]);
+  const double modeled = link_.collective_seconds(send_bytes, recv_bytes, rank());
   stats_.modeled_seconds += modeled;
   if (link_.sleep && modeled > 0.0)
     std::this_thread::sleep_for(std::chrono::duration<double>(modeled));

@@ -1,10 +1,10 @@
-#include "core/dist/dispatcher_factory.h"
+#include "core/parallel/dispatcher_factory.h"
 
 #include <stdexcept>
 
-#include "core/dist/classic_dispatcher.h"
-#include "core/dist/mok_dispatch_setup.h"
-#include "core/dist/mok_dispatcher.h"
+#include "core/parallel/classic_dispatcher.h"
+#include "core/parallel/mok_dispatch_setup.h"
+#include "core/parallel/mok_dispatcher.h"
 #include "core/model/language_model.h"
 #include "core/model/moe_layer.h"
 
@@ -18,7 +18,7 @@ std::vector<bool> expert_ownership(const ExpertPlacement& placement, int rank) {
 
 std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, const ExperimentConfig& config,
                                                        Communicator& comm, const ExpertPlacement& placement,
-                                                       MokCalibration* calibration) {
+                                                       MokCalibration* calibration, DataPlane* plane) {
   std::vector<ExpertDispatcher*> out;
   const std::vector<MoeLayer*> layers = model.moe_layers();
   // Calibrated rates enter exactly where pinned ones would: as the cost-model keys.
@@ -35,7 +35,7 @@ std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, con
     if (layer->experts().size() != placement.experts())
       throw std::invalid_argument("expert placement covers " + std::to_string(placement.experts()) +
                                   " experts, the layer has " + std::to_string(layer->experts().size()));
-    std::unique_ptr<ExpertDispatcher> d = make_expert_dispatcher(tuned, comm, placement, static_cast<int>(l));
+    std::unique_ptr<ExpertDispatcher> d = make_expert_dispatcher(tuned, comm, placement, static_cast<int>(l), plane);
     out.push_back(d.get());
     layer->set_dispatcher(std::move(d));
     apply_routing_policy(config, placement, comm.rank(), layer->router());

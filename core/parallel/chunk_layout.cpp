@@ -1,4 +1,4 @@
-#include "core/dist/chunk_layout.h"
+#include "core/parallel/chunk_layout.h"
 
 #include <stdexcept>
 

@@ -1,0 +1,253 @@
+#include "core/parallel/classic_dispatcher.h"
+
+#include <stdexcept>
+
+#include "core/backend/exec_context.h"
+
+MOK_NN_BEGIN
+
+namespace {
+
+Tensor upload_i32(const std::vector<int32_t>& v) {
+  return ExecContext::current().upload(v.data(), {static_cast<int64_t>(v.size())}, DType::i32);
+}
+
+// out[i] = rows[index[i]] for a 2-D tensor of rows or a 1-D one of values.
+Tensor gather(const Tensor& rows, const Tensor& index) {
+  const ExecContext& cx = ExecContext::current();
+  std::vector<int64_t> shape = rows.shape();
+  shape[0] = index.numel();
+  Tensor out = cx.empty(shape, rows.dtype());
+  if (index.numel() == 0) return out;
+  if (rows.rank() == 1)
+    cx.ops().pairs_to_rows(rows, index, out);
+  else
+    cx.ops().gather_rows(rows, index, 1, out);
+  return out;
+}
+
+}  // namespace
+
+ClassicDispatcher::ClassicDispatcher(DataPlane& plane, ExpertPlacement placement)
+    : plane_(plane), placement_(std::move(placement)) {
+  if (placement_.ranks() != plane_.size())
+    throw std::invalid_argument("ClassicDispatcher: placement for " + std::to_string(placement_.ranks()) +
+                                " ranks, communicator has " + std::to_string(plane_.size()));
+}
+
+ClassicDispatcher::ClassicDispatcher(Communicator& comm, ExpertPlacement placement)
+    : own_plane_(std::make_unique<HostDataPlane>(comm)), plane_(*own_plane_), placement_(std::move(placement)) {
+  if (placement_.ranks() != plane_.size())
+    throw std::invalid_argument("ClassicDispatcher: placement for " + std::to_string(placement_.ranks()) +
+                                " ranks, communicator has " + std::to_string(plane_.size()));
+}
+
+Tensor ClassicDispatcher::to_send_order(const Tensor& rows) const {
+  return send_perm_.empty() ? rows.clone(MemTag{}) : gather(rows, send_perm_);
+}
+Tensor ClassicDispatcher::from_send_order(Tensor rows) const {
+  return send_inv_.empty() ? std::move(rows) : gather(rows, send_inv_);
+}
+Tensor ClassicDispatcher::to_expert_major(const Tensor& rows) const {
+  return recv_perm_.empty() ? rows.clone(MemTag{}) : gather(rows, recv_perm_);
+}
+Tensor ClassicDispatcher::to_source_major(Tensor rows) const {
+  return recv_inv_.empty() ? std::move(rows) : gather(rows, recv_inv_);
+}
+
+Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool keep) {
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  Communicator& control = plane_.control();
+  const int R = plane_.size(), me = plane_.rank();
+  const int E = placement_.experts();
+  if (r.experts != E || bank.size() != E)
+    throw std::invalid_argument("ClassicDispatcher: placement has " + std::to_string(E) + " experts, routing " +
+                                std::to_string(r.experts) + ", bank " + std::to_string(bank.size()));
+  if (!bank.grouped) throw std::logic_error("ClassicDispatcher: needs this rank's experts stacked");
+  const int64_t n = x.dim(0), d = x.dim(1);
+  const int k = r.k;
+  const std::vector<int64_t>& off = r.pairs.offsets;  // (E + 1) expert-major rows of this rank's pairs
+  const int64_t m = r.pairs.rows();
+  const std::vector<int>& mine = placement_.experts_on(me);
+  const int L = static_cast<int>(mine.size());
+  for (int e : mine)
+    if (!bank.experts[e])
+      throw std::logic_error("ClassicDispatcher: expert " + std::to_string(e) + " is placed on rank " +
+                             std::to_string(me) + " but not held here");
+
+  // Send plan: per destination rank, its experts ascending, each expert's rows in token order.
+  send_rows_.assign(R, 0);
+  std::vector<int64_t> count_msg;      // per destination: rows per expert it owns
+  std::vector<int64_t> count_lens(R);  // int64 values to each destination
+  std::vector<int32_t> send_perm;      // send row → expert-major row
+  send_perm.reserve(static_cast<size_t>(m));
+  for (int q = 0; q < R; ++q) {
+    const auto& theirs = placement_.experts_on(q);
+    count_lens[q] = static_cast<int64_t>(theirs.size());
+    for (int e : theirs) {
+      count_msg.push_back(off[e + 1] - off[e]);
+      send_rows_[q] += off[e + 1] - off[e];
+      for (int64_t i = off[e]; i < off[e + 1]; ++i) send_perm.push_back(static_cast<int32_t>(i));
+    }
+  }
+  bool send_identity = true;
+  for (size_t i = 0; i < send_perm.size() && send_identity; ++i) send_identity = send_perm[i] == static_cast<int32_t>(i);
+  send_perm_ = Tensor();
+  send_inv_ = Tensor();
+  if (!send_identity) {
+    std::vector<int32_t> inv(send_perm.size());
+    for (size_t i = 0; i < send_perm.size(); ++i) inv[static_cast<size_t>(send_perm[i])] = static_cast<int32_t>(i);
+    send_perm_ = upload_i32(send_perm);
+    send_inv_ = upload_i32(inv);
+  }
+
+  // 1. counts: rank s tells me how many rows it sends for each of my experts.
+  std::vector<int64_t> recv_counts(static_cast<size_t>(R) * L, 0);  // [s·L + l]
+  const std::vector<int64_t> recv_count_lens(R, L);
+  control.all_to_all_v(count_msg.data(), count_lens, recv_counts.data(), recv_count_lens, CommPurpose::control);
+  recv_rows_.assign(R, 0);
+  std::vector<int64_t> recv_start(R, 0);
+  int64_t recv_total = 0;
+  for (int s = 0; s < R; ++s) {
+    recv_start[s] = recv_total;
+    for (int l = 0; l < L; ++l) recv_rows_[s] += recv_counts[static_cast<size_t>(s) * L + l];
+    recv_total += recv_rows_[s];
+  }
+  // Expert-major layout of the received rows: local expert l's rows from every source in
+  // source order. recv_perm[i] = the received (source-major) row of expert-major row i.
+  std::vector<int32_t> recv_perm;
+  recv_perm.reserve(static_cast<size_t>(recv_total));
+  std::vector<int64_t> local_rows(L, 0);
+  for (int l = 0; l < L; ++l) {
+    for (int s = 0; s < R; ++s) {
+      int64_t at = recv_start[s];
+      for (int q = 0; q < l; ++q) at += recv_counts[static_cast<size_t>(s) * L + q];
+      const int64_t c = recv_counts[static_cast<size_t>(s) * L + l];
+      for (int64_t i = 0; i < c; ++i) recv_perm.push_back(static_cast<int32_t>(at + i));
+      local_rows[l] += c;
+    }
+  }
+  bool recv_identity = true;
+  for (size_t i = 0; i < recv_perm.size() && recv_identity; ++i) recv_identity = recv_perm[i] == static_cast<int32_t>(i);
+  recv_perm_ = Tensor();
+  recv_inv_ = Tensor();
+  if (!recv_identity) {
+    std::vector<int32_t> inv(recv_perm.size());
+    for (size_t i = 0; i < recv_perm.size(); ++i) inv[static_cast<size_t>(recv_perm[i])] = static_cast<int32_t>(i);
+    recv_perm_ = upload_i32(recv_perm);
+    recv_inv_ = upload_i32(inv);
+  }
+  // Row offsets of the bank's stacked experts (those held here but placed elsewhere get none).
+  counts_ = DispatchCounts{};
+  counts_.expert_rows.assign(E, 0);
+  group_offsets_.assign(1, 0);
+  for (int e = 0, l = 0; e < E; ++e) {
+    if (!bank.experts[e]) continue;
+    const bool placed_here = l < L && mine[l] == e;
+    const int64_t rows = placed_here ? local_rows[l++] : 0;
+    counts_.expert_rows[e] = rows;
+    group_offsets_.push_back(group_offsets_.back() + rows);
+  }
+  if (static_cast<int>(group_offsets_.size()) != bank.grouped->groups() + 1)
+    throw std::logic_error("ClassicDispatcher: the bank's experts and its stack disagree");
+
+  // 2. ship the token rows, one per pair.
+  Tensor xs = cx.activation({m, d});
+  if (m) ops.gather_rows(x, r.pairs.order, k, xs);
+  Tensor send_x = send_identity ? std::move(xs) : gather(xs, send_perm_);
+  xs.reset();
+  Tensor recv_x = cx.activation({recv_total, d});
+  plane_.all_to_all_rows(send_x, send_rows_, recv_x, recv_rows_, CommPurpose::dispatch);
+  send_x.reset();
+
+  // 3. gates for the owner's backward.
+  if (keep) {
+    Tensor gate_rows = cx.empty({m}, kRealDType);
+    if (m) ops.pairs_to_rows(r.gate, r.pairs.order, gate_rows);
+    Tensor send_gate = send_identity ? std::move(gate_rows) : gather(gate_rows, send_perm_);
+    Tensor got = cx.empty({recv_total}, kRealDType);
+    plane_.all_to_all_rows(send_gate, send_rows_, got, recv_rows_, CommPurpose::control);
+    recv_gate_ = recv_identity ? std::move(got) : gather(got, recv_perm_);
+  }
+
+  // 4. every local expert on its rows (source order, token order within a source).
+  Tensor xe = recv_identity ? std::move(recv_x) : gather(recv_x, recv_perm_);
+  recv_x.reset();
+  Tensor ye = bank.grouped->forward(std::move(xe), group_offsets_, keep);
+  Tensor back_y = to_source_major(std::move(ye));
+
+  // 5. outputs back to the sources, in their send order.
+  Tensor got_y = cx.activation({m, d});
+  plane_.all_to_all_rows(back_y, recv_rows_, got_y, send_rows_, CommPurpose::combine);
+  back_y.reset();
+  got_y = from_send_order(std::move(got_y));
+
+  // 6. gated combine, slots in order.
+  Tensor y = cx.activation({n, d});
+  ops.combine_pairs(got_y, r.pairs.row_of_pair, &r.gate, n, k, y);
+
+  counts_.pairs = m;
+  counts_.pairs_to_rank = send_rows_;
+  counts_.local_pairs = send_rows_[me];
+  counts_.remote_pairs = m - send_rows_[me];
+  n_ = n;
+  k_ = k;
+  kept_ = keep;
+  if (keep) {
+    order_ = r.pairs.order.clone(MemTag{});
+    row_of_pair_ = r.pairs.row_of_pair.clone(MemTag{});
+  } else {
+    recv_gate_.reset();
+  }
+  return y;
+}
+
+Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) {
+  if (!kept_) throw std::logic_error("ClassicDispatcher::backward without a kept forward");
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  const int64_t n = n_, d = dy.dim(1), m = order_.numel();
+  const int k = k_;
+  int64_t recv_total = 0;
+  for (int64_t c : recv_rows_) recv_total += c;
+
+  // dy of every shipped pair to the expert's owner (the reverse of the combine).
+  Tensor dys = cx.activation({m, d});
+  if (m) ops.gather_rows(dy, order_, k, dys);
+  Tensor send_dy = send_perm_.empty() ? std::move(dys) : gather(dys, send_perm_);
+  dys.reset();
+  Tensor recv_dy = cx.activation({recv_total, d});
+  plane_.all_to_all_rows(send_dy, send_rows_, recv_dy, recv_rows_, CommPurpose::combine);
+  send_dy.reset();
+
+  // Gated expert backward on the owner, rows in the forward's order.
+  Tensor dye = recv_perm_.empty() ? std::move(recv_dy) : gather(recv_dy, recv_perm_);
+  recv_dy.reset();
+  Tensor dge = cx.empty({recv_total}, kRealDType);
+  Tensor dxe = bank.grouped->backward_gated(dye, recv_gate_, dge);
+  dye.reset();
+  Tensor back_dx = to_source_major(std::move(dxe));
+  Tensor back_dgate = to_source_major(std::move(dge));
+
+  // dx rows (the reverse of the dispatch) and dgate back to the sources.
+  Tensor got_dx = cx.activation({m, d});
+  plane_.all_to_all_rows(back_dx, recv_rows_, got_dx, send_rows_, CommPurpose::dispatch);
+  back_dx.reset();
+  Tensor got_dgate = cx.empty({m}, kRealDType);
+  plane_.all_to_all_rows(back_dgate, recv_rows_, got_dgate, send_rows_, CommPurpose::control);
+  got_dx = from_send_order(std::move(got_dx));
+  got_dgate = from_send_order(std::move(got_dgate));
+
+  dgate = cx.empty({n * k}, kRealDType);
+  ops.rows_to_pairs(got_dgate, order_, dgate);  // 0 for dropped pairs
+  Tensor dx = cx.activation({n, d});
+  ops.combine_pairs(got_dx, row_of_pair_, nullptr, n, k, dx);  // gates already applied
+  kept_ = false;
+  recv_gate_.reset();
+  order_.reset();
+  row_of_pair_.reset();
+  return dx;
+}
+
+MOK_NN_END

@@ -1,0 +1,93 @@
+#pragma once
+// ClassicDispatcher: the classic expert-parallel MoE dispatch, on any device.
+//
+// Experts are placed on ranks by an ExpertPlacement (E/R per rank by default). Each rank
+// routes its own tokens (token-choice top-k, done before this; the router's PairOrder sorts
+// the kept pairs by expert, token order within), then
+//   forward   1. counts: rows per (destination rank, expert)        control plane (host)
+//             2. every (token, expert) pair ships the token's row to the expert's owner:
+//                k copies of a token with k remote experts          data plane, dispatch
+//             3. gates of the shipped pairs (kept by the owner for backward)   data, control
+//             4. the owner runs its experts with grouped products on the rows it received,
+//                each expert's rows in source-rank order and token order within a source —
+//                the global token order when ranks hold consecutive shards — so an expert
+//                sees its batch as with one rank
+//             5. outputs return to the sources                      data plane, combine
+//             6. y[t] = Σ_s gate(t,s) · out(t,s), slots in order, no atomics
+//   backward  dy rows of the kept pairs go to the owners (combine), which run the gated
+//             grouped backward (weight gradients stay on the owner) and return dx rows
+//             (dispatch) and dgate (control); dx[t] = Σ_s dx(t,s), slots in order.
+// Rows move between layouts with the rank's gather ops (core/backend/ops.h); only the
+// per-expert counts are on the host. Pairs whose expert is on the own rank take the same path
+// as a self-message: a memory copy, counted as local bytes, never as remote traffic.
+//
+// The contract is ExpertDispatcher's (core/model/expert_dispatcher.h); with one rank the
+// results equal LocalDispatcher's. Every rank must call forward/backward together (they are
+// collectives), with the same `keep`. The bank must hold this rank's experts stacked
+// (make_stacked_expert_bank).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/parallel/communicator.h"
+#include "core/parallel/data_plane.h"
+#include "core/parallel/expert_placement.h"
+#include "core/model/expert_dispatcher.h"
+#include "core/real.h"
+
+MOK_NN_BEGIN
+
+// What the last forward moved, on this rank.
+struct DispatchCounts {
+  int64_t pairs = 0;         // routed (not dropped) pairs of this rank's tokens
+  int64_t local_pairs = 0;   // … whose expert lives on this rank
+  int64_t remote_pairs = 0;  // … shipped to another rank
+  std::vector<int64_t> pairs_to_rank;  // (R) pairs sent to each rank (own rank included)
+  std::vector<int64_t> expert_rows;    // (E) rows each expert of this rank computed, 0 elsewhere
+};
+
+class ClassicDispatcher final : public ExpertDispatcher {
+ public:
+  // Rows move through `plane` (the rank's device); counts through its control Communicator.
+  ClassicDispatcher(DataPlane& plane, ExpertPlacement placement);
+  // CPU ranks: rows as host messages over `comm` (a HostDataPlane held here).
+  ClassicDispatcher(Communicator& comm, ExpertPlacement placement);
+
+  Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank,
+                 bool keep) override;
+  Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) override;
+  std::string name() const override { return "classic"; }
+
+  const DispatchCounts& last_counts() const { return counts_; }
+  const ExpertPlacement& placement() const { return placement_; }
+
+ private:
+  // Moves rows between the send order and the router's expert-major order (null when they
+  // are the same: a placement whose ranks own ascending blocks of experts), and between the
+  // receive layout (source-major) and the experts' (expert-major).
+  Tensor to_send_order(const Tensor& rows) const;
+  Tensor from_send_order(Tensor rows) const;
+  Tensor to_expert_major(const Tensor& rows) const;
+  Tensor to_source_major(Tensor rows) const;
+
+  std::unique_ptr<DataPlane> own_plane_;  // the CPU constructor's
+  DataPlane& plane_;
+  ExpertPlacement placement_;
+  DispatchCounts counts_;
+
+  // The exchange plan of the last forward (kept for backward when keep = true).
+  int64_t n_ = 0;
+  int k_ = 0;
+  std::vector<int64_t> send_rows_;    // (R) rows to each rank
+  std::vector<int64_t> recv_rows_;    // (R) rows from each rank
+  std::vector<int64_t> group_offsets_;  // (G + 1) rows of each stacked expert, expert-major
+  Tensor send_perm_, send_inv_;       // (m) i32 send row ↔ expert-major row; empty: identity
+  Tensor recv_perm_, recv_inv_;       // (recv rows) i32 expert-major ↔ source-major; empty: identity
+  Tensor order_, row_of_pair_;        // the router's pair order (kept for backward)
+  Tensor recv_gate_;                  // gates of the received rows, expert-major
+  bool kept_ = false;
+};
+
+MOK_NN_END

@@ -1,0 +1,92 @@
+#include "core/parallel/data_plane.h"
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+MOK_NN_BEGIN
+
+int64_t row_bytes(const Tensor& t) {
+  int64_t w = static_cast<int64_t>(dtype_size(t.dtype()));
+  for (int i = 1; i < t.rank(); ++i) w *= t.dim(i);
+  return w;
+}
+
+void DataPlane::all_to_all_rows(const Tensor& send, std::span<const int64_t> send_rows, Tensor& recv,
+                                std::span<const int64_t> recv_rows, CommPurpose purpose) {
+  const int R = size();
+  if (static_cast<int>(send_rows.size()) != R || static_cast<int>(recv_rows.size()) != R)
+    throw std::invalid_argument("DataPlane::all_to_all_rows: need one row count per rank (" + std::to_string(R) + ")");
+  if (send.dtype() != recv.dtype() || row_bytes(send) != row_bytes(recv))
+    throw std::invalid_argument("DataPlane::all_to_all_rows: send " + send.describe() + " and receive " +
+                                recv.describe() + " differ in element type or row width");
+  const int64_t w = row_bytes(send);
+  std::vector<int64_t> sb(R), rb(R);
+  int64_t srows = 0, rrows = 0;
+  for (int p = 0; p < R; ++p) {
+    if (send_rows[p] < 0 || recv_rows[p] < 0) throw std::invalid_argument("DataPlane::all_to_all_rows: negative count");
+    sb[p] = send_rows[p] * w;
+    rb[p] = recv_rows[p] * w;
+    srows += send_rows[p];
+    rrows += recv_rows[p];
+  }
+  const int64_t have_s = send.rank() ? send.dim(0) : 0, have_r = recv.rank() ? recv.dim(0) : 0;
+  if (srows > have_s || rrows > have_r)
+    throw std::invalid_argument("DataPlane::all_to_all_rows: " + std::to_string(srows) + " rows to send from " +
+                                send.describe() + ", " + std::to_string(rrows) + " to receive into " +
+                                recv.describe());
+  exchange(static_cast<const uint8_t*>(send.raw()), sb, static_cast<uint8_t*>(recv.raw()), rb, purpose);
+}
+
+void HostDataPlane::exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                             std::span<const int64_t> recv_bytes, CommPurpose purpose) {
+  control().all_to_all_bytes(send, send_bytes, recv, recv_bytes, purpose);
+}
+
+void HostDataPlane::all_reduce_sum(Tensor& data, CommPurpose purpose) {
+  if (!data.is_cpu()) throw std::logic_error("HostDataPlane: " + data.describe() + " is not on the CPU");
+  if (data.dtype() == DType::f32)
+    control().all_reduce_sum(data.ptr<float>(), data.numel(), purpose);
+  else if (data.dtype() == DType::f64)
+    control().all_reduce_sum(data.ptr<double>(), data.numel(), purpose);
+  else
+    throw std::invalid_argument("DataPlane::all_reduce_sum: f32 or f64, not " + data.describe());
+}
+
+void HostDataPlane::broadcast(Tensor& data, int root, CommPurpose purpose) {
+  control().broadcast(data.raw(), data.bytes(), root, purpose);
+}
+
+namespace {
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<DeviceType, DataPlaneFactory>& registry() {
+  static std::map<DeviceType, DataPlaneFactory> r;
+  return r;
+}
+}  // namespace
+
+void register_data_plane(DeviceType type, DataPlaneFactory factory) {
+  std::lock_guard lock(registry_mutex());
+  registry()[type] = std::move(factory);
+}
+
+std::unique_ptr<DataPlane> make_data_plane(Communicator& control, const ExecContext& context) {
+  if (context.is_cpu()) return std::make_unique<HostDataPlane>(control);
+  DataPlaneFactory make;
+  {
+    std::lock_guard lock(registry_mutex());
+    auto it = registry().find(context.device().type);
+    if (it != registry().end()) make = it->second;
+  }
+  if (!make)
+    throw std::runtime_error("no data plane between " + context.device().str() +
+                             " ranks in this build (the CUDA build needs NCCL for several GPUs)");
+  return make(control, context);
+}
+
+MOK_NN_END

@@ -1,0 +1,86 @@
+#pragma once
+// DataPlane: moves a rank's tensors between the ranks of a run, on the rank's device, beside
+// the host control plane (Communicator) that carries counts, decisions and small figures.
+//
+//   all_to_all_rows   rows of a (rows, …) tensor to every peer; the per-peer row counts are
+//                     known on both sides (the control plane exchanged them first)
+//   all_reduce_sum    f32/f64 in place, in the Communicator's fixed order (reduce-scatter, the
+//                     owner of each chunk adds the R copies in rank order, accumulating in
+//                     double and rounding once, then an all-gather): bitwise identical on
+//                     every rank, across runs, and to the host reduction of the same values
+//   broadcast         a tensor from `root` to every rank
+//
+// Every byte is counted in the control plane's CommStats by purpose and peer, as host
+// messages are, so a run reports what moved between GPUs the way it reports host traffic.
+// HostDataPlane serves CPU tensors through the Communicator itself (the same messages the
+// dispatchers sent before there was a data plane); a device backend registers its own
+// (CUDA: NCCL, kernels/nccl_data_plane.h). make_data_plane picks by the context's device.
+// Calls are collectives: every rank calls them in the same order. On a GPU they are ordered
+// with the rank's compute stream and return before the data has arrived.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+
+#include "core/backend/exec_context.h"
+#include "core/parallel/communicator.h"
+
+MOK_NN_BEGIN
+
+class DataPlane {
+ public:
+  explicit DataPlane(Communicator& control) : control_(control) {}
+  virtual ~DataPlane() = default;
+  DataPlane(const DataPlane&) = delete;
+  DataPlane& operator=(const DataPlane&) = delete;
+
+  Communicator& control() const { return control_; }
+  int rank() const { return control_.rank(); }
+  int size() const { return control_.size(); }
+  virtual const char* kind() const = 0;  // "host" | "nccl"
+
+  // send (Σ send_rows, …) in peer order: send_rows[p] rows to peer p. recv (Σ recv_rows, …)
+  // in source order: recv_rows[s] rows from rank s, which must be what s sends here. Both of
+  // one element type and row width, on this rank's device.
+  void all_to_all_rows(const Tensor& send, std::span<const int64_t> send_rows, Tensor& recv,
+                       std::span<const int64_t> recv_rows, CommPurpose purpose);
+  virtual void all_reduce_sum(Tensor& data, CommPurpose purpose) = 0;
+  virtual void broadcast(Tensor& data, int root, CommPurpose purpose) = 0;
+
+ protected:
+  // Per-peer byte counts, already checked; addresses are the tensors' on this device.
+  virtual void exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                        std::span<const int64_t> recv_bytes, CommPurpose purpose) = 0;
+
+ private:
+  Communicator& control_;
+};
+
+// CPU tensors, through the control Communicator's own messages.
+class HostDataPlane final : public DataPlane {
+ public:
+  using DataPlane::DataPlane;
+  const char* kind() const override { return "host"; }
+  void all_reduce_sum(Tensor& data, CommPurpose purpose) override;
+  void broadcast(Tensor& data, int root, CommPurpose purpose) override;
+
+ protected:
+  void exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                std::span<const int64_t> recv_bytes, CommPurpose purpose) override;
+};
+
+// Bytes in one row of `t` (the product of every dimension after the first, times the element
+// size; a 1-D tensor's rows are its elements).
+int64_t row_bytes(const Tensor& t);
+
+// The data plane for ranks computing under `context` (a collective where the device's plane
+// must bootstrap, e.g. NCCL's id handed out over `control`). Throws std::runtime_error when
+// the device has none (a build without NCCL).
+std::unique_ptr<DataPlane> make_data_plane(Communicator& control, const ExecContext& context);
+
+// Device backends register their data plane at start-up (kernels/cuda_backend.cpp).
+using DataPlaneFactory = std::function<std::unique_ptr<DataPlane>(Communicator&, const ExecContext&)>;
+void register_data_plane(DeviceType type, DataPlaneFactory factory);
+
+MOK_NN_END

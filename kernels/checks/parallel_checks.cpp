@@ -1,0 +1,257 @@
+// Multi-GPU checks (group "parallel"): two GPUs as two ranks of one process, over the NCCL
+// data plane (kernels/nccl_data_plane.h), against what the host computes from the same
+// fresh random inputs.
+//   all_to_all_rows  f32 and bf16 rows, uneven and empty messages: bitwise the rows sent
+//   all_reduce_sum   f32, 1M + 3 values: bitwise the host's fixed-order sum, on both ranks
+//   broadcast        bitwise root's values
+//   classic dispatch an MoE layer's forward and backward over the two GPUs (experts split
+//                    between them) against LocalDispatcher on the CPU with every expert:
+//                    outputs, input and gate gradients, and each expert's weight gradients
+//                    (summed over both ranks' tokens) within the fp32 tolerance
+// With fewer than two GPUs the group says so and checks nothing.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/backend/exec_context.h"
+#include "core/model/expert_bank.h"
+#include "core/model/expert_dispatcher.h"
+#include "core/parallel/classic_dispatcher.h"
+#include "core/parallel/data_plane.h"
+#include "core/parallel/local_communicator.h"
+#include "core/routing/routing_decision.h"
+#include "core/tensor/memory_tracker.h"
+#include "core/util/counter_rng.h"
+#include "kernels/checks/check_util.h"
+
+namespace mok::cuda {
+
+namespace {
+
+constexpr int kRanks = 2;
+
+std::vector<float> normal_values(uint64_t seed, uint64_t stream, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(counter_normal(seed, stream, i));
+  return v;
+}
+
+template <typename T>
+std::vector<T> to_host(const mok::Tensor& t) {
+  std::vector<T> v(static_cast<size_t>(t.numel()));
+  t.copy_to_host(v.data(), t.bytes());
+  return v;
+}
+
+double bitwise_error(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  std::vector<double> w(want.begin(), want.end());
+  return relative_error(got, w) + (got == want ? 0.0 : 1e-30);  // any differing bit fails a 0 tolerance
+}
+
+// Rows rank s sends to rank p: 3 + 5s + 7p, except that rank 1 sends none to itself.
+int64_t rows_between(int s, int p) { return s == 1 && p == 1 ? 0 : 3 + 5 * s + 7 * p; }
+
+struct Routing {
+  std::vector<int32_t> expert;  // (n·k)
+  std::vector<float> gate;
+};
+
+// Top-2 of 8 experts per token, distinct, some pairs dropped (−1).
+Routing random_routing(uint64_t seed, uint64_t stream, int64_t n, int k, int experts) {
+  Routing r;
+  for (int64_t t = 0; t < n; ++t) {
+    const int e0 = static_cast<int>(counter_bits(seed, stream, 3 * t) % experts);
+    const int e1 = (e0 + 1 + static_cast<int>(counter_bits(seed, stream, 3 * t + 1) % (experts - 1))) % experts;
+    const bool drop = counter_bits(seed, stream, 3 * t + 2) % 17 == 0;
+    const float g0 = 0.3f + 0.4f * static_cast<float>(counter_bits(seed, stream + 1, t) % 1000) / 1000.0f;
+    r.expert.push_back(e0);
+    r.expert.push_back(drop ? -1 : e1);
+    r.gate.push_back(g0);
+    r.gate.push_back(1.0f - g0);
+    (void)k;
+  }
+  return r;
+}
+
+struct LayerResult {
+  std::vector<float> y, dx, dgate;
+  std::vector<std::vector<float>> expert_grads;  // per expert: up then down weight gradients
+};
+
+std::vector<float> expert_grads(const mok::SwiGluMlp& e) {
+  std::vector<float> g = to_host<float>(e.up().weight().grad);
+  const std::vector<float> d = to_host<float>(e.down().weight().grad);
+  g.insert(g.end(), d.begin(), d.end());
+  return g;
+}
+
+std::vector<mok::GroupedSwiGlu::ExpertSpec> expert_specs(int experts) {
+  std::vector<mok::GroupedSwiGlu::ExpertSpec> specs;
+  for (int e = 0; e < experts; ++e) specs.push_back({"layers.0.moe.experts." + std::to_string(e), 4242u + e});
+  return specs;
+}
+
+}  // namespace
+
+void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  if (devices < kRanks) {
+    std::printf("parallel: needs %d GPUs, this machine has %d: no multi-GPU check ran\n", kRanks, devices);
+    return;
+  }
+  const uint64_t seed = in.seed;
+  constexpr int64_t kWidth = 96, kReduceN = 1'000'003;
+  constexpr int kE = 8, kK = 2;
+  constexpr int64_t kD = 64, kF = 128, kTokens = 200;  // tokens per rank
+
+  // The CPU reference of the MoE layer: every expert, both ranks' tokens.
+  std::vector<Routing> routing;
+  std::vector<std::vector<float>> xs, dys;
+  for (int r = 0; r < kRanks; ++r) {
+    routing.push_back(random_routing(seed, 300 + 2 * r, kTokens, kK, kE));
+    xs.push_back(normal_values(seed, 400 + r, kTokens * kD));
+    dys.push_back(normal_values(seed, 500 + r, kTokens * kD));
+  }
+  LayerResult ref;
+  {
+    mok::MemoryTracker tracker;
+    mok::ScopedMemoryTracker track(tracker);
+    mok::ScopedExecContext on_cpu(mok::cpu_context());
+    mok::ExpertBank bank = mok::make_stacked_expert_bank(expert_specs(kE), {}, kD, kF, 0.3, 0.2, 0, "moe.expert");
+    Routing all;
+    std::vector<float> x, dy;
+    for (int r = 0; r < kRanks; ++r) {
+      all.expert.insert(all.expert.end(), routing[r].expert.begin(), routing[r].expert.end());
+      all.gate.insert(all.gate.end(), routing[r].gate.begin(), routing[r].gate.end());
+      x.insert(x.end(), xs[r].begin(), xs[r].end());
+      dy.insert(dy.end(), dys[r].begin(), dys[r].end());
+    }
+    const int64_t n = kRanks * kTokens;
+    mok::RoutingDecision d = mok::routing_decision_from(all.expert, all.gate, kK, kE);
+    mok::Tensor xt = mok::cpu_context().upload(x.data(), {n, kD}, mok::kRealDType);
+    mok::Tensor dyt = mok::cpu_context().upload(dy.data(), {n, kD}, mok::kRealDType);
+    mok::LocalDispatcher local;
+    mok::Tensor y = local.forward(xt, d, bank, true);
+    mok::Tensor dgate;
+    mok::Tensor dx = local.backward(dyt, bank, dgate);
+    ref.y = to_host<float>(y);
+    ref.dx = to_host<float>(dx);
+    ref.dgate = to_host<float>(dgate);
+    for (int e = 0; e < kE; ++e) ref.expert_grads.push_back(expert_grads(*bank.experts[e]));
+  }
+
+  std::mutex mutex;
+  std::vector<OpCheck> found;
+  auto report = [&](const std::string& name, double err, double tol) {
+    std::lock_guard lock(mutex);
+    found.push_back({name, err, tol});
+  };
+  mok::run_local_ranks(kRanks, [&](mok::Communicator& comm) {
+    const int me = comm.rank();
+    const std::string tag = " (rank " + std::to_string(me) + ")";
+    mok::MemoryTracker tracker;
+    mok::ScopedMemoryTracker track(tracker);
+    std::unique_ptr<mok::ExecContext> cx = mok::make_exec_context(mok::Device::cuda(me), mok::DType::f32);
+    mok::ScopedExecContext scope(*cx);
+    std::unique_ptr<mok::DataPlane> plane = mok::make_data_plane(comm, *cx);
+
+    // all_to_all_rows, f32 and bf16.
+    for (mok::DType dtype : {mok::DType::f32, mok::DType::bf16}) {
+      std::vector<int64_t> send_rows(kRanks), recv_rows(kRanks);
+      std::vector<float> send;
+      for (int p = 0; p < kRanks; ++p) {
+        send_rows[p] = rows_between(me, p);
+        recv_rows[p] = rows_between(p, me);
+        const std::vector<float> v = normal_values(seed, 100 + 10 * me + p, send_rows[p] * kWidth);
+        send.insert(send.end(), v.begin(), v.end());
+      }
+      std::vector<float> want;
+      for (int s = 0; s < kRanks; ++s) {
+        const std::vector<float> v = normal_values(seed, 100 + 10 * s + me, recv_rows[s] * kWidth);
+        want.insert(want.end(), v.begin(), v.end());
+      }
+      const int64_t ns = static_cast<int64_t>(send.size()) / kWidth, nr = static_cast<int64_t>(want.size()) / kWidth;
+      mok::Tensor s32 = cx->upload(send.data(), {ns, kWidth}, mok::DType::f32);
+      mok::Tensor st = dtype == mok::DType::f32 ? std::move(s32) : cx->empty({ns, kWidth}, dtype);
+      if (dtype != mok::DType::f32) cx->ops().convert(s32, st);
+      mok::Tensor rt = cx->empty({nr, kWidth}, dtype);
+      plane->all_to_all_rows(st, send_rows, rt, recv_rows, mok::CommPurpose::dispatch);
+      mok::Tensor r32 = cx->empty({nr, kWidth}, mok::DType::f32);
+      if (dtype == mok::DType::f32)
+        r32 = rt.clone(mok::MemTag{});
+      else
+        cx->ops().convert(rt, r32);
+      std::vector<float> got = to_host<float>(r32);
+      if (dtype != mok::DType::f32) want = from_bf16(to_bf16(want));
+      report(std::string("nccl all_to_all_rows ") + mok::dtype_name(dtype) + tag, bitwise_error(got, want), 0.0);
+    }
+
+    // all_reduce_sum: the host rule, bitwise.
+    {
+      std::vector<float> mine = normal_values(seed, 200 + me, kReduceN);
+      std::vector<std::vector<float>> every;
+      for (int s = 0; s < kRanks; ++s) every.push_back(normal_values(seed, 200 + s, kReduceN));
+      std::vector<float> want(kReduceN);
+      for (int64_t i = 0; i < kReduceN; ++i) {
+        double acc = 0.0;
+        for (int s = 0; s < kRanks; ++s) acc += static_cast<double>(every[s][i]);
+        want[i] = static_cast<float>(acc);
+      }
+      mok::Tensor t = cx->upload(mine.data(), {kReduceN}, mok::DType::f32);
+      plane->all_reduce_sum(t, mok::CommPurpose::gradients);
+      report("nccl all_reduce_sum f32, fixed order" + tag, bitwise_error(to_host<float>(t), want), 0.0);
+      // With two ranks each sends the other's chunk, then its own reduced chunk: n values.
+      const int64_t moved = comm.stats().remote_sent(mok::CommPurpose::gradients);
+      report("nccl all_reduce_sum counts " + std::to_string(moved) + " bytes sent" + tag,
+             moved == kReduceN * 4 ? 0.0 : 1.0, 0.0);
+    }
+
+    // broadcast from rank 1.
+    {
+      std::vector<float> mine = normal_values(seed, 250 + me, 4099);
+      const std::vector<float> want = normal_values(seed, 251, 4099);
+      mok::Tensor t = cx->upload(mine.data(), {4099}, mok::DType::f32);
+      plane->broadcast(t, 1, mok::CommPurpose::weights);
+      report("nccl broadcast" + tag, bitwise_error(to_host<float>(t), want), 0.0);
+    }
+
+    // The classic dispatcher over the two GPUs: experts 0–3 here on rank 0, 4–7 on rank 1.
+    {
+      const mok::ExpertPlacement place = mok::ExpertPlacement::contiguous(kE, kRanks);
+      std::vector<bool> local(kE, false);
+      for (int e : place.experts_on(me)) local[e] = true;
+      mok::ExpertBank bank = mok::make_stacked_expert_bank(expert_specs(kE), local, kD, kF, 0.3, 0.2, 0, "moe.expert");
+      mok::ClassicDispatcher dispatcher(*plane, place);
+      mok::RoutingDecision d = mok::routing_decision_from(routing[me].expert, routing[me].gate, kK, kE);
+      mok::Tensor x = cx->upload(xs[me].data(), {kTokens, kD}, mok::DType::f32);
+      mok::Tensor dy = cx->upload(dys[me].data(), {kTokens, kD}, mok::DType::f32);
+      mok::Tensor y = dispatcher.forward(x, d, bank, true);
+      mok::Tensor dgate;
+      mok::Tensor dx = dispatcher.backward(dy, bank, dgate);
+      auto slice = [&](const std::vector<float>& v, int64_t width) {
+        return std::vector<double>(v.begin() + me * kTokens * width, v.begin() + (me + 1) * kTokens * width);
+      };
+      report("classic dispatch forward, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(y), slice(ref.y, kD)),
+             kFp32Tolerance);
+      report("classic dispatch dx, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(dx), slice(ref.dx, kD)),
+             kFp32Tolerance);
+      report("classic dispatch dgate, 2 GPUs vs CPU" + tag,
+             relative_error(to_host<float>(dgate), slice(ref.dgate, kK)), kFp32Tolerance);
+      double worst = 0.0;
+      for (int e : place.experts_on(me)) {
+        const std::vector<double> want(ref.expert_grads[e].begin(), ref.expert_grads[e].end());
+        worst = std::max(worst, relative_error(expert_grads(*bank.experts[e]), want));
+      }
+      report("classic dispatch expert weight gradients" + tag, worst, kFp32Tolerance);
+    }
+    cx->ops().synchronize();
+  });
+  out.insert(out.end(), found.begin(), found.end());
+}
+
+}  // namespace mok::cuda

@@ -1,0 +1,33 @@
+#pragma once
+// NcclDataPlane: the DataPlane (core/parallel/data_plane.h) of CUDA ranks, over NCCL.
+//
+// One NCCL communicator per rank, bootstrapped over the run's host Communicator (rank 0 makes
+// the unique id and broadcasts it: a LocalCommunicator when the ranks are threads of one
+// process, MPI when mpirun or srun started one process per GPU). Everything is enqueued on
+// the rank's compute stream, so transfers are ordered with the kernels around them and the
+// host never waits for them:
+//   all_to_all_rows   one NCCL group of send/recv pairs, one per peer with a non-empty
+//                     message; the own block is a device-to-device copy
+//   all_reduce_sum    reduce-scatter by send/recv into an (R, chunk) buffer, the owner adds
+//                     the copies in rank order (kernels/rank_order_sum.h), all-gather by
+//                     send/recv: NCCL's own all-reduce chooses its summation order by
+//                     topology and protocol, this one is fixed, so every rank and every run
+//                     get the same bits, and the host's rule gives the same bits too
+//   broadcast         ncclBroadcast (a copy: no arithmetic to reorder)
+// NVLink multicast (NVLS) stays off: registering sets NCCL_NVLS_ENABLE=0 (at start-up, before
+// NCCL starts) unless the environment already says otherwise.
+
+#include <memory>
+
+#include "core/parallel/data_plane.h"
+
+namespace mok::cuda {
+
+class CudaOps;
+
+// Whether this build has NCCL; register_nccl_data_plane() does nothing without it.
+bool nccl_built();
+// Registers the NCCL data plane for CUDA contexts (called by register_cuda_backend).
+void register_nccl_data_plane();
+
+}  // namespace mok::cuda

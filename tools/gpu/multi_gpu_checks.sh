@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Two GPUs as two ranks, in one call on a machine with two GPUs (device kind nvidia-h200-x2):
+#   1. mok-gpu-check --checks parallel: the NCCL data plane bitwise against the host, and the
+#      classic dispatcher over two GPUs against the CPU;
+#   2. `mok train` on the quickstart for 20 steps: two GPU ranks (parallel.comm nccl) in fp32
+#      against two CPU ranks and against one GPU (losses within 1e-4 relative); in bf16 twice
+#      (bitwise the same) and within 3e-2 of fp32;
+#   3. training throughput of the benchmark MoE shapes on one GPU (batch 16 × 1024) and on
+#      two (batch 32 × 1024, 16 per GPU), bf16: tokens/s (median over the steps after
+#      WARMUP), peak device bytes, bytes between the GPUs per step.
+#   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
+# Settings: SHAPES=moe8,moe64  STEPS=20  WARMUP=5  MOK_TIMEOUT=300 (s per run)
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BIN="$(cd "${1:-$ROOT/build-gpu}" && pwd)"
+OUT_DIR="${2:-${OUT:-/tmp/mok-multi-gpu}}"
+SHAPES="${SHAPES:-moe8,moe64}"
+STEPS="${STEPS:-20}"
+WARMUP="${WARMUP:-5}"
+mkdir -p "$OUT_DIR"
+OUT_DIR="$(cd "$OUT_DIR" && pwd)"
+export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+SCRATCH="$(mktemp -d)"
+trap 'rm -rf "$SCRATCH"' EXIT
+cd "$ROOT"
+exec > >(tee -a "$OUT_DIR/multi_gpu.log") 2>&1
+section() { printf '\n==== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+section "device"
+nvidia-smi -L
+nvidia-smi topo -m 2>/dev/null | head -n 6
+
+section "checks: parallel"
+timeout "${MOK_TIMEOUT:-300}" "$BIN/mok-gpu-check" --checks parallel --no-timings; echo "mok-gpu-check exit $?"
+
+section "training: two GPU ranks against two CPU ranks and one GPU"
+run() {  # name, then mok train arguments
+  local name="$1"; shift
+  timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train experiments/quickstart.yaml --db "$SCRATCH/$name.db" --json --quiet \
+    --set train.steps=20 --set train.eval_every=10 --set train.eval_batches=2 \
+    --set logging.checkpoint_dir="$SCRATCH/ckpt-$name" "$@" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+  echo "$name: exit $? $(tail -n 1 "$OUT_DIR/$name.json" | cut -c1-300)"
+  [ -s "$OUT_DIR/$name.err" ] && tail -n 3 "$OUT_DIR/$name.err"
+  "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" > /dev/null 2>&1
+}
+run cpu2 --set parallel.device=cpu --set parallel.ranks=2 --set parallel.comm=local --set parallel.threads=4
+run gpu1_fp32 --set parallel.device=cuda --set train.precision=fp32
+run gpu2_fp32 --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=fp32
+run gpu2_bf16_a --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=bf16
+run gpu2_bf16_b --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=bf16
+
+python3 - "$OUT_DIR" <<'PY'
+import csv, math, sys
+out = sys.argv[1]
+TOL = {"train/loss": 1e-4, "val/loss": 1e-4, "val/bpb": 1e-4, "train/grad_norm": 1e-3}
+def load(name):
+    try:
+        rows = csv.DictReader(open(f"{out}/{name}.csv"))
+    except OSError:
+        return {}
+    return {(int(r["step"]), r["name"]): float(r["value"]) for r in rows if r["name"] in TOL or r["name"].startswith("comm/")}
+def worst(a, b, metric):
+    keys = [k for k in b if k[1] == metric]
+    if not keys or any(k not in a for k in keys):
+        return math.inf
+    return max(abs(a[k] - b[k]) / max(abs(b[k]), 1e-12) for k in keys)
+cpu2, g1, g2, ga, gb = (load(n) for n in ("cpu2", "gpu1_fp32", "gpu2_fp32", "gpu2_bf16_a", "gpu2_bf16_b"))
+bad = 0
+for ref_name, ref in (("2 cpu ranks", cpu2), ("1 gpu", g1)):
+    for metric, tol in TOL.items():
+        v = worst(g2, ref, metric)
+        bad += not v <= tol
+        print(f"2 gpus fp32 vs {ref_name:11s} {metric:16s} max rel. diff {v:10.3e}  (tolerance {tol:.0e})  {'ok' if v <= tol else 'FAIL'}")
+for metric in ("train/loss", "val/loss", "val/bpb"):
+    v = worst(ga, g2, metric)
+    bad += not v <= 3e-2
+    print(f"2 gpus bf16 vs fp32 {metric:16s} max rel. diff {v:10.3e}  (tolerance 3e-02)  {'ok' if v <= 3e-2 else 'FAIL'}")
+same = bool(ga) and {k: v for k, v in ga.items() if k[1] in TOL} == {k: v for k, v in gb.items() if k[1] in TOL}
+bad += not same
+print(f"2 gpus bf16 repeated: {'bitwise the same' if same else 'DIFFERENT'}")
+for step in (1, 10, 20):
+    print(f"step {step:2d} loss: 2 cpu {cpu2.get((step, 'train/loss'), float('nan')):.6f}  1 gpu {g1.get((step, 'train/loss'), float('nan')):.6f}"
+          f"  2 gpus fp32 {g2.get((step, 'train/loss'), float('nan')):.6f}  2 gpus bf16 {ga.get((step, 'train/loss'), float('nan')):.6f}")
+for name, d in (("2 cpu ranks", cpu2), ("2 gpus", g2)):
+    b = [v for k, v in d.items() if k[1] == "comm/remote_bytes"]
+    print(f"{name}: remote bytes per step (both ranks) median {sorted(b)[len(b)//2] if b else float('nan'):.4g}")
+print("training checks:", "all passed" if not bad else f"{bad} FAILED")
+PY
+
+section "throughput: one GPU against two"
+yaml_for() {
+  case "$1" in
+    moe8) echo "experiments/gpu/moe_8x1024.yaml" ;;
+    moe64) echo "experiments/gpu/moe_64x256.yaml" ;;
+    dense) echo "experiments/gpu/dense_85m.yaml" ;;
+  esac
+}
+IFS=',' read -r -a SHAPE_LIST <<< "$SHAPES"
+for shape in "${SHAPE_LIST[@]}"; do
+  yaml="$(yaml_for "$shape")"
+  for gpus in 1 2; do
+    name="tput_${shape}_${gpus}gpu"
+    extra=(--set train.batch=$((16 * gpus)))
+    [ "$gpus" -gt 1 ] && extra+=(--set parallel.ranks=$gpus --set parallel.comm=nccl)
+    timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train "$yaml" --json --quiet --db "$SCRATCH/$name.db" \
+      --set parallel.device=cuda --set "train.steps=$((WARMUP + STEPS))" \
+      --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" "${extra[@]}" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+    echo "$name: exit $?"
+    [ -s "$OUT_DIR/$name.err" ] && tail -n 3 "$OUT_DIR/$name.err"
+    "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" > /dev/null 2>&1
+  done
+done
+python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" <<'PY'
+import csv, json, sys
+out, shapes, warmup = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else float("nan")
+def figures(name):
+    try:
+        rows = list(csv.DictReader(open(f"{out}/{name}.csv")))
+    except OSError:
+        return None
+    tps = [float(r["value"]) for r in rows if r["name"] == "perf/tokens_per_s" and int(r["step"]) > warmup]
+    ms = [float(r["value"]) for r in rows if r["name"] == "perf/step_ms" and int(r["step"]) > warmup]
+    comm = [float(r["value"]) for r in rows if r["name"] == "comm/remote_bytes" and int(r["step"]) > warmup]
+    peak = 0
+    try:
+        j = json.loads(open(f"{out}/{name}.json").read().strip().splitlines()[-1])
+        peak = j.get("peak_device_bytes", 0)
+    except Exception:
+        pass
+    return median(tps), median(ms), median(comm) if comm else 0.0, peak
+print(f"{'shape':6s} {'GPUs':>4s} {'tokens/s':>10s} {'step ms':>8s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'speed-up':>8s}")
+for s in shapes:
+    one = figures(f"tput_{s}_1gpu")
+    for g in (1, 2):
+        f = figures(f"tput_{s}_{g}gpu")
+        if not f:
+            print(f"{s:6s} {g:4d} failed"); continue
+        up = f[0] / one[0] if one and one[0] else float("nan")
+        print(f"{s:6s} {g:4d} {f[0]:10.0f} {f[1]:8.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f}")
+PY
+echo "written under $OUT_DIR"
