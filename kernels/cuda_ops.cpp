@@ -9,6 +9,7 @@
 
 #include "core/backend/rope.h"
 #include "core/model/parameter.h"
+#include "core/routing/locality_policy.h"
 #include "kernels/adamw.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
@@ -336,16 +337,24 @@ void CudaOps::embedding_backward(const Tensor& dx, const Tensor& tokens, Tensor&
 
 void CudaOps::router_softmax_topk(const Tensor& logits, int k, const mok::LocalityPolicy* locality, Tensor& probs,
                                   Tensor& lse, Tensor& expert, Tensor& gate) {
-  if (locality)
-    throw std::runtime_error("routing: the locality-aware router (routing.locality_margin) runs on the CPU only");
   const int64_t n = logits.dim(0);
   const int E = static_cast<int>(logits.dim(1));
+  cuda::RouterLocality loc;
+  if (locality && locality->enabled()) {
+    if (static_cast<int>(locality->local.size()) != E)
+      throw std::invalid_argument("routing: a locality mask of " + std::to_string(locality->local.size()) +
+                                  " experts for a router of " + std::to_string(E));
+    loc.enabled = true;
+    loc.margin = locality->margin;
+    for (int e = 0; e < E && e < kMaxRouterExperts; ++e)
+      if (locality->local[e]) loc.local[e / 32] |= 1u << (e % 32);
+  }
   if (E > kMaxRouterExperts || k > kMaxRouterTopK)
     throw std::invalid_argument("routing on CUDA takes up to " + std::to_string(kMaxRouterExperts) + " experts and top-" +
                                 std::to_string(kMaxRouterTopK) + "; asked " + std::to_string(E) + ", top-" +
                                 std::to_string(k));
   cuda::router_softmax_topk(logits.ptr<float>(), n, E, k, probs.ptr<float>(), lse.ptr<float>(),
-                            expert.ptr<int32_t>(), gate.ptr<float>(), stream_);
+                            expert.ptr<int32_t>(), gate.ptr<float>(), stream_, loc);
 }
 
 mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity) {

@@ -70,7 +70,7 @@ bool rows_vectorizable(int64_t d, std::initializer_list<const void*> ptrs) {
 // ---- router: softmax and top-k, one warp per token ----
 
 __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E, int k, float* probs, float* lse,
-                                           int32_t* expert, float* gate) {
+                                           int32_t* expert, float* gate, RouterLocality loc) {
   const int64_t t = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
   if (t >= n) return;
   const int lane = threadIdx.x % 32;
@@ -105,9 +105,10 @@ __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E
   unsigned taken = 0;  // bit i: expert lane + 32·i is taken
   float chosen_p[kMaxRouterTopK];
   int chosen_e[kMaxRouterTopK];
+  auto is_local = [&](int e) { return (loc.local[e / 32] >> (e % 32) & 1u) != 0; };
   for (int slot = 0; slot < k; ++slot) {
-    float best = -1.f;
-    int best_e = 0x7fffffff;
+    float best = -1.f, best_l = -1.f;  // over all untaken experts, and over the local ones
+    int best_e = 0x7fffffff, best_le = 0x7fffffff;
 #pragma unroll
     for (int i = 0; i < kExpertsPerLane; ++i) {
       const int e = lane + 32 * i;
@@ -115,6 +116,10 @@ __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E
       if (p > best) {  // strict: within a lane e increases with i, so ties keep the lower
         best = p;
         best_e = e;
+      }
+      if (loc.enabled && e < E && is_local(e) && p > best_l) {
+        best_l = p;
+        best_le = e;
       }
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -124,6 +129,17 @@ __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E
         best = other;
         best_e = other_e;
       }
+      const float other_l = __shfl_xor_sync(0xffffffffu, best_l, o);
+      const int other_le = __shfl_xor_sync(0xffffffffu, best_le, o);
+      if (other_l > best_l || (other_l == best_l && other_le < best_le)) {
+        best_l = other_l;
+        best_le = other_le;
+      }
+    }
+    if (loc.enabled && !is_local(best_e) && best_le < E &&
+        static_cast<double>(best_l) >= static_cast<double>(best) - loc.margin) {
+      best = best_l;
+      best_e = best_le;
     }
     if (best_e % 32 == lane) taken |= 1u << (best_e / 32);
     chosen_p[slot] = best;
@@ -451,10 +467,11 @@ constexpr int kVec = 16 / sizeof(T);
 }  // namespace
 
 void router_softmax_topk(const float* logits, int64_t n, int E, int k, float* probs, float* lse, int32_t* expert,
-                         float* gate, cudaStream_t stream) {
+                         float* gate, cudaStream_t stream, const RouterLocality& locality) {
   check_router_shape("router_softmax_topk", n, E, k);
   if (n == 0) return;
-  router_softmax_topk_kernel<<<warp_blocks(n), kThreads, 0, stream>>>(logits, n, E, k, probs, lse, expert, gate);
+  router_softmax_topk_kernel<<<warp_blocks(n), kThreads, 0, stream>>>(logits, n, E, k, probs, lse, expert, gate,
+                                                                      locality);
   MOK_CUDA_CHECK_LAUNCH();
 }
 

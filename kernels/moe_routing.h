@@ -30,8 +30,16 @@ constexpr int kMaxRouterTopK = 8;
 // repeated selection (largest first, ties to the lower expert index), slots in that order;
 // gate = p_chosen / Σ_slots p_chosen.   logits, probs (n, E); lse (n); expert, gate (n, k).
 // E ≤ kMaxRouterExperts, 1 ≤ k ≤ min(E, kMaxRouterTopK).
+// With a locality preference (core/routing/locality_policy.h): in each slot, when the best
+// remaining expert is not on this rank and the best remaining local one is within `margin`
+// (p_local ≥ p_best − margin, in double), the local one takes the slot.
+struct RouterLocality {
+  bool enabled = false;
+  uint32_t local[kMaxRouterExperts / 32] = {};  // bit e: expert e lives on this rank
+  double margin = 0.0;
+};
 void router_softmax_topk(const float* logits, int64_t n, int E, int k, float* probs, float* lse,
-                         int32_t* expert, float* gate, cudaStream_t stream);
+                         int32_t* expert, float* gate, cudaStream_t stream, const RouterLocality& locality = {});
 
 // Stable sort of the pairs by expert (a radix sort of (expert, pair index)) with the CPU's
 // capacity rule: of each expert's pairs in pair order, the first `capacity` are kept

@@ -26,14 +26,13 @@ std::unique_ptr<ExpertDispatcher> make_expert_dispatcher(const ExperimentConfig&
     return plane ? std::make_unique<ClassicDispatcher>(*plane, placement)
                  : std::make_unique<ClassicDispatcher>(comm, placement);
   if (c.routing.dispatcher == "mok") {
-    if (plane && std::string(plane->kind()) != "host")
-      throw std::invalid_argument("routing.dispatcher: mok moves rows between CPU ranks only so far; use classic on GPUs");
     MokOptions opt;
     opt.cost = mok_cost_params(c);
     opt.layer = layer;
     opt.expert_hidden = c.model.expert_hidden;
     opt.overlap_chunks = c.routing.overlap_chunks;
-    return std::make_unique<MokDispatcher>(comm, placement, opt);
+    return plane ? std::make_unique<MokDispatcher>(*plane, placement, opt)
+                 : std::make_unique<MokDispatcher>(comm, placement, opt);
   }
   throw std::invalid_argument("routing.dispatcher '" + c.routing.dispatcher + "': expected classic or mok");
 }

@@ -4,37 +4,33 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "core/util/thread_pool.h"
+#include "core/backend/exec_context.h"
+#include "core/routing/routing_decision.h"
 
 MOK_NN_BEGIN
 
 namespace {
 
-// out[i] = src[index[i] / div] for i < index.size(), rows of d values.
-Tensor gather(const Tensor& src, const std::vector<int64_t>& index, int64_t div, int64_t d) {
-  Tensor out({static_cast<int64_t>(index.size()), d});
-  parallel_for(static_cast<int64_t>(index.size()), 64, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      std::memcpy(out.data() + i * d, src.data() + (index[i] / div) * d, d * sizeof(real));
-  });
+Tensor upload_i32(const std::vector<int32_t>& v) {
+  return ExecContext::current().upload(v.data(), {static_cast<int64_t>(v.size())}, DType::i32);
+}
+Tensor upload_real(const std::vector<real>& v) {
+  return ExecContext::current().upload(v.data(), {static_cast<int64_t>(v.size())}, kRealDType);
+}
+
+// out[i] = src[index[i] / div] for i < index.size(): rows of src gathered on its device.
+Tensor gather(const Tensor& src, const std::vector<int64_t>& index, int div) {
+  const ExecContext& cx = ExecContext::current();
+  Tensor out = cx.empty({static_cast<int64_t>(index.size()), src.dim(1)}, src.dtype());
+  if (index.empty()) return out;
+  std::vector<int32_t> idx(index.begin(), index.end());
+  cx.ops().gather_rows(src, upload_i32(idx), div, out);
   return out;
 }
 
-// dst[t] = Σ_s parts[t·k + s] over the slots where head[t·k + s] ≥ 0, in slot order, from 0.
-void sum_heads(const Tensor& parts, const std::vector<int32_t>& head, int64_t n, int k, int64_t d,
-               Tensor& dst) {
-  parallel_for(n, 32, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      real* y = dst.data() + t * d;
-      for (int64_t j = 0; j < d; ++j) y[j] = 0;
-      for (int s = 0; s < k; ++s) {
-        const int64_t p = t * k + s;
-        if (head[p] < 0) continue;
-        const real* src = parts.data() + p * d;
-        for (int64_t j = 0; j < d; ++j) y[j] += src[j];
-      }
-    }
-  });
+// Rows [first, first + count) of a (rows, d) tensor, sharing its storage.
+Tensor row_block(const Tensor& t, int64_t first, int64_t count) {
+  return t.view(first * t.dim(1), {count, t.dim(1)});
 }
 
 // Chunk keys of rows listed peer by peer (rows_per_peer[q] rows whose experts live on the
@@ -101,16 +97,23 @@ void match_saved_inputs(SwiGluMlp& shadow, const ExpertBank& bank) {
   }
 }
 
-void copy_param(real* dst, const Parameter& p) {
-  std::memcpy(dst, p.value.data(), p.value.bytes());
-}
-
 }  // namespace
 
 MokDispatcher::MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options)
-    : comm_(comm), placement_(std::move(placement)), options_(options),
+    : own_plane_(std::make_unique<HostDataPlane>(comm)), plane_(*own_plane_), comm_(comm),
+      placement_(std::move(placement)), options_(options),
       worker_(std::make_unique<CommWorker>(options.overlap_chunks > 0 && comm.allows_helper_thread())) {
-  if (options.overlap_chunks < 0)
+  check_setup();
+}
+
+MokDispatcher::MokDispatcher(DataPlane& plane, ExpertPlacement placement, MokOptions options)
+    : plane_(plane), comm_(plane.control()), placement_(std::move(placement)), options_(options),
+      worker_(std::make_unique<CommWorker>(options.overlap_chunks > 0 && plane.control().allows_helper_thread())) {
+  check_setup();
+}
+
+void MokDispatcher::check_setup() const {
+  if (options_.overlap_chunks < 0)
     throw std::invalid_argument("MokDispatcher: overlap_chunks must be ≥ 0");
   if (placement_.ranks() != comm_.size())
     throw std::invalid_argument("MokDispatcher: placement for " + std::to_string(placement_.ranks()) +
@@ -138,10 +141,19 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     throw std::invalid_argument("MokDispatcher: placement has " + std::to_string(E) +
                                 " experts, routing " + std::to_string(r.experts) + ", bank " +
                                 std::to_string(bank.size()));
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  const bool host_rows = std::string(plane_.kind()) == "host";
   const int64_t n = x.dim(0), d = x.dim(1);
   const int k = r.k;
-  const int32_t* expert = r.expert.data_as<int32_t>();  // (n·k) host
-  const real* gate = r.gate.data();                      // (n·k) host
+  // The plan is made on the host: a copy of the routing (the router's own on the CPU).
+  const std::vector<int32_t> expert_host = expert_ids(r);
+  std::vector<real> gate_host(static_cast<size_t>(n * k));
+  r.gate.copy_to_host(gate_host.data(), r.gate.bytes());
+  const int32_t* expert = expert_host.data();  // (n·k)
+  const real* gate = gate_host.data();         // (n·k)
+  n_ = n;
+  k_ = k;
   const std::vector<int>& mine = placement_.experts_on(me);
   const int L = static_cast<int>(mine.size());
   fwd_before_ = comm_.stats();
@@ -270,7 +282,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     global_rows += head_recv[static_cast<size_t>(s * W + E + 1)];
   }
   // Chunks pay off only when each carries enough rows (MokOptions::min_chunk_rows).
-  chunks_ = std::max(1, options_.overlap_chunks);
+  chunks_ = host_rows ? std::max(1, options_.overlap_chunks) : 1;  // see the header: one stream
   const int64_t fill = global_rows / (R * std::max<int64_t>(1, options_.min_chunk_rows));
   chunks_ = static_cast<int>(std::min<int64_t>(chunks_, std::max<int64_t>(1, fill)));
   log_.chunks = chunks_;
@@ -294,7 +306,9 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       send_total += send_cnt[q];
       recv_total += recv_cnt[q];
     }
-    std::vector<real> send_w(static_cast<size_t>(send_total)), recv_w(static_cast<size_t>(recv_total));
+    Allocator& mem = cx.allocator();
+    Tensor send_w = cx.empty({send_total}, kRealDType), recv_w = cx.empty({recv_total}, kRealDType);
+    const int64_t esize = static_cast<int64_t>(sizeof(real));
     int64_t off = 0;
     for (int q = 0; q < R; ++q)
       for (int e : mine)
@@ -302,22 +316,27 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
           SwiGluMlp& ex = *bank.experts[e];
           if (ex.up().weight().value.numel() + ex.down().weight().value.numel() != P)
             throw std::logic_error("MokDispatcher: expert " + std::to_string(e) + " is not (d, f)");
-          copy_param(send_w.data() + off, ex.up().weight());
-          copy_param(send_w.data() + off + 2 * d * f, ex.down().weight());
+          auto* w = static_cast<uint8_t*>(send_w.raw()) + off * esize;
+          mem.copy_within(w, ex.up().weight().value.raw(), 2 * d * f * esize);
+          mem.copy_within(w + 2 * d * f * esize, ex.down().weight().value.raw(), f * d * esize);
           off += P;
         }
-    comm_.all_to_all_v(send_w.data(), send_cnt, recv_w.data(), recv_cnt, CommPurpose::weights);
+    plane_.all_to_all_rows(send_w, send_cnt, recv_w, recv_cnt, CommPurpose::weights);
     off = 0;
+    std::vector<Parameter*> refreshed;
     for (int q = 0; q < R; ++q)
       for (int e : placement_.experts_on(q))
         if (shadows(me, e)) {
           SwiGluMlp& sc = shadow_copy(e, d, f);
           match_saved_inputs(sc, bank);
-          std::memcpy(sc.up().weight().value.data(), recv_w.data() + off, 2 * d * f * sizeof(real));
-          std::memcpy(sc.down().weight().value.data(), recv_w.data() + off + 2 * d * f,
-                      f * d * sizeof(real));
+          const auto* w = static_cast<const uint8_t*>(recv_w.raw()) + off * esize;
+          mem.copy_within(sc.up().weight().value.raw(), w, 2 * d * f * esize);
+          mem.copy_within(sc.down().weight().value.raw(), w + 2 * d * f * esize, f * d * esize);
+          refreshed.push_back(&sc.up().weight());
+          refreshed.push_back(&sc.down().weight());
           off += P;
         }
+    ops.refresh_compute_copies(refreshed);  // bf16 copies of the fetched weights, where the device keeps them
   }
 
   int64_t sent_total = 0, recv_total = 0;
@@ -332,10 +351,12 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   // 4. the rows' entries and gates, one message per peer: (rows·k) int32 then (rows·k) real.
   // With one chunk the token rows (5) ride in the same message, after them: one exchange
   // fewer, which is what a latency-bound decode step pays for.
-  const bool rows_with_meta = chunks_ == 1;
-  Tensor recv_x({recv_total, d});  // recv_fwd_ layout (source order when C = 1)
+  // On the CPU the rows ride with the entries when there is one chunk; a device's rows go
+  // through its data plane.
+  const bool rows_with_meta = chunks_ == 1 && host_rows;
+  Tensor recv_x = cx.activation({recv_total, d});  // recv_fwd_ layout (source order when C = 1)
   {
-    const int64_t row_bytes = d * static_cast<int64_t>(sizeof(real));
+    const int64_t row_bytes = rows_with_meta ? mok::row_bytes(x) : 0;
     std::vector<int64_t> send_bytes(send_meta), recv_bytes(recv_meta);
     if (rows_with_meta)
       for (int q = 0; q < R; ++q) {
@@ -355,8 +376,9 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       std::memcpy(out.data() + off + m * sizeof(int32_t), send_gate.data() + row * k, m * sizeof(real));
       off += m * static_cast<int64_t>(sizeof(int32_t) + sizeof(real));
       if (rows_with_meta) {
+        const auto* xp = static_cast<const uint8_t*>(x.raw());
         for (int64_t i = row; i < row + send_rows_[q]; ++i, off += row_bytes)
-          std::memcpy(out.data() + off, x.data() + send_token_[i] * d, static_cast<size_t>(row_bytes));
+          std::memcpy(out.data() + off, xp + send_token_[i] * row_bytes, static_cast<size_t>(row_bytes));
       }
       row += send_rows_[q];
     }
@@ -375,7 +397,8 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       std::memcpy(recv_gate_.data() + row * k, in.data() + off + m * sizeof(int32_t), m * sizeof(real));
       off += m * static_cast<int64_t>(sizeof(int32_t) + sizeof(real));
       if (rows_with_meta) {
-        std::memcpy(recv_x.data() + row * d, in.data() + off, static_cast<size_t>(recv_rows_[s] * row_bytes));
+        std::memcpy(static_cast<uint8_t*>(recv_x.raw()) + row * row_bytes, in.data() + off,
+                    static_cast<size_t>(recv_rows_[s] * row_bytes));
         off += recv_rows_[s] * row_bytes;
       }
       row += recv_rows_[s];
@@ -416,87 +439,105 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     if (!expert_entries_[l].empty() && !bank.experts[mine[l]])
       throw std::logic_error("MokDispatcher: expert " + std::to_string(mine[l]) + " is placed on rank " +
                              std::to_string(me) + " but not held here");
+  expert_start_.assign(1, 0);
+  for (int l = 0; l < L; ++l) expert_start_.push_back(expert_start_.back() + static_cast<int64_t>(expert_entries_[l].size()));
+  const int64_t batch_rows = expert_start_.back();
+  // One chunk and a stacked bank: every local expert in one grouped product.
+  grouped_ = C == 1 && bank.grouped != nullptr;
+  if (grouped_) {
+    group_offsets_.assign(1, 0);
+    for (int e = 0, l = 0; e < E; ++e) {
+      if (!bank.experts[e]) continue;
+      const bool placed_here = l < L && mine[l] == e;
+      group_offsets_.push_back(group_offsets_.back() + (placed_here ? static_cast<int64_t>(expert_entries_[l++].size()) : 0));
+    }
+    if (static_cast<int>(group_offsets_.size()) != bank.grouped->groups() + 1)
+      throw std::logic_error("MokDispatcher: the bank's experts and its stack disagree");
+  }
 
   // send_fwd_ layout; with one chunk the rows have already gone.
-  Tensor send_x = rows_with_meta ? Tensor() : gather(x, layout_order(send_fwd_, send_token_), 1, d);
-  Tensor back_y({recv_total, d});   // recv_cmb_ layout: one reduced row per received row
-  Tensor got_y({sent_total, d});    // send_cmb_ layout
-  Tensor parts({n * k, d});         // group sums at their first slot
-  std::vector<Tensor> ye(static_cast<size_t>(L));
+  Tensor send_x = rows_with_meta ? Tensor() : gather(x, layout_order(send_fwd_, send_token_), 1);
+  Tensor back_y = cx.activation({recv_total, d});  // recv_cmb_ layout: one reduced row per received row
+  // The groups' results, combined at the end: the shadowed pairs' gated rows first (in
+  // my_shadowed_ order, pairs in order), then the returned rows (send_cmb_ layout).
+  int64_t shadow_rows = 0;
+  for (const auto& pairs : shadow_pairs_) shadow_rows += static_cast<int64_t>(pairs.size());
+  Tensor results = cx.activation({shadow_rows + sent_total, d});
+  Tensor got_y = row_block(results, shadow_rows, sent_total);
+  Tensor ye = cx.activation({batch_rows, d});  // every local expert's outputs, expert-major
   DrainOnExit drain_on_exit{*worker_};
   std::vector<CommWorker::Ticket> arrived(static_cast<size_t>(C), 0);
   for (int c = 0; c < C && !rows_with_meta; ++c)  // 5. the token rows, chunk by chunk
-    arrived[c] = worker_->submit([this, c, d, &send_x, &recv_x] {
-      comm_.all_to_all_v(send_x.data() + send_fwd_.offset(c) * d, send_fwd_.counts(c, d),
-                         recv_x.data() + recv_fwd_.offset(c) * d, recv_fwd_.counts(c, d),
-                         CommPurpose::dispatch);
+    arrived[c] = worker_->submit([this, c, &send_x, &recv_x] {
+      exchange_chunk(send_x, send_fwd_, recv_x, recv_fwd_, c, CommPurpose::dispatch);
     });
 
   // 7. meanwhile the shadow copies run here; each shadowed pair is its own group.
-  for (size_t i = 0; i < my_shadowed_.size(); ++i) {
-    const auto& pairs = shadow_pairs_[i];
-    Tensor xe = gather(x, pairs, k, d);
-    Tensor yse = shadows_.at(my_shadowed_[i])->forward(xe, keep);
-    parallel_for(static_cast<int64_t>(pairs.size()), 64, [&](int64_t i0, int64_t i1) {
-      for (int64_t m = i0; m < i1; ++m) {
-        const real g = gate[pairs[m]];
-        real* dst = parts.data() + pairs[m] * d;
-        const real* src = yse.data() + m * d;
-        for (int64_t c = 0; c < d; ++c) dst[c] = g * src[c];
+  std::vector<int32_t> row_of_pair(static_cast<size_t>(n * k), -1);  // for the final combine
+  {
+    int64_t at = 0;
+    for (size_t i = 0; i < my_shadowed_.size(); ++i) {
+      const auto& pairs = shadow_pairs_[i];
+      const int64_t m = static_cast<int64_t>(pairs.size());
+      Tensor xe = gather(x, pairs, k);
+      Tensor yse = shadows_.at(my_shadowed_[i])->forward(xe, keep);
+      std::vector<real> g(static_cast<size_t>(m));
+      for (int64_t j = 0; j < m; ++j) {
+        g[static_cast<size_t>(j)] = gate[pairs[j]];
+        row_of_pair[static_cast<size_t>(pairs[j])] = static_cast<int32_t>(at + j);
       }
-    });
+      Tensor dst = row_block(results, at, m);
+      if (m) ops.scale_rows(yse, upload_real(g), dst);
+      at += m;
+    }
   }
 
   // 6. per chunk: its experts, each on all the rows naming it (receive order); then the rows
   // whose last expert this was are reduced and go back (8, combine).
   for (int c = 0; c < C; ++c) {
     worker_->wait(arrived[c]);
-    for (int l = 0; l < L; ++l) {
-      if (expert_chunk(l, L, C) != c || expert_entries_[l].empty()) continue;
-      Tensor xe = gather(recv_x, entry_rows(expert_entries_[l], k, recv_fwd_), 1, d);
-      ye[l] = bank.experts[mine[l]]->forward(xe, keep);
-    }
-    const std::vector<int64_t>& done = recv_done_fwd_[c];
-    parallel_for(static_cast<int64_t>(done.size()), 32, [&](int64_t i0, int64_t i1) {
-      for (int64_t m = i0; m < i1; ++m) {
-        const int64_t i = done[m];
-        real* y = back_y.data() + recv_cmb_.pos[i] * d;
-        for (int64_t c2 = 0; c2 < d; ++c2) y[c2] = 0;
-        for (int j = 0; j < k; ++j) {
-          const int l = recv_entry_[i * k + j];
-          if (l < 0) continue;
-          const real g = recv_gate_[i * k + j];
-          const real* src = ye[l].data() + recv_pos_[i * k + j] * d;
-          for (int64_t c2 = 0; c2 < d; ++c2) y[c2] += g * src[c2];
-        }
+    if (grouped_) {  // C = 1: all experts at once
+      std::vector<int64_t> rows;
+      for (int l = 0; l < L; ++l) {
+        const std::vector<int64_t> r_l = entry_rows(expert_entries_[l], k, recv_fwd_);
+        rows.insert(rows.end(), r_l.begin(), r_l.end());
       }
-    });
-    worker_->submit([this, c, d, &back_y, &got_y] {
-      comm_.all_to_all_v(back_y.data() + recv_cmb_.offset(c) * d, recv_cmb_.counts(c, d),
-                         got_y.data() + send_cmb_.offset(c) * d, send_cmb_.counts(c, d),
-                         CommPurpose::combine);
+      ye = bank.grouped->forward(gather(recv_x, rows, 1), group_offsets_, keep);
+    } else {
+      for (int l = 0; l < L; ++l) {
+        if (expert_chunk(l, L, C) != c || expert_entries_[l].empty()) continue;
+        Tensor xe = gather(recv_x, entry_rows(expert_entries_[l], k, recv_fwd_), 1);
+        Tensor out = bank.experts[mine[l]]->forward(xe, keep);
+        cx.allocator().copy_within(row_block(ye, expert_start_[l], out.dim(0)).raw(), out.raw(), out.bytes());
+      }
+    }
+    Tensor row_of_entry, gates;
+    chunk_entries(recv_done_fwd_[c], recv_cmb_, c, row_of_entry, &gates);
+    const int64_t rows_c = recv_cmb_.offset(c + 1) - recv_cmb_.offset(c);
+    Tensor dst = row_block(back_y, recv_cmb_.offset(c), rows_c);
+    if (rows_c) ops.combine_pairs(ye, row_of_entry, &gates, rows_c, k, dst);
+    worker_->submit([this, c, &back_y, &got_y] {
+      exchange_chunk(back_y, recv_cmb_, got_y, send_cmb_, c, CommPurpose::combine);
     });
   }
   worker_->drain();
-  ye.clear();
+  ye.reset();
   send_x.reset();
   recv_x.reset();
   back_y.reset();
 
   // 9. sum the groups in slot order.
-  parallel_for(sent_total, 64, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      std::memcpy(parts.data() + head_pair_[i] * d, got_y.data() + send_cmb_.pos[i] * d, d * sizeof(real));
-  });
-  Tensor y({n, d});
-  sum_heads(parts, head_of_, n, k, d, y);
+  for (int64_t i = 0; i < sent_total; ++i)
+    row_of_pair[static_cast<size_t>(head_pair_[i])] = static_cast<int32_t>(shadow_rows + send_cmb_.pos[i]);
+  Tensor y = cx.activation({n, d});
+  ops.combine_pairs(results, upload_i32(row_of_pair), nullptr, n, k, y);
+  got_y.reset();
+  results.reset();
 
-  n_ = n;
-  k_ = k;
-  row_bytes_ = d * static_cast<int64_t>(sizeof(real));
+  row_bytes_ = mok::row_bytes(x);
   kept_ = keep;
   if (keep) {
-    gate_.assign(gate, gate + n * k);
+    gate_ = r.gate.clone(MemTag{});
     finish_log(fwd_before_, false);
   } else {
     recv_gate_.clear();
@@ -507,8 +548,10 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
 }
 
 Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate_out) {
-  std::vector<real> dgate;  // (n·k), handed out as a host tensor at the end
   if (!kept_) throw std::logic_error("MokDispatcher::backward without a kept forward");
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  Allocator& mem = cx.allocator();
   const int R = comm_.size(), me = comm_.rank();
   const int E = placement_.experts();
   const int64_t n = n_, d = dy.dim(1);
@@ -524,44 +567,56 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
     send_k[q] = send_rows_[q] * k;
     recv_k[q] = recv_rows_[q] * k;
   }
+  const int64_t batch_rows = expert_start_.back();
 
   // dy once per group row to the destination (the reverse of the combine), in the
   // forward's combine chunks, last chunk first: group c (run last to first) needs the rows
   // whose highest expert is in group c or later. A row's dx goes back (the reverse of the
   // dispatch) in the chunk of its lowest expert, once that group is done.
   const int C = chunks_;
-  Tensor send_dy = gather(dy, layout_order(send_cmb_, send_token_), 1, d);  // send_cmb_ layout
-  Tensor recv_dy({recv_total, d});   // recv_cmb_ layout
-  Tensor back_dx({recv_total, d});   // recv_fwd_ layout
-  Tensor got_dx({sent_total, d});    // send_fwd_ layout
-  std::vector<Tensor> dxe(static_cast<size_t>(L));
-  std::vector<real> back_dgate(static_cast<size_t>(recv_total * k), real(0));
-  dgate.assign(static_cast<size_t>(n * k), real(0));
-  Tensor parts({n * k, d});
+  Tensor send_dy = gather(dy, layout_order(send_cmb_, send_token_), 1);  // send_cmb_ layout
+  Tensor recv_dy = cx.activation({recv_total, d});  // recv_cmb_ layout
+  Tensor back_dx = cx.activation({recv_total, d});  // recv_fwd_ layout
+  // The groups' input gradients, combined at the end: the shadowed pairs' rows first, then
+  // the returned rows (send_fwd_ layout).
+  int64_t shadow_rows = 0;
+  for (const auto& pairs : shadow_pairs_) shadow_rows += static_cast<int64_t>(pairs.size());
+  Tensor results = cx.activation({shadow_rows + sent_total, d});
+  Tensor got_dx = row_block(results, shadow_rows, sent_total);
+  Tensor dxe = cx.activation({batch_rows, d});      // every local expert's dx, expert-major
+  Tensor dge = cx.empty({batch_rows}, kRealDType);  // … and its gate gradients
   DrainOnExit drain_on_exit{*worker_};
   std::vector<CommWorker::Ticket> arrived(static_cast<size_t>(C));
   for (int c = C - 1; c >= 0; --c)
-    arrived[c] = worker_->submit([this, c, d, &send_dy, &recv_dy] {
-      comm_.all_to_all_v(send_dy.data() + send_cmb_.offset(c) * d, send_cmb_.counts(c, d),
-                         recv_dy.data() + recv_cmb_.offset(c) * d, recv_cmb_.counts(c, d),
-                         CommPurpose::combine);
+    arrived[c] = worker_->submit([this, c, &send_dy, &recv_dy] {
+      exchange_chunk(send_dy, send_cmb_, recv_dy, recv_cmb_, c, CommPurpose::combine);
     });
 
   // Meanwhile the shadow copies run backward here (their weight gradients go to the owners
-  // below).
-  for (size_t i = 0; i < my_shadowed_.size(); ++i) {
-    const auto& pairs = shadow_pairs_[i];
-    const int64_t m = static_cast<int64_t>(pairs.size());
-    SwiGluMlp& sc = *shadows_.at(my_shadowed_[i]);
-    sc.up().weight().grad.zero();
-    sc.down().weight().grad.zero();
-    Tensor dye = gather(dy, pairs, k, d);
-    Tensor ge({m}), dge({m});
-    for (int64_t j = 0; j < m; ++j) ge[j] = gate_[pairs[j]];
-    Tensor dxs = sc.backward_gated(dye, &ge, &dge);
-    for (int64_t j = 0; j < m; ++j) {
-      dgate[pairs[j]] = dge[j];
-      std::memcpy(parts.data() + pairs[j] * d, dxs.data() + j * d, d * sizeof(real));
+  // below); the shadowed pairs' gate gradients are kept per pair.
+  std::vector<int32_t> row_of_pair(static_cast<size_t>(n * k), -1);  // for the final combine
+  std::vector<int32_t> dgate_pair;  // pair of each gate gradient in dgate_rows, in order
+  Tensor shadow_dgate = cx.empty({shadow_rows}, kRealDType);
+  {
+    int64_t at = 0;
+    for (size_t i = 0; i < my_shadowed_.size(); ++i) {
+      const auto& pairs = shadow_pairs_[i];
+      const int64_t m = static_cast<int64_t>(pairs.size());
+      SwiGluMlp& sc = *shadows_.at(my_shadowed_[i]);
+      sc.up().weight().grad.zero();
+      sc.down().weight().grad.zero();
+      Tensor dye = gather(dy, pairs, k);
+      std::vector<int32_t> pair_idx(pairs.begin(), pairs.end());
+      Tensor ge = cx.empty({m}, kRealDType);
+      Tensor dg = shadow_dgate.view(at, {m});
+      if (m) ops.pairs_to_rows(gate_, upload_i32(pair_idx), ge);
+      Tensor dxs = sc.backward_gated(dye, &ge, &dg);
+      mem.copy_within(row_block(results, at, m).raw(), dxs.raw(), dxs.bytes());
+      for (int64_t j = 0; j < m; ++j) {
+        row_of_pair[static_cast<size_t>(pairs[j])] = static_cast<int32_t>(at + j);
+        dgate_pair.push_back(static_cast<int32_t>(pairs[j]));
+      }
+      at += m;
     }
   }
 
@@ -569,44 +624,63 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
   // batch, then one reduced dx row for every row whose lowest expert this was.
   for (int c = C - 1; c >= 0; --c) {
     worker_->wait(arrived[c]);
-    for (int l = 0; l < L; ++l) {
-      const auto& entries = expert_entries_[l];
-      if (expert_chunk(l, L, C) != c || entries.empty()) continue;
-      const int64_t m = static_cast<int64_t>(entries.size());
-      Tensor dye = gather(recv_dy, entry_rows(entries, k, recv_cmb_), 1, d);
-      Tensor ge({m}), dge({m});
-      for (int64_t i = 0; i < m; ++i) ge[i] = recv_gate_[entries[i]];
-      dxe[l] = bank.experts[mine[l]]->backward_gated(dye, &ge, &dge);
-      for (int64_t i = 0; i < m; ++i) back_dgate[entries[i]] = dge[i];
-    }
-    const std::vector<int64_t>& done = recv_done_bwd_[c];
-    parallel_for(static_cast<int64_t>(done.size()), 32, [&](int64_t i0, int64_t i1) {
-      for (int64_t m = i0; m < i1; ++m) {
-        const int64_t i = done[m];
-        real* out = back_dx.data() + recv_fwd_.pos[i] * d;
-        for (int64_t c2 = 0; c2 < d; ++c2) out[c2] = 0;
-        for (int j = 0; j < k; ++j) {
-          const int l = recv_entry_[i * k + j];
-          if (l < 0) continue;
-          const real* src = dxe[l].data() + recv_pos_[i * k + j] * d;
-          for (int64_t c2 = 0; c2 < d; ++c2) out[c2] += src[c2];
-        }
+    auto entry_gates = [&](int l) {
+      std::vector<real> g;
+      for (int64_t i : expert_entries_[l]) g.push_back(recv_gate_[static_cast<size_t>(i)]);
+      return g;
+    };
+    if (grouped_) {  // C = 1: all experts at once
+      std::vector<int64_t> rows;
+      std::vector<real> g;
+      for (int l = 0; l < L; ++l) {
+        const std::vector<int64_t> r_l = entry_rows(expert_entries_[l], k, recv_cmb_);
+        rows.insert(rows.end(), r_l.begin(), r_l.end());
+        const std::vector<real> g_l = entry_gates(l);
+        g.insert(g.end(), g_l.begin(), g_l.end());
       }
-    });
-    worker_->submit([this, c, d, &back_dx, &got_dx] {
-      comm_.all_to_all_v(back_dx.data() + recv_fwd_.offset(c) * d, recv_fwd_.counts(c, d),
-                         got_dx.data() + send_fwd_.offset(c) * d, send_fwd_.counts(c, d),
-                         CommPurpose::dispatch);
+      dxe = bank.grouped->backward_gated(gather(recv_dy, rows, 1), upload_real(g), dge);
+    } else {
+      for (int l = 0; l < L; ++l) {
+        const auto& entries = expert_entries_[l];
+        if (expert_chunk(l, L, C) != c || entries.empty()) continue;
+        const int64_t m = static_cast<int64_t>(entries.size());
+        Tensor dye = gather(recv_dy, entry_rows(entries, k, recv_cmb_), 1);
+        Tensor ge = upload_real(entry_gates(l));
+        Tensor dg = dge.view(expert_start_[l], {m});
+        Tensor dx_l = bank.experts[mine[l]]->backward_gated(dye, &ge, &dg);
+        mem.copy_within(row_block(dxe, expert_start_[l], m).raw(), dx_l.raw(), dx_l.bytes());
+      }
+    }
+    Tensor row_of_entry;
+    chunk_entries(recv_done_bwd_[c], recv_fwd_, c, row_of_entry, nullptr);
+    const int64_t rows_c = recv_fwd_.offset(c + 1) - recv_fwd_.offset(c);
+    Tensor dst = row_block(back_dx, recv_fwd_.offset(c), rows_c);
+    if (rows_c) ops.combine_pairs(dxe, row_of_entry, nullptr, rows_c, k, dst);
+    worker_->submit([this, c, &back_dx, &got_dx] {
+      exchange_chunk(back_dx, recv_fwd_, got_dx, send_fwd_, c, CommPurpose::dispatch);
     });
   }
   worker_->drain();
-  dxe.clear();
   send_dy.reset();
   recv_dy.reset();
   back_dx.reset();
+  dxe.reset();
 
-  std::vector<real> got_dgate(static_cast<size_t>(sent_total * k));
-  comm_.all_to_all_v(back_dgate.data(), recv_k, got_dgate.data(), send_k, CommPurpose::control);
+  // The gate gradients of the received entries, in receive order (0 for pads), back to the
+  // sources.
+  Tensor back_dgate = cx.empty({recv_total * k}, kRealDType);
+  {
+    std::vector<int32_t> entry_of_row;  // expert-major row → entry i·k + j
+    for (int l = 0; l < L; ++l)
+      for (int64_t i : expert_entries_[l]) entry_of_row.push_back(static_cast<int32_t>(i));
+    if (entry_of_row.empty())
+      back_dgate.zero();
+    else
+      ops.rows_to_pairs(dge, upload_i32(entry_of_row), back_dgate);
+  }
+  dge.reset();
+  Tensor got_dgate = cx.empty({sent_total * k}, kRealDType);
+  plane_.all_to_all_rows(back_dgate, recv_k, got_dgate, send_k, CommPurpose::control);
 
   bool any_shadow = false;
   for (uint8_t v : shadow_all_) any_shadow |= v != 0;
@@ -618,6 +692,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
       return int64_t{0};
     }();
     const int64_t P = 3 * d * f;
+    const int64_t esize = static_cast<int64_t>(sizeof(real));
     std::vector<int64_t> send_cnt(R, 0), recv_cnt(R, 0);
     for (int q = 0; q < R; ++q) {
       for (int e : placement_.experts_on(q))
@@ -630,57 +705,93 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
       st += send_cnt[q];
       rt += recv_cnt[q];
     }
-    std::vector<real> send_g(static_cast<size_t>(st)), recv_g(static_cast<size_t>(rt));
+    Tensor send_g = cx.empty({st}, kRealDType), recv_g = cx.empty({rt}, kRealDType);
     int64_t off = 0;
     for (int q = 0; q < R; ++q)
       for (int e : placement_.experts_on(q))
         if (shadows(me, e)) {
           SwiGluMlp& sc = *shadows_.at(e);
-          std::memcpy(send_g.data() + off, sc.up().weight().grad.data(), 2 * d * f * sizeof(real));
-          std::memcpy(send_g.data() + off + 2 * d * f, sc.down().weight().grad.data(),
-                      f * d * sizeof(real));
+          auto* g = static_cast<uint8_t*>(send_g.raw()) + off * esize;
+          mem.copy_within(g, sc.up().weight().grad.raw(), 2 * d * f * esize);
+          mem.copy_within(g + 2 * d * f * esize, sc.down().weight().grad.raw(), f * d * esize);
           off += P;
         }
-    comm_.all_to_all_v(send_g.data(), send_cnt, recv_g.data(), recv_cnt, CommPurpose::gradients);
+    plane_.all_to_all_rows(send_g, send_cnt, recv_g, recv_cnt, CommPurpose::gradients);
     // The owner's own gradient is already in; add the shadows' in source-rank order.
     off = 0;
     for (int s = 0; s < R; ++s)
       for (int e : mine)
         if (shadows(s, e)) {
-          real* gu = bank.experts[e]->up().weight().grad.data();
-          real* gd = bank.experts[e]->down().weight().grad.data();
-          const real* src = recv_g.data() + off;
-          for (int64_t c = 0; c < 2 * d * f; ++c) gu[c] += src[c];
-          for (int64_t c = 0; c < f * d; ++c) gd[c] += src[2 * d * f + c];
+          Tensor& gu = bank.experts[e]->up().weight().grad;
+          Tensor& gd = bank.experts[e]->down().weight().grad;
+          ops.add_(gu, recv_g.view(off, gu.shape()));
+          ops.add_(gd, recv_g.view(off + 2 * d * f, gd.shape()));
           off += P;
         }
   }
 
   // Shipped groups: the reduced dx at the group's first slot, gate gradients per slot.
-  parallel_for(sent_total, 64, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      std::memcpy(parts.data() + head_pair_[i] * d, got_dx.data() + send_fwd_.pos[i] * d, d * sizeof(real));
-      const int64_t t = send_token_[i];
-      for (int j = 0; j < k; ++j) {
-        const int s = send_slot_[i * k + j];
-        if (s < 0) break;
-        dgate[t * k + s] = got_dgate[i * k + j];
-      }
+  std::vector<int32_t> got_entry;  // entry of got_dgate for each gate gradient after the shadows'
+  for (int64_t i = 0; i < sent_total; ++i) {
+    row_of_pair[static_cast<size_t>(head_pair_[i])] = static_cast<int32_t>(shadow_rows + send_fwd_.pos[i]);
+    const int64_t t = send_token_[i];
+    for (int j = 0; j < k; ++j) {
+      const int s = send_slot_[i * k + j];
+      if (s < 0) break;
+      got_entry.push_back(static_cast<int32_t>(i * k + j));
+      dgate_pair.push_back(static_cast<int32_t>(t * k + s));
     }
-  });
-  Tensor dx({n, d});
-  sum_heads(parts, head_of_, n, k, d, dx);
+  }
+  Tensor dgate_rows = cx.empty({static_cast<int64_t>(dgate_pair.size())}, kRealDType);
+  if (shadow_rows) mem.copy_within(dgate_rows.raw(), shadow_dgate.raw(), shadow_dgate.bytes());
+  if (!got_entry.empty()) {
+    Tensor tail = dgate_rows.view(shadow_rows, {static_cast<int64_t>(got_entry.size())});
+    ops.pairs_to_rows(got_dgate, upload_i32(got_entry), tail);
+  }
+  dgate_out = cx.empty({n * k}, kRealDType);
+  if (dgate_pair.empty())
+    dgate_out.zero();
+  else
+    ops.rows_to_pairs(dgate_rows, upload_i32(dgate_pair), dgate_out);  // 0 for dropped pairs
+  Tensor dx = cx.activation({n, d});
+  ops.combine_pairs(results, upload_i32(row_of_pair), nullptr, n, k, dx);
 
-  dgate_out = Tensor({static_cast<int64_t>(dgate.size())});
-  std::copy(dgate.begin(), dgate.end(), dgate_out.data());
   finish_log(fwd_before_, true);
   kept_ = false;
   recv_gate_.clear();
   recv_entry_.clear();
   recv_pos_.clear();
   expert_entries_.clear();
-  gate_.clear();
+  gate_.reset();
   return dx;
+}
+
+void MokDispatcher::exchange_chunk(const Tensor& send, const ChunkLayout& ls, Tensor& recv, const ChunkLayout& lr,
+                                   int c, CommPurpose purpose) {
+  Tensor s = row_block(send, ls.offset(c), ls.offset(c + 1) - ls.offset(c));
+  Tensor r = row_block(recv, lr.offset(c), lr.offset(c + 1) - lr.offset(c));
+  plane_.all_to_all_rows(s, ls.counts(c, 1), r, lr.counts(c, 1), purpose);
+}
+
+void MokDispatcher::chunk_entries(const std::vector<int64_t>& done, const ChunkLayout& layout, int c,
+                                  Tensor& row_of_entry, Tensor* gates) const {
+  const int k = k_;
+  const int64_t first = layout.offset(c), rows = layout.offset(c + 1) - first;
+  std::vector<int32_t> row_of(static_cast<size_t>(rows * k), -1);
+  std::vector<real> g(gates ? static_cast<size_t>(rows * k) : 0, real(0));
+  for (int64_t i : done) {
+    const int64_t at = layout.pos[static_cast<size_t>(i)] - first;
+    if (at < 0 || at >= rows) throw std::logic_error("MokDispatcher: a finished row outside its chunk");
+    for (int j = 0; j < k; ++j) {
+      const int64_t e = i * k + j;
+      const int l = recv_entry_[static_cast<size_t>(e)];
+      if (l < 0) continue;
+      row_of[static_cast<size_t>(at * k + j)] = static_cast<int32_t>(expert_start_[l] + recv_pos_[static_cast<size_t>(e)]);
+      if (gates) g[static_cast<size_t>(at * k + j)] = recv_gate_[static_cast<size_t>(e)];
+    }
+  }
+  row_of_entry = upload_i32(row_of);
+  if (gates) *gates = upload_real(g);
 }
 
 void MokDispatcher::finish_log(const CommStats& before, bool complete) {

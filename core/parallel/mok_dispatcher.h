@@ -45,6 +45,14 @@
 // Every rank must call forward/backward together (they are collectives), with the same
 // `keep`. Shadow copies are SwiGLU experts that keep their saved inputs the way the layer's
 // own experts do (the same kitten policy and hidden recompute).
+//
+// Devices. The plan (steps 0–2 and the entries of step 4) is made on the host from a host
+// copy of the routing and travels over the control Communicator; rows, weights and their
+// gradients move through the DataPlane of the rank's device, and every row operation is
+// one of the rank's ops (gathers and the slot-order combine), so the same code runs on CPU
+// and GPU ranks. With one chunk, the local experts run as one grouped product over all
+// their rows (the stacked bank); with several, expert by expert as each chunk arrives. On a
+// GPU the chunks would share one stream, so a GPU rank uses one chunk (no overlap yet).
 
 #include <cstdint>
 #include <map>
@@ -55,6 +63,7 @@
 #include "core/parallel/chunk_layout.h"
 #include "core/parallel/comm_worker.h"
 #include "core/parallel/communicator.h"
+#include "core/parallel/data_plane.h"
 #include "core/parallel/expert_placement.h"
 #include "core/parallel/mok_cost_model.h"
 #include "core/parallel/mok_step_log.h"
@@ -81,6 +90,9 @@ struct MokOptions {
 
 class MokDispatcher final : public ExpertDispatcher {
  public:
+  // Rows move through `plane` (the rank's device); the plan through its control Communicator.
+  MokDispatcher(DataPlane& plane, ExpertPlacement placement, MokOptions options = {});
+  // CPU ranks: rows as host messages over `comm` (a HostDataPlane held here).
   MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options = {});
 
   Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank,
@@ -99,10 +111,20 @@ class MokDispatcher final : public ExpertDispatcher {
   void set_shadow_mode(ShadowMode mode) { options_.cost.mode = mode; }
 
  private:
+  void check_setup() const;
   SwiGluMlp& shadow_copy(int expert, int64_t d, int64_t f);
   void finish_log(const CommStats& before, bool complete);
+  // Chunk c's slice of an all-to-all whose rows lie in `send` (layout ls) and `recv` (lr).
+  void exchange_chunk(const Tensor& send, const ChunkLayout& ls, Tensor& recv, const ChunkLayout& lr, int c,
+                      CommPurpose purpose);
+  // Index tensors of chunk c's finished rows: for each row at its position in `layout`'s
+  // chunk c, the k entries' rows in the expert-major batch (−1 pad) and their gates.
+  void chunk_entries(const std::vector<int64_t>& done, const ChunkLayout& layout, int c, Tensor& row_of_entry,
+                     Tensor* gates) const;
 
-  Communicator& comm_;
+  std::unique_ptr<DataPlane> own_plane_;  // the CPU constructor's
+  DataPlane& plane_;
+  Communicator& comm_;  // plane_.control()
   ExpertPlacement placement_;
   MokOptions options_;
   MokStepLog log_;
@@ -118,7 +140,7 @@ class MokDispatcher final : public ExpertDispatcher {
   // Kept from forward for backward (keep = true).
   int64_t n_ = 0;
   int k_ = 0;
-  int64_t row_bytes_ = 0;             // d · sizeof(real)
+  int64_t row_bytes_ = 0;             // bytes of one row of x (d values of the compute type)
   int64_t classic_in_pairs_ = 0;      // pairs other ranks route to experts here
   std::vector<uint8_t> shadow_all_;     // (R × E) rank s shadows expert e this step
   std::vector<int> my_shadowed_;        // experts shadowed here, ascending
@@ -136,9 +158,12 @@ class MokDispatcher final : public ExpertDispatcher {
   std::vector<int64_t> recv_pos_;       // (recv rows·k) row of entry j in its expert's batch
   std::vector<int64_t> expert_batch_;   // (L) rows in each local expert's batch
   std::vector<std::vector<int64_t>> expert_entries_;  // [l] → entry indices i·k+j, in order
+  std::vector<int64_t> expert_start_;   // (L + 1) first row of local expert l in the expert-major batch
+  bool grouped_ = false;                // this step's local experts ran as one grouped product
+  std::vector<int64_t> group_offsets_;  // (G + 1) with grouped_: rows per stacked expert
   std::vector<int64_t> head_pair_;      // (sent rows) pair index t·k+s of each row's first slot
   std::vector<int32_t> head_of_;        // (n·k) ≥ 0 where a group starts, −1 elsewhere
-  std::vector<real> gate_;              // (n·k) the routing gates
+  Tensor gate_;                         // (n·k) the routing gates, on the device
   bool kept_ = false;
 };
 

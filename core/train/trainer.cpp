@@ -133,8 +133,6 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::
   if (const std::string why = parallel_config_problem(cfg, cfg.parallel.ranks); !why.empty()) return why;
   if (cfg.parallel.device == "cuda") {
     // What the GPU path does not do yet, said before anything runs (valid configs all).
-    if ((cfg.parallel.ranks > 1 || comm == "nccl") && cfg.routing.dispatcher == "mok")
-      return "routing.dispatcher: mok moves rows between CPU ranks only so far; GPU ranks dispatch with classic";
     const ModelConfig& m = cfg.model;
     const int head = m.heads > 0 ? m.d_model / m.heads : 0;
     if (head != 32 && head != 64 && head != 128)
@@ -142,8 +140,6 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::
              std::to_string(head) + ")";
     if (m.experts > 256 || (m.experts > 0 && m.top_k > 8))
       return "model.experts: on a GPU the router takes up to 256 experts and top_k up to 8";
-    if (cfg.routing.policy == "locality" || cfg.routing.locality_margin > 0.0)
-      return "routing.policy: the locality-aware router runs on the CPU only so far; use topk on a GPU";
     bool kittens = cfg.kittens.mode != "exact";
     for (const auto& [layer, o] : cfg.kittens.layers) kittens = kittens || o.mode == "kitten" || o.mode == "custom";
     if (kittens)

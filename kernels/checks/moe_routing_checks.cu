@@ -96,7 +96,8 @@ void check_router_case(CheckInputs& in, std::vector<OpCheck>& out, const RouterC
   const int64_t n = c.n, P = c.n * c.k;
   const int E = c.experts, k = c.k;
   const std::string label = "moe.router n" + std::to_string(n) + " E" + std::to_string(E) + " k" + std::to_string(k) +
-                            (c.capacity_factor > 0 ? " cap" : "") + (c.remote.empty() ? "" : " loc");
+                            (c.capacity_factor > 0 ? " cap" : "") + (c.remote.empty() ? "" : " loc") +
+                            (c.locality_margin >= 0 ? " prefer-local" : "");
   const std::vector<float> logits = router_logits(in, n, E);
   const std::vector<float> dgate = in.normal(size_t(P));
   const RouterReference ref = reference_router(c, logits, dgate);
@@ -112,8 +113,15 @@ void check_router_case(CheckInputs& in, std::vector<OpCheck>& out, const RouterC
     poison(d_lse);
     poison(d_gate);
     poison_ints(d_expert);
+    RouterLocality locality;
+    if (c.locality_margin >= 0 && !c.remote.empty()) {
+      locality.enabled = true;
+      locality.margin = c.locality_margin;
+      for (int e = 0; e < E; ++e)
+        if (!c.remote[e]) locality.local[e / 32] |= 1u << (e % 32);
+    }
     router_softmax_topk(d_logits.data(), n, E, k, d_probs.data(), d_lse.data(), d_expert.data(), d_gate.data(),
-                        nullptr);
+                        nullptr, locality);
     sync();
     if (run == 0) {
       probs = from_device(d_probs);
@@ -373,6 +381,14 @@ void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out) {
   for (int e = 16; e < 64; ++e) c.remote[e] = 1;  // this rank holds experts 0..15
   c.loss_scale = 0.5;
   cases.push_back(c);
+
+  c.n = 900, c.experts = 16, c.k = 4, c.capacity_factor = 0.0;  // the locality-preferring top-k
+  c.locality_coef = 0.0;
+  c.remote.assign(16, 1);
+  for (int e : {1, 4, 5, 11}) c.remote[e] = 0;
+  c.locality_margin = 0.05;
+  cases.push_back(c);
+  c.locality_margin = -1.0;
 
   c.n = 300, c.experts = 256, c.k = 8, c.capacity_factor = 0.5;
   c.locality_coef = 0.0;

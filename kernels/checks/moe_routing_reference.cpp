@@ -23,6 +23,12 @@ RouterReference reference_router(const RouterCase& c, const std::vector<float>& 
     std::vector<uint8_t> local(E);
     for (int e = 0; e < E; ++e) local[e] = c.remote[e] ? 0 : 1;
     router.set_locality_loss(local, c.locality_coef);
+    if (c.locality_margin >= 0.0) {
+      f64::LocalityPolicy policy;
+      policy.local = local;
+      policy.margin = c.locality_margin;
+      router.set_locality(policy);
+    }
   }
   f64::Tensor x({n, int64_t(E)});
   for (int64_t i = 0; i < n * E; ++i) x[i] = logits[i];

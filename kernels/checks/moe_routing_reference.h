@@ -16,6 +16,7 @@ struct RouterCase {
   double capacity_factor = 0.0;  // 0 = dropless
   double aux_coef = 0.0, z_coef = 0.0, locality_coef = 0.0;
   std::vector<uint8_t> remote;   // (E) 1 = expert on another rank; empty = no locality loss
+  double locality_margin = -1.0; // ≥ 0 (with remote): the router prefers local experts within it
   double loss_scale = 1.0;
 };
 

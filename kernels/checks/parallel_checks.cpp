@@ -4,10 +4,13 @@
 //   all_to_all_rows  f32 and bf16 rows, uneven and empty messages: bitwise the rows sent
 //   all_reduce_sum   f32, 1M + 3 values: bitwise the host's fixed-order sum, on both ranks
 //   broadcast        bitwise root's values
-//   classic dispatch an MoE layer's forward and backward over the two GPUs (experts split
+//   dispatchers     an MoE layer's forward and backward over the two GPUs (experts split
 //                    between them) against LocalDispatcher on the CPU with every expert:
 //                    outputs, input and gate gradients, and each expert's weight gradients
-//                    (summed over both ranks' tokens) within the fp32 tolerance
+//                    (summed over both ranks' tokens) within the fp32 tolerance — classic,
+//                    MoK shipping every row once per rank (shadow never), and MoK fetching
+//                    every remote expert instead (shadow always: weights out, their
+//                    gradients home)
 // With fewer than two GPUs the group says so and checks nothing.
 #include <cuda_runtime.h>
 
@@ -22,6 +25,7 @@
 #include "core/parallel/classic_dispatcher.h"
 #include "core/parallel/data_plane.h"
 #include "core/parallel/local_communicator.h"
+#include "core/parallel/mok_dispatcher.h"
 #include "core/routing/routing_decision.h"
 #include "core/tensor/memory_tracker.h"
 #include "core/util/counter_rng.h"
@@ -220,34 +224,48 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
       report("nccl broadcast" + tag, bitwise_error(to_host<float>(t), want), 0.0);
     }
 
-    // The classic dispatcher over the two GPUs: experts 0–3 here on rank 0, 4–7 on rank 1.
-    {
+    // The dispatchers over the two GPUs: experts 0–3 on rank 0, 4–7 on rank 1.
+    for (const std::string which : {"classic", "mok shadow never", "mok shadow always"}) {
       const mok::ExpertPlacement place = mok::ExpertPlacement::contiguous(kE, kRanks);
       std::vector<bool> local(kE, false);
       for (int e : place.experts_on(me)) local[e] = true;
       mok::ExpertBank bank = mok::make_stacked_expert_bank(expert_specs(kE), local, kD, kF, 0.3, 0.2, 0, "moe.expert");
-      mok::ClassicDispatcher dispatcher(*plane, place);
+      std::unique_ptr<mok::ExpertDispatcher> dispatcher;
+      if (which == "classic") {
+        dispatcher = std::make_unique<mok::ClassicDispatcher>(*plane, place);
+      } else {
+        mok::MokOptions opt;
+        opt.expert_hidden = kF;
+        opt.cost.mode = which == "mok shadow never" ? mok::ShadowMode::never : mok::ShadowMode::always;
+        dispatcher = std::make_unique<mok::MokDispatcher>(*plane, place, opt);
+      }
       mok::RoutingDecision d = mok::routing_decision_from(routing[me].expert, routing[me].gate, kK, kE);
       mok::Tensor x = cx->upload(xs[me].data(), {kTokens, kD}, mok::DType::f32);
       mok::Tensor dy = cx->upload(dys[me].data(), {kTokens, kD}, mok::DType::f32);
-      mok::Tensor y = dispatcher.forward(x, d, bank, true);
+      mok::Tensor y = dispatcher->forward(x, d, bank, true);
       mok::Tensor dgate;
-      mok::Tensor dx = dispatcher.backward(dy, bank, dgate);
+      mok::Tensor dx = dispatcher->backward(dy, bank, dgate);
       auto slice = [&](const std::vector<float>& v, int64_t width) {
         return std::vector<double>(v.begin() + me * kTokens * width, v.begin() + (me + 1) * kTokens * width);
       };
-      report("classic dispatch forward, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(y), slice(ref.y, kD)),
+      const std::string what = which + " dispatch";
+      report(what + " forward, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(y), slice(ref.y, kD)),
              kFp32Tolerance);
-      report("classic dispatch dx, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(dx), slice(ref.dx, kD)),
+      report(what + " dx, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(dx), slice(ref.dx, kD)),
              kFp32Tolerance);
-      report("classic dispatch dgate, 2 GPUs vs CPU" + tag,
-             relative_error(to_host<float>(dgate), slice(ref.dgate, kK)), kFp32Tolerance);
+      report(what + " dgate, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(dgate), slice(ref.dgate, kK)),
+             kFp32Tolerance);
       double worst = 0.0;
       for (int e : place.experts_on(me)) {
         const std::vector<double> want(ref.expert_grads[e].begin(), ref.expert_grads[e].end());
         worst = std::max(worst, relative_error(expert_grads(*bank.experts[e]), want));
       }
-      report("classic dispatch expert weight gradients" + tag, worst, kFp32Tolerance);
+      report(what + " expert weight gradients" + tag, worst, kFp32Tolerance);
+      if (const auto* mokd = dynamic_cast<const mok::MokDispatcher*>(dispatcher.get())) {
+        // Shadow always: every remote expert a pair of this rank names was fetched here.
+        const bool fetched = !mokd->last_log().shadowed.empty();
+        if (which == "mok shadow always") report(what + " fetched experts" + tag, fetched ? 0.0 : 1.0, 0.0);
+      }
     }
     cx->ops().synchronize();
   });

@@ -4,10 +4,12 @@
 #      classic dispatcher over two GPUs against the CPU;
 #   2. `mok train` on the quickstart for 20 steps: two GPU ranks (parallel.comm nccl) in fp32
 #      against two CPU ranks and against one GPU (losses within 1e-4 relative); in bf16 twice
-#      (bitwise the same) and within 3e-2 of fp32;
+#      (bitwise the same) and within 3e-2 of fp32; the same for MoK dispatch against two CPU
+#      ranks with MoK;
 #   3. training throughput of the benchmark MoE shapes on one GPU (batch 16 × 1024) and on
-#      two (batch 32 × 1024, 16 per GPU), bf16: tokens/s (median over the steps after
-#      WARMUP), peak device bytes, bytes between the GPUs per step.
+#      two (batch 32 × 1024, 16 per GPU) with classic, MoK and MoK + the locality router, bf16:
+#      tokens/s (median over the steps after WARMUP), peak device bytes, bytes between the
+#      GPUs per step.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
 # Settings: SHAPES=moe8,moe64  STEPS=20  WARMUP=5  MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
@@ -49,6 +51,10 @@ run gpu1_fp32 --set parallel.device=cuda --set train.precision=fp32
 run gpu2_fp32 --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=fp32
 run gpu2_bf16_a --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=bf16
 run gpu2_bf16_b --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=bf16
+run cpu2_mok --set parallel.device=cpu --set parallel.ranks=2 --set parallel.comm=local --set parallel.threads=4 \
+  --set routing.dispatcher=mok
+run gpu2_mok_fp32 --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=fp32 \
+  --set routing.dispatcher=mok
 
 python3 - "$OUT_DIR" <<'PY'
 import csv, math, sys
@@ -65,13 +71,15 @@ def worst(a, b, metric):
     if not keys or any(k not in a for k in keys):
         return math.inf
     return max(abs(a[k] - b[k]) / max(abs(b[k]), 1e-12) for k in keys)
-cpu2, g1, g2, ga, gb = (load(n) for n in ("cpu2", "gpu1_fp32", "gpu2_fp32", "gpu2_bf16_a", "gpu2_bf16_b"))
+cpu2, g1, g2, ga, gb, cm, gm = (load(n) for n in ("cpu2", "gpu1_fp32", "gpu2_fp32", "gpu2_bf16_a", "gpu2_bf16_b",
+                                                  "cpu2_mok", "gpu2_mok_fp32"))
 bad = 0
-for ref_name, ref in (("2 cpu ranks", cpu2), ("1 gpu", g1)):
+for name, got, ref_name, ref in (("2 gpus fp32", g2, "2 cpu ranks", cpu2), ("2 gpus fp32", g2, "1 gpu", g1),
+                                 ("2 gpus mok", gm, "2 cpu mok", cm)):
     for metric, tol in TOL.items():
-        v = worst(g2, ref, metric)
+        v = worst(got, ref, metric)
         bad += not v <= tol
-        print(f"2 gpus fp32 vs {ref_name:11s} {metric:16s} max rel. diff {v:10.3e}  (tolerance {tol:.0e})  {'ok' if v <= tol else 'FAIL'}")
+        print(f"{name} vs {ref_name:11s} {metric:16s} max rel. diff {v:10.3e}  (tolerance {tol:.0e})  {'ok' if v <= tol else 'FAIL'}")
 for metric in ("train/loss", "val/loss", "val/bpb"):
     v = worst(ga, g2, metric)
     bad += not v <= 3e-2
@@ -82,7 +90,7 @@ print(f"2 gpus bf16 repeated: {'bitwise the same' if same else 'DIFFERENT'}")
 for step in (1, 10, 20):
     print(f"step {step:2d} loss: 2 cpu {cpu2.get((step, 'train/loss'), float('nan')):.6f}  1 gpu {g1.get((step, 'train/loss'), float('nan')):.6f}"
           f"  2 gpus fp32 {g2.get((step, 'train/loss'), float('nan')):.6f}  2 gpus bf16 {ga.get((step, 'train/loss'), float('nan')):.6f}")
-for name, d in (("2 cpu ranks", cpu2), ("2 gpus", g2)):
+for name, d in (("2 cpu ranks", cpu2), ("2 gpus", g2), ("2 cpu mok", cm), ("2 gpus mok", gm)):
     b = [v for k, v in d.items() if k[1] == "comm/remote_bytes"]
     print(f"{name}: remote bytes per step (both ranks) median {sorted(b)[len(b)//2] if b else float('nan'):.4g}")
 print("training checks:", "all passed" if not bad else f"{bad} FAILED")
@@ -96,13 +104,19 @@ yaml_for() {
     dense) echo "experiments/gpu/dense_85m.yaml" ;;
   esac
 }
+VARIANTS=(1gpu classic mok mok_locality)
 IFS=',' read -r -a SHAPE_LIST <<< "$SHAPES"
 for shape in "${SHAPE_LIST[@]}"; do
   yaml="$(yaml_for "$shape")"
-  for gpus in 1 2; do
-    name="tput_${shape}_${gpus}gpu"
-    extra=(--set train.batch=$((16 * gpus)))
-    [ "$gpus" -gt 1 ] && extra+=(--set parallel.ranks=$gpus --set parallel.comm=nccl)
+  for variant in "${VARIANTS[@]}"; do
+    name="tput_${shape}_${variant}"
+    case "$variant" in
+      1gpu) extra=(--set train.batch=16) ;;
+      classic) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl) ;;
+      mok) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok) ;;
+      mok_locality) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok
+                           --set routing.policy=locality --set routing.locality_margin=0.05) ;;
+    esac
     timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train "$yaml" --json --quiet --db "$SCRATCH/$name.db" \
       --set parallel.device=cuda --set "train.steps=$((WARMUP + STEPS))" \
       --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" "${extra[@]}" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
@@ -132,14 +146,17 @@ def figures(name):
     except Exception:
         pass
     return median(tps), median(ms), median(comm) if comm else 0.0, peak
-print(f"{'shape':6s} {'GPUs':>4s} {'tokens/s':>10s} {'step ms':>8s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'speed-up':>8s}")
+print(f"{'shape':6s} {'run':22s} {'tokens/s':>10s} {'step ms':>8s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'vs 1 GPU':>8s} {'vs classic':>10s}")
+labels = {"1gpu": "1 GPU", "classic": "2 GPUs classic", "mok": "2 GPUs MoK", "mok_locality": "2 GPUs MoK + locality"}
 for s in shapes:
     one = figures(f"tput_{s}_1gpu")
-    for g in (1, 2):
-        f = figures(f"tput_{s}_{g}gpu")
-        if not f:
-            print(f"{s:6s} {g:4d} failed"); continue
+    classic = figures(f"tput_{s}_classic")
+    for v, label in labels.items():
+        f = figures(f"tput_{s}_{v}")
+        if not f or not f[0] == f[0]:
+            print(f"{s:6s} {label:22s} failed"); continue
         up = f[0] / one[0] if one and one[0] else float("nan")
-        print(f"{s:6s} {g:4d} {f[0]:10.0f} {f[1]:8.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f}")
+        vs = f[0] / classic[0] if classic and classic[0] and v != "1gpu" else float("nan")
+        print(f"{s:6s} {label:22s} {f[0]:10.0f} {f[1]:8.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f} {vs:10.2f}")
 PY
 echo "written under $OUT_DIR"
