@@ -27,11 +27,13 @@ class DeviceOutOfMemory final : public std::bad_alloc {
 
 }  // namespace
 
-CudaCachingAllocator::CudaCachingAllocator(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+CudaCachingAllocator::CudaCachingAllocator(int device, cudaStream_t stream)
+    : device_(device), stream_(stream), staging_(std::make_unique<PinnedStaging>(stream)) {}
 
 CudaCachingAllocator::~CudaCachingAllocator() {
   // Tensors still alive (static storage, a leaked model) keep their blocks; only the cache goes.
   cudaStreamSynchronize(stream_);
+  staging_.reset();
   for (auto& [cls, blocks] : free_)
     for (void* b : blocks) cudaFree(b);
 }
@@ -108,8 +110,8 @@ void CudaCachingAllocator::copy_to_host(void* host_dst, const void* src, int64_t
 }
 
 void CudaCachingAllocator::copy_from_host(void* dst, const void* host_src, int64_t bytes) {
-  // From pageable memory: the source has been read when the call returns.
-  MOK_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+  // The source has been read when the call returns; the stream is not waited for.
+  staging_->copy_to_device(dst, host_src, static_cast<size_t>(bytes));
 }
 
 void CudaCachingAllocator::copy_within(void* dst, const void* src, int64_t bytes) {

@@ -4,7 +4,8 @@
 // Stream-ordered: every tensor of a rank is used on that rank's compute stream, so a freed
 // block can be handed out again at once — any kernel that used it was enqueued earlier on the
 // same stream and finishes first. Fills and copies are enqueued on that stream; a copy to the
-// host waits for it.
+// host waits for it, a copy from the host does not (it goes through pinned staging,
+// kernels/pinned_staging.h).
 //
 // Blocks are 256-byte aligned and grouped by size class (the request rounded up by at most
 // 1/8, as the CPU's block cache does), so expert batches whose row count changes a little each
@@ -16,10 +17,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "core/tensor/allocator.h"
+#include "kernels/pinned_staging.h"
 
 namespace mok::cuda {
 
@@ -50,6 +53,7 @@ class CudaCachingAllocator final : public mok::Allocator {
   mutable std::mutex mutex_;
   std::map<int64_t, std::vector<void*>> free_;  // size class → cached blocks
   int64_t cached_ = 0, reserved_ = 0, peak_reserved_ = 0;
+  std::unique_ptr<PinnedStaging> staging_;
 };
 
 }  // namespace mok::cuda

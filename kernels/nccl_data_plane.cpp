@@ -1,9 +1,11 @@
 #include "kernels/nccl_data_plane.h"
 
-#include <chrono>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend/exec_context.h"
@@ -28,10 +30,6 @@ void check_nccl(ncclResult_t status, const char* what, const char* file, int lin
 }
 #define MOK_NCCL_CHECK(call) check_nccl((call), #call, __FILE__, __LINE__)
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 class NcclDataPlane final : public mok::DataPlane {
  public:
   NcclDataPlane(mok::Communicator& control, const mok::ExecContext& context)
@@ -42,18 +40,44 @@ class NcclDataPlane final : public mok::DataPlane {
     if (control.rank() == 0) MOK_NCCL_CHECK(ncclGetUniqueId(&id));
     control.broadcast(&id, sizeof id, 0, mok::CommPurpose::control);
     MOK_NCCL_CHECK(ncclCommInitRank(&comm_, control.size(), id, control.rank()));
+    // When the group gives up (a rank failed), pending NCCL operations are aborted so that no
+    // rank waits on the GPU for a peer that will never send.
+    control.add_abort_hook(this, [this] { abort_nccl(); });
   }
   ~NcclDataPlane() override {
+    control().remove_abort_hook(this);
+    for (auto& [start, end] : timed_) spare_events_.insert(spare_events_.end(), {start, end});
+    for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+    if (std::uncaught_exceptions() > 0) {
+      // This rank is failing: peers may be waiting on it, and its own stream may wait on them.
+      control().abort_group();  // runs every rank's hook, this one's included
+      abort_nccl();
+      return;
+    }
+    std::lock_guard lock(mutex_);
     if (comm_) {
       cudaStreamSynchronize(ops_->stream());
       ncclCommDestroy(comm_);
+      comm_ = nullptr;
     }
   }
 
   const char* kind() const override { return "nccl"; }
 
+  void settle() override {
+    double seconds = 0.0;
+    for (auto& [start, end] : timed_) {
+      float ms = 0.f;
+      if (cudaEventElapsedTime(&ms, start, end) == cudaSuccess) seconds += ms * 1e-3;
+      spare_events_.push_back(start);
+      spare_events_.push_back(end);
+    }
+    cudaGetLastError();  // an event not yet complete is not an error worth keeping
+    timed_.clear();
+    control().add_wall_seconds(seconds);
+  }
+
   void all_reduce_sum(mok::Tensor& data, mok::CommPurpose purpose) override {
-    const auto t0 = std::chrono::steady_clock::now();
     if (data.device() != context_.device())
       throw std::logic_error("NcclDataPlane: " + data.describe() + " is not on " + context_.device().str());
     const int R = size(), me = rank();
@@ -68,6 +92,8 @@ class NcclDataPlane final : public mok::DataPlane {
     mok::Tensor parts = context_.empty({static_cast<int64_t>(R) * my_len}, data.dtype());
     auto* pbase = static_cast<uint8_t*>(parts.raw());
     const cudaStream_t stream = ops_->stream();
+    const ncclComm_t comm = live_comm();
+    Timed timed(*this);
 
     // 1. reduce-scatter: chunk c of every rank to rank c; the own chunk is a local copy.
     std::vector<int64_t> sb(R), rb(R);
@@ -81,11 +107,11 @@ class NcclDataPlane final : public mok::DataPlane {
     MOK_NCCL_CHECK(ncclGroupStart());
     for (int p = 0; p < R; ++p) {
       if (p == me) continue;
-      if (sb[p]) MOK_NCCL_CHECK(ncclSend(base + begin(p) * esize, sb[p], ncclUint8, p, comm_, stream));
-      if (rb[p]) MOK_NCCL_CHECK(ncclRecv(pbase + p * my_len * esize, rb[p], ncclUint8, p, comm_, stream));
+      if (sb[p]) MOK_NCCL_CHECK(ncclSend(base + begin(p) * esize, sb[p], ncclUint8, p, comm, stream));
+      if (rb[p]) MOK_NCCL_CHECK(ncclRecv(pbase + p * my_len * esize, rb[p], ncclUint8, p, comm, stream));
     }
     MOK_NCCL_CHECK(ncclGroupEnd());
-    control().count_transfer(sb, rb, purpose, 0.0);
+    control().count_transfer(sb, rb, purpose, 0.0);  // time: settle()
 
     // 2. the owner adds the copies in rank order.
     if (data.dtype() == mok::DType::f32)
@@ -103,34 +129,35 @@ class NcclDataPlane final : public mok::DataPlane {
     MOK_NCCL_CHECK(ncclGroupStart());
     for (int p = 0; p < R; ++p) {
       if (p == me) continue;
-      if (sb[p]) MOK_NCCL_CHECK(ncclSend(base + my_begin * esize, sb[p], ncclUint8, p, comm_, stream));
-      if (rb[p]) MOK_NCCL_CHECK(ncclRecv(base + begin(p) * esize, rb[p], ncclUint8, p, comm_, stream));
+      if (sb[p]) MOK_NCCL_CHECK(ncclSend(base + my_begin * esize, sb[p], ncclUint8, p, comm, stream));
+      if (rb[p]) MOK_NCCL_CHECK(ncclRecv(base + begin(p) * esize, rb[p], ncclUint8, p, comm, stream));
     }
     MOK_NCCL_CHECK(ncclGroupEnd());
-    control().count_transfer(sb, rb, purpose, seconds_since(t0));
+    control().count_transfer(sb, rb, purpose, 0.0);
   }
 
   void broadcast(mok::Tensor& data, int root, mok::CommPurpose purpose) override {
-    const auto t0 = std::chrono::steady_clock::now();
     const int R = size(), me = rank();
     if (root < 0 || root >= R) throw std::invalid_argument("broadcast: root out of range");
     const int64_t bytes = data.bytes();
-    if (bytes) MOK_NCCL_CHECK(ncclBroadcast(data.raw(), data.raw(), bytes, ncclUint8, root, comm_, ops_->stream()));
+    Timed timed(*this);
+    if (bytes) MOK_NCCL_CHECK(ncclBroadcast(data.raw(), data.raw(), bytes, ncclUint8, root, live_comm(), ops_->stream()));
     std::vector<int64_t> sb(R, 0), rb(R, 0);
     if (me == root) {
       for (int p = 0; p < R; ++p) sb[p] = p == me ? 0 : bytes;
     } else {
       rb[root] = bytes;
     }
-    control().count_transfer(sb, rb, purpose, seconds_since(t0));
+    control().count_transfer(sb, rb, purpose, 0.0);
   }
 
  protected:
   void exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                 std::span<const int64_t> recv_bytes, mok::CommPurpose purpose) override {
-    const auto t0 = std::chrono::steady_clock::now();
     const int R = size(), me = rank();
     const cudaStream_t stream = ops_->stream();
+    const ncclComm_t comm = live_comm();
+    Timed timed(*this);
     std::vector<int64_t> soff(R + 1, 0), roff(R + 1, 0);
     for (int p = 0; p < R; ++p) {
       soff[p + 1] = soff[p] + send_bytes[p];
@@ -145,17 +172,57 @@ class NcclDataPlane final : public mok::DataPlane {
     MOK_NCCL_CHECK(ncclGroupStart());
     for (int p = 0; p < R; ++p) {
       if (p == me) continue;
-      if (send_bytes[p]) MOK_NCCL_CHECK(ncclSend(send + soff[p], send_bytes[p], ncclUint8, p, comm_, stream));
-      if (recv_bytes[p]) MOK_NCCL_CHECK(ncclRecv(recv + roff[p], recv_bytes[p], ncclUint8, p, comm_, stream));
+      if (send_bytes[p]) MOK_NCCL_CHECK(ncclSend(send + soff[p], send_bytes[p], ncclUint8, p, comm, stream));
+      if (recv_bytes[p]) MOK_NCCL_CHECK(ncclRecv(recv + roff[p], recv_bytes[p], ncclUint8, p, comm, stream));
     }
     MOK_NCCL_CHECK(ncclGroupEnd());
-    control().count_transfer(send_bytes, recv_bytes, purpose, seconds_since(t0));
+    control().count_transfer(send_bytes, recv_bytes, purpose, 0.0);
   }
 
  private:
+  cudaEvent_t event() {
+    cudaEvent_t e = nullptr;
+    if (!spare_events_.empty()) {
+      e = spare_events_.back();
+      spare_events_.pop_back();
+    } else {
+      MOK_CUDA_CHECK(cudaEventCreate(&e));
+    }
+    return e;
+  }
+  // Brackets one collective's work on the stream with events (read by settle()).
+  struct Timed {
+    NcclDataPlane& plane;
+    cudaEvent_t start, end;
+    explicit Timed(NcclDataPlane& p) : plane(p), start(p.event()), end(p.event()) {
+      cudaEventRecord(start, p.ops_->stream());
+    }
+    ~Timed() {
+      cudaEventRecord(end, plane.ops_->stream());
+      plane.timed_.emplace_back(start, end);
+    }
+  };
+
+  // The communicator for the next call; after an abort, a clear error instead. (An abort from
+  // another rank's thread may still land while a call is being queued: only when a rank has
+  // failed, and NCCL then reports an error that ends this rank too.)
+  ncclComm_t live_comm() {
+    std::lock_guard lock(mutex_);
+    if (!comm_) throw mok::CommAborted("NCCL: the run was aborted because another rank failed");
+    return comm_;
+  }
+  void abort_nccl() {
+    std::lock_guard lock(mutex_);
+    if (comm_) ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
   const mok::ExecContext& context_;
   CudaOps* ops_;
+  std::mutex mutex_;  // guards comm_ against an abort from another rank's thread
   ncclComm_t comm_ = nullptr;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timed_;  // since the last settle()
+  std::vector<cudaEvent_t> spare_events_;
 };
 
 }  // namespace

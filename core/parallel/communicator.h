@@ -24,6 +24,7 @@
 // A Communicator is used by one thread at a time (its rank's, or that rank's CommWorker).
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -97,11 +98,24 @@ class Communicator {
   void broadcast(void* data, int64_t bytes, int root, CommPurpose purpose);
   void barrier();
 
+  // Hooks that run when the group gives up because a rank failed: another transport of the
+  // same ranks (NCCL) aborts its own pending operations there, so that no rank waits forever
+  // on a peer that is gone. `owner` names the hook for removal (before the owner dies).
+  // Transports whose failures end the whole job (MPI_Abort) keep none.
+  virtual void add_abort_hook(const void* owner, std::function<void()> hook) { (void)owner, (void)hook; }
+  virtual void remove_abort_hook(const void* owner) { (void)owner; }
+  // Gives up on the group now (every rank's collectives throw CommAborted, the hooks run): for
+  // a rank that is failing while its peers may wait on it. No-op where a failure ends the job.
+  virtual void abort_group() {}
+
   // Counts one collective that another transport ran for this rank (a DataPlane on the
   // rank's GPU): bytes per peer under `purpose`, host seconds spent in the call, and the
   // emulated link's time (slept, as for host messages, when the link sleeps).
   void count_transfer(std::span<const int64_t> send_bytes, std::span<const int64_t> recv_bytes,
                       CommPurpose purpose, double wall_seconds);
+
+  // Time another transport spent on this rank's collectives, measured after the fact.
+  void add_wall_seconds(double seconds) { stats_.wall_seconds += seconds; }
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_.reset(); }

@@ -48,6 +48,12 @@ class DataPlane {
   virtual void all_reduce_sum(Tensor& data, CommPurpose purpose) = 0;
   virtual void broadcast(Tensor& data, int root, CommPurpose purpose) = 0;
 
+  // After the rank's device has caught up (a step's end): adds the device time the transfers
+  // since the last call took to the control Communicator's wall seconds, for a plane whose
+  // calls return before their data moves (on a GPU they share the compute stream, so that
+  // time is all exposed). Host planes time their calls as they run and add nothing here.
+  virtual void settle() {}
+
  protected:
   // Per-peer byte counts, already checked; addresses are the tensors' on this device.
   virtual void exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,

@@ -27,9 +27,31 @@ void LocalCommGroup::arrive_and_wait() {
 }
 
 void LocalCommGroup::abort() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  aborted_ = true;
-  cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  if (hooks_ran_) return;
+  hooks_ran_ = true;
+  for (auto& [owner, hook] : hooks_) {
+    try {
+      hook();
+    } catch (...) {
+      // A hook that fails has nothing left to save; the others still run.
+    }
+  }
+}
+
+void LocalCommGroup::add_abort_hook(const void* owner, std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  hooks_.emplace_back(owner, std::move(hook));
+}
+
+void LocalCommGroup::remove_abort_hook(const void* owner) {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  std::erase_if(hooks_, [owner](const auto& h) { return h.first == owner; });
 }
 
 bool LocalCommGroup::aborted() const {

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "core/parallel/communicator.h"
@@ -30,9 +31,12 @@ class LocalCommGroup {
 
   // Waits until every rank has arrived; throws CommAborted if the group is aborted.
   void arrive_and_wait();
-  // Wakes every waiting rank with CommAborted, now and in every later collective.
+  // Wakes every waiting rank with CommAborted, now and in every later collective, and runs
+  // the abort hooks (once).
   void abort();
   bool aborted() const;
+  void add_abort_hook(const void* owner, std::function<void()> hook);
+  void remove_abort_hook(const void* owner);  // waits while the hooks run
 
   // Mailbox of rank r during an exchange: per-peer message pointers and sizes.
   struct Mailbox {
@@ -49,6 +53,9 @@ class LocalCommGroup {
   int arrived_ = 0;
   uint64_t generation_ = 0;
   bool aborted_ = false;
+  std::mutex hooks_mutex_;  // held while hooks run, so that removing one waits for them
+  std::vector<std::pair<const void*, std::function<void()>>> hooks_;
+  bool hooks_ran_ = false;
 };
 
 class LocalCommunicator : public Communicator {
@@ -57,6 +64,11 @@ class LocalCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
   const char* kind() const override { return "local"; }
+  void add_abort_hook(const void* owner, std::function<void()> hook) override {
+    group_->add_abort_hook(owner, std::move(hook));
+  }
+  void remove_abort_hook(const void* owner) override { group_->remove_abort_hook(owner); }
+  void abort_group() override { group_->abort(); }
 
  protected:
   void exchange(const uint8_t* const* send, const int64_t* send_bytes, uint8_t* const* recv,

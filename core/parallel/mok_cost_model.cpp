@@ -32,13 +32,14 @@ MokCostModel::MokCostModel(MokCostParams params, int64_t d_model, int64_t expert
 
 MokCostEstimate MokCostModel::estimate(double rows, bool training) const {
   const double B = static_cast<double>(sizeof(real));
+  const double Br = params_.row_value_bytes > 0.0 ? params_.row_value_bytes : B;
   const double bw = params_.link_gbps * 1e9;
   const int passes = training ? 2 : 1;
   const double P = static_cast<double>(expert_values());
   MokCostEstimate c;
-  c.ship_bytes = static_cast<int64_t>(std::llround(passes * 2.0 * rows * d_ * B));
+  c.ship_bytes = static_cast<int64_t>(std::llround(passes * 2.0 * rows * d_ * Br));
   c.shadow_bytes = static_cast<int64_t>(passes * P * B);
-  c.ship_seconds = passes * 2.0 * rows * d_ * B / bw;
+  c.ship_seconds = passes * 2.0 * rows * d_ * Br / bw;
   c.shadow_seconds = passes * P * B / bw +
                      (training ? P / (params_.compute_gflops * 1e9) : 0.0);
   c.shadow = c.shadow_seconds < c.ship_seconds;  // ties → ship
@@ -46,11 +47,11 @@ MokCostEstimate MokCostModel::estimate(double rows, bool training) const {
 }
 
 double MokCostModel::crossover_rows(bool training) const {
-  // ship(u) = shadow  ⇔  u = shadow_seconds / (passes·2·d·B / bw)
-  const double B = static_cast<double>(sizeof(real));
+  // ship(u) = shadow  ⇔  u = shadow_seconds / (passes·2·d·Br / bw)
+  const double Br = params_.row_value_bytes > 0.0 ? params_.row_value_bytes : static_cast<double>(sizeof(real));
   const double bw = params_.link_gbps * 1e9;
   const int passes = training ? 2 : 1;
-  return estimate(0.0, training).shadow_seconds / (passes * 2.0 * d_ * B / bw);
+  return estimate(0.0, training).shadow_seconds / (passes * 2.0 * d_ * Br / bw);
 }
 
 std::vector<uint8_t> MokCostModel::decide(const std::vector<double>& rows,

@@ -39,6 +39,9 @@ struct MokCostParams {
   double latency_us = 2.0;        // per-message latency (reported; batched messages: not per expert)
   double compute_gflops = 50.0;   // sustained rate of simple vector work on a rank, GFLOP/s
   ShadowMode mode = ShadowMode::automatic;
+  // Bytes of one shipped row value (the activations' element type: 2 for bf16 rows on a
+  // GPU); 0 = sizeof(real). Weights and their gradients travel as `real`.
+  double row_value_bytes = 0.0;
 };
 
 // Estimated cost of the two sides for one (source, expert).

@@ -185,7 +185,9 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       }
       rows[e] += 1.0 / m;
     }
-  const MokCostModel model(options_.cost, d, f);
+  MokCostParams cost = options_.cost;
+  cost.row_value_bytes = static_cast<double>(dtype_size(x.dtype()));  // bf16 rows cost half
+  const MokCostModel model(cost, d, f);
   std::vector<uint8_t> my_decision = model.decide(rows, owner, me, keep);
   // 1. plan: one row per (destination, token) with its entries in slot order (the
   // experts this rank shadows are computed here instead).

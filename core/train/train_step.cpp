@@ -36,6 +36,7 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   const int seq = cfg_.data.seq_len;
   LanguageModel& model = *m_.model;
   TrainStepResult r;
+  if (rc_.data) rc_.data->settle();  // transfers since the last step (an evaluation's) count there
   const CommStats comm_before = rc_.parallel() ? rc_.comm->stats() : CommStats{};
   const auto t0 = Clock::now();
   model.set_step(step);
@@ -83,6 +84,7 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   m_.adam->step(r.lr);
   ExecContext::current().ops().synchronize();  // a GPU step has ended when its last kernel has
   r.step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (rc_.data) rc_.data->settle();  // a GPU plane's transfer time, now that it is known
   if (rc_.parallel()) {
     // Sum the step's figures over ranks (this reduction is not part of the step's traffic).
     fig.take_comm(rc_.comm->stats(), comm_before);

@@ -19,15 +19,15 @@ RouterReference reference_router(const RouterCase& c, const std::vector<float>& 
   f64::Tensor& w = router.proj().weight().value;  // (E, E) = identity: the input is the logits
   w.zero();
   for (int e = 0; e < E; ++e) w[int64_t(e) * E + e] = 1.0;
+  f64::LocalityPolicy prefer_local;  // off unless the case asks for it
   if (!c.remote.empty()) {
     std::vector<uint8_t> local(E);
     for (int e = 0; e < E; ++e) local[e] = c.remote[e] ? 0 : 1;
     router.set_locality_loss(local, c.locality_coef);
     if (c.locality_margin >= 0.0) {
-      f64::LocalityPolicy policy;
-      policy.local = local;
-      policy.margin = c.locality_margin;
-      router.set_locality(policy);
+      prefer_local.local = local;
+      prefer_local.margin = c.locality_margin;
+      router.set_locality(prefer_local);
     }
   }
   f64::Tensor x({n, int64_t(E)});
@@ -59,7 +59,8 @@ RouterReference reference_router(const RouterCase& c, const std::vector<float>& 
     for (int e = 0; e < E; ++e) s += (ref.probs[t * E + e] = std::exp(l[e] - m));
     for (int e = 0; e < E; ++e) ref.probs[t * E + e] /= s;
     ref.lse[t] = m + std::log(s);
-    f64::select_top_k(ref.probs.data() + t * E, E, k, nullptr, ref.choice.data() + t * k);
+    f64::select_top_k(ref.probs.data() + t * E, E, k, prefer_local.enabled() ? &prefer_local : nullptr,
+                      ref.choice.data() + t * k);
   }
 
   f64::Tensor dg({static_cast<int64_t>(dgate.size())});

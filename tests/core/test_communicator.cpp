@@ -152,6 +152,30 @@ class TestCommunicator : public QObject {
     QVERIFY(caught);
   }
 
+  void aFailingRankRunsEveryRanksAbortHooksOnce() {
+    // What a GPU transport relies on to release peers that wait on the device: when one rank
+    // fails, every registered hook runs once; a hook removed before the failure does not.
+    std::atomic<int> ran{0}, removed_ran{0};
+    int token_a = 0, token_b = 0;
+    try {
+      run_local_ranks(3, [&](Communicator& comm) {
+        comm.add_abort_hook(&token_a, [&] { ran++; });
+        if (comm.rank() == 0) {
+          comm.add_abort_hook(&token_b, [&] { removed_ran++; });
+          comm.remove_abort_hook(&token_b);
+        }
+        comm.barrier();
+        if (comm.rank() == 2) throw std::runtime_error("rank 2 failed");
+        comm.barrier();  // ranks 0 and 1 wait here until the group gives up
+      });
+      QFAIL("the failure did not reach the caller");
+    } catch (const std::runtime_error& e) {
+      QCOMPARE(QString(e.what()), QString("rank 2 failed"));
+    }
+    QCOMPARE(ran.load(), 3);  // one hook per rank (same owner key, three registrations), once
+    QCOMPARE(removed_ran.load(), 0);
+  }
+
   void countMismatchIsReported() {
     QString message;
     try {

@@ -1,13 +1,16 @@
 // ClassicDispatcher over local ranks: with the batch split into consecutive shards, R = 1…4
 // ranks give the outputs, input gradients, gate gradients and expert weight gradients of
-// the single-rank LocalDispatcher (within float noise, the test bounds it tightly), the
-// same bits on every repeat, and byte counters equal to a count of the routed pairs.
+// the single-rank LocalDispatcher (within float noise, the test bounds it tightly), for
+// any expert placement (contiguous blocks, round robin, an explicit uneven list: the rows
+// then leave in another order than the router's), the same bits on every repeat, and byte
+// counters equal to a count of the routed pairs.
 #include <QtTest>
 
 class TestDistClassicDispatcher : public QObject {
   Q_OBJECT
  private slots:
   void matchesLocalDispatcherForAnyRankCount();
+  void matchesLocalDispatcherForAnyPlacement();
   void repeatedRunsAreBitwiseIdentical();
   void byteCountersMatchRoutedPairs();
 };
@@ -17,6 +20,8 @@ class TestDistClassicDispatcher : public QObject {
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/parallel/classic_dispatcher.h"
@@ -80,7 +85,7 @@ struct RankRun {
   std::vector<DispatchCounts> counts;
 };
 
-RankRun run_classic(int R) {
+RankRun run_classic(int R, const std::string& placement = "contiguous") {
   RankRun run;
   run.result.y.assign(kN * kD, 0);
   run.result.dx.assign(kN * kD, 0);
@@ -93,7 +98,7 @@ RankRun run_classic(int R) {
     const int me = comm.rank();
     const int64_t t0 = kN * me / R, t1 = kN * (me + 1) / R;
     ExpertBank bank = make_bank();
-    ClassicDispatcher dispatcher(comm, ExpertPlacement::contiguous(kE, R));
+    ClassicDispatcher dispatcher(comm, ExpertPlacement::parse(placement, kE, R));
     const Tensor x = rows(1, t0, t1), dy = rows(2, t0, t1);
     const RoutingDecision r = make_routing(t0, t1);
     Tensor dgate;
@@ -132,6 +137,25 @@ void TestDistClassicDispatcher::matchesLocalDispatcherForAnyRankCount() {
     if (R == 1) {  // one rank is the local dispatcher, bit for bit
       QCOMPARE(std::memcmp(run.result.y.data(), ref.y.data(), ref.y.size() * sizeof(real)), 0);
       QCOMPARE(std::memcmp(run.result.dx.data(), ref.dx.data(), ref.dx.size() * sizeof(real)), 0);
+    }
+  }
+}
+
+void TestDistClassicDispatcher::matchesLocalDispatcherForAnyPlacement() {
+  const Result ref = reference();
+  const std::vector<std::pair<int, std::string>> cases = {
+      {2, "round_robin"}, {3, "round_robin"}, {2, "1,0,1,1,0,1"}, {3, "2,2,0,1,0,2"}};
+  for (const auto& [R, placement] : cases) {
+    const RankRun run = run_classic(R, placement);
+    const QString what = QString("R=%1 placement %2").arg(R).arg(QString::fromStdString(placement));
+    const double tol = 1e-6;
+    QVERIFY2(rel_diff(run.result.y, ref.y) <= tol, qPrintable("y, " + what));
+    QVERIFY2(rel_diff(run.result.dx, ref.dx) <= tol, qPrintable("dx, " + what));
+    QVERIFY2(rel_diff(run.result.dgate, ref.dgate) <= tol, qPrintable("dgate, " + what));
+    for (int e = 0; e < kE; ++e) {
+      QCOMPARE(run.result.expert_grad[e].size(), ref.expert_grad[e].size());
+      QVERIFY2(rel_diff(run.result.expert_grad[e], ref.expert_grad[e]) <= tol,
+               qPrintable(QString("expert %1 grad, ").arg(e) + what));
     }
   }
 }

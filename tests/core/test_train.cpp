@@ -133,15 +133,26 @@ class TestTrain : public QObject {
     mok::ExperimentConfig k = c;
     k.kittens.mode = "kitten";
     QVERIFY(said(k, "kittens.mode"));
+    // Transports: NCCL is for GPUs, and GPU ranks exchange over NCCL.
+    mok::ExperimentConfig t = c;
+    t.parallel.device = "cpu";
+    t.parallel.comm = "nccl";
+    QVERIFY(said(t, "set parallel.device: cuda"));
+    t = c;
+    t.parallel.ranks = 2;
+    t.parallel.comm = "local";
+    QVERIFY(said(t, "set parallel.comm: nccl"));
+    t.parallel.comm = "mpi";
+    QVERIFY(said(t, "set parallel.comm: nccl"));
+    t.parallel.comm = "nccl";
+    QVERIFY(Trainer::unsupported_reason(t, "").find("parallel.comm") == std::string::npos);
     mok::ExperimentConfig h = c;
     h.model.heads = 4;  // head width 16
     QVERIFY(said(h, "model.heads"));
-    mok::ExperimentConfig l = c;
+    mok::ExperimentConfig l = c;  // the locality-aware router runs on GPUs too
     l.routing.policy = "locality";
-    QVERIFY(said(l, "routing.policy"));
-    mok::ExperimentConfig r = c;
-    r.parallel.ranks = 2;
-    QVERIFY(said(r, "one GPU"));
+    l.routing.locality_margin = 0.05;
+    QCOMPARE(Trainer::unsupported_reason(l, ""), std::string());
   }
 
   void learnsAndReportsMetrics() {

@@ -11,7 +11,8 @@
 #      tokens/s (median over the steps after WARMUP), peak device bytes, bytes between the
 #      GPUs per step.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
-# Settings: SHAPES=moe8,moe64  STEPS=20  WARMUP=5  MOK_TIMEOUT=300 (s per run)
+# Settings: PARTS=checks,training,throughput  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
+#           MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -20,6 +21,8 @@ OUT_DIR="${2:-${OUT:-/tmp/mok-multi-gpu}}"
 SHAPES="${SHAPES:-moe8,moe64}"
 STEPS="${STEPS:-20}"
 WARMUP="${WARMUP:-5}"
+PARTS="${PARTS:-checks,training,throughput}"
+want() { [[ ",$PARTS," == *",$1,"* ]]; }
 mkdir -p "$OUT_DIR"
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -33,9 +36,12 @@ section "device"
 nvidia-smi -L
 nvidia-smi topo -m 2>/dev/null | head -n 6
 
+if want checks; then
 section "checks: parallel"
 timeout "${MOK_TIMEOUT:-300}" "$BIN/mok-gpu-check" --checks parallel --no-timings; echo "mok-gpu-check exit $?"
+fi
 
+if want training; then
 section "training: two GPU ranks against two CPU ranks and one GPU"
 run() {  # name, then mok train arguments
   local name="$1"; shift
@@ -95,7 +101,9 @@ for name, d in (("2 cpu ranks", cpu2), ("2 gpus", g2), ("2 cpu mok", cm), ("2 gp
     print(f"{name}: remote bytes per step (both ranks) median {sorted(b)[len(b)//2] if b else float('nan'):.4g}")
 print("training checks:", "all passed" if not bad else f"{bad} FAILED")
 PY
+fi
 
+want throughput || { echo "written under $OUT_DIR"; exit 0; }
 section "throughput: one GPU against two"
 yaml_for() {
   case "$1" in
@@ -104,7 +112,7 @@ yaml_for() {
     dense) echo "experiments/gpu/dense_85m.yaml" ;;
   esac
 }
-VARIANTS=(1gpu classic mok mok_locality)
+VARIANTS=(1gpu classic mok mok_ship mok_locality)
 IFS=',' read -r -a SHAPE_LIST <<< "$SHAPES"
 for shape in "${SHAPE_LIST[@]}"; do
   yaml="$(yaml_for "$shape")"
@@ -114,6 +122,8 @@ for shape in "${SHAPE_LIST[@]}"; do
       1gpu) extra=(--set train.batch=16) ;;
       classic) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl) ;;
       mok) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok) ;;
+      mok_ship) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok
+                       --set routing.shadow=never) ;;
       mok_locality) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok
                            --set routing.policy=locality --set routing.locality_margin=0.05) ;;
     esac
@@ -139,24 +149,26 @@ def figures(name):
     tps = [float(r["value"]) for r in rows if r["name"] == "perf/tokens_per_s" and int(r["step"]) > warmup]
     ms = [float(r["value"]) for r in rows if r["name"] == "perf/step_ms" and int(r["step"]) > warmup]
     comm = [float(r["value"]) for r in rows if r["name"] == "comm/remote_bytes" and int(r["step"]) > warmup]
+    comm_ms = [float(r["value"]) for r in rows if r["name"] == "perf/comm_ms" and int(r["step"]) > warmup]
     peak = 0
     try:
         j = json.loads(open(f"{out}/{name}.json").read().strip().splitlines()[-1])
         peak = j.get("peak_device_bytes", 0)
     except Exception:
         pass
-    return median(tps), median(ms), median(comm) if comm else 0.0, peak
-print(f"{'shape':6s} {'run':22s} {'tokens/s':>10s} {'step ms':>8s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'vs 1 GPU':>8s} {'vs classic':>10s}")
-labels = {"1gpu": "1 GPU", "classic": "2 GPUs classic", "mok": "2 GPUs MoK", "mok_locality": "2 GPUs MoK + locality"}
+    return median(tps), median(ms), median(comm) if comm else 0.0, peak, median(comm_ms) if comm_ms else 0.0
+print(f"{'shape':6s} {'run':24s} {'tokens/s':>10s} {'step ms':>8s} {'comm ms':>8s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'vs 1 GPU':>8s} {'vs classic':>10s}")
+labels = {"1gpu": "1 GPU", "classic": "2 GPUs classic", "mok": "2 GPUs MoK", "mok_ship": "2 GPUs MoK, no shadows",
+          "mok_locality": "2 GPUs MoK + locality"}
 for s in shapes:
     one = figures(f"tput_{s}_1gpu")
     classic = figures(f"tput_{s}_classic")
     for v, label in labels.items():
         f = figures(f"tput_{s}_{v}")
         if not f or not f[0] == f[0]:
-            print(f"{s:6s} {label:22s} failed"); continue
+            print(f"{s:6s} {label:24s} failed"); continue
         up = f[0] / one[0] if one and one[0] else float("nan")
         vs = f[0] / classic[0] if classic and classic[0] and v != "1gpu" else float("nan")
-        print(f"{s:6s} {label:22s} {f[0]:10.0f} {f[1]:8.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f} {vs:10.2f}")
+        print(f"{s:6s} {label:24s} {f[0]:10.0f} {f[1]:8.1f} {f[4]:8.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f} {vs:10.2f}")
 PY
 echo "written under $OUT_DIR"
