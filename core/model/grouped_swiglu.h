@@ -48,7 +48,9 @@ class GroupedSwiGlu {
   Tensor backward_gated(const Tensor& dys, const Tensor& gate, Tensor& dgate);
 
   void set_policy(SavedInputPolicy* policy);
+  SavedInputPolicy* policy() const { return policy_; }
   void set_recompute_hidden(bool on) { recompute_hidden_ = on; }
+  bool recompute_hidden() const { return recompute_hidden_; }
 
  private:
   struct Stack {

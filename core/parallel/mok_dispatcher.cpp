@@ -121,8 +121,37 @@ void MokDispatcher::check_setup() const {
 }
 
 const SwiGluMlp* MokDispatcher::shadow(int expert) const {
+  if (grouped_ && shadow_bank_ && expert >= 0 && expert < static_cast<int>(ever_shadowed_.size()) &&
+      ever_shadowed_[expert])
+    return shadow_bank_->experts[expert].get();
   auto it = shadows_.find(expert);
   return it == shadows_.end() ? nullptr : it->second.get();
+}
+
+SwiGluMlp& MokDispatcher::shadow_of(int expert) {
+  if (grouped_) return *shadow_bank_->experts.at(expert);
+  return *shadows_.at(expert);
+}
+
+ExpertBank& MokDispatcher::stacked_shadows(int64_t d, int64_t f, const ExpertBank& bank) {
+  if (!shadow_bank_) {
+    const int E = placement_.experts();
+    std::vector<GroupedSwiGlu::ExpertSpec> specs;
+    for (int e = 0; e < E; ++e) specs.push_back({"mok.shadow." + std::to_string(e), 0});
+    std::vector<bool> remote(static_cast<size_t>(E), true);
+    for (int e : placement_.experts_on(comm_.rank())) remote[e] = false;
+    shadow_bank_ = std::make_unique<ExpertBank>(
+        make_stacked_expert_bank(specs, remote, d, f, 0.0, 0.0, options_.layer, "moe.expert"));
+    ever_shadowed_.assign(static_cast<size_t>(E), 0);
+  }
+  // Kept for backward the way the layer's own experts keep theirs (kittens, hidden recompute):
+  // the stack computes, the per-expert views say the same (as the layer's own views do).
+  GroupedSwiGlu& g = *shadow_bank_->grouped;
+  if (g.policy() != bank.grouped->policy()) g.set_policy(bank.grouped->policy());
+  g.set_recompute_hidden(bank.grouped->recompute_hidden());
+  for (auto& view : shadow_bank_->experts)
+    if (view) match_saved_inputs(*view, bank);
+  return *shadow_bank_;
 }
 
 SwiGluMlp& MokDispatcher::shadow_copy(int expert, int64_t d, int64_t f) {
@@ -288,6 +317,9 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   const int64_t fill = global_rows / (R * std::max<int64_t>(1, options_.min_chunk_rows));
   chunks_ = static_cast<int>(std::min<int64_t>(chunks_, std::max<int64_t>(1, fill)));
   log_.chunks = chunks_;
+  // One chunk and a stacked bank: the local experts in one grouped product, and so are the
+  // shadow copies.
+  grouped_ = chunks_ == 1 && bank.grouped != nullptr;
   worker_->set_inline(chunks_ == 1);  // one chunk: nothing to overlap worth two thread hand-offs
   auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
   bool any_shadow = false;
@@ -329,8 +361,11 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     for (int q = 0; q < R; ++q)
       for (int e : placement_.experts_on(q))
         if (shadows(me, e)) {
-          SwiGluMlp& sc = shadow_copy(e, d, f);
-          match_saved_inputs(sc, bank);
+          SwiGluMlp& sc = grouped_ ? *stacked_shadows(d, f, bank).experts.at(e) : shadow_copy(e, d, f);
+          if (grouped_)
+            ever_shadowed_[e] = 1;
+          else
+            match_saved_inputs(sc, bank);
           const auto* w = static_cast<const uint8_t*>(recv_w.raw()) + off * esize;
           mem.copy_within(sc.up().weight().value.raw(), w, 2 * d * f * esize);
           mem.copy_within(sc.down().weight().value.raw(), w + 2 * d * f * esize, f * d * esize);
@@ -444,8 +479,6 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   expert_start_.assign(1, 0);
   for (int l = 0; l < L; ++l) expert_start_.push_back(expert_start_.back() + static_cast<int64_t>(expert_entries_[l].size()));
   const int64_t batch_rows = expert_start_.back();
-  // One chunk and a stacked bank: every local expert in one grouped product.
-  grouped_ = C == 1 && bank.grouped != nullptr;
   if (grouped_) {
     group_offsets_.assign(1, 0);
     for (int e = 0, l = 0; e < E; ++e) {
@@ -477,20 +510,38 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   // 7. meanwhile the shadow copies run here; each shadowed pair is its own group.
   std::vector<int32_t> row_of_pair(static_cast<size_t>(n * k), -1);  // for the final combine
   {
-    int64_t at = 0;
-    for (size_t i = 0; i < my_shadowed_.size(); ++i) {
-      const auto& pairs = shadow_pairs_[i];
-      const int64_t m = static_cast<int64_t>(pairs.size());
-      Tensor xe = gather(x, pairs, k);
-      Tensor yse = shadows_.at(my_shadowed_[i])->forward(xe, keep);
-      std::vector<real> g(static_cast<size_t>(m));
-      for (int64_t j = 0; j < m; ++j) {
-        g[static_cast<size_t>(j)] = gate[pairs[j]];
-        row_of_pair[static_cast<size_t>(pairs[j])] = static_cast<int32_t>(at + j);
+    std::vector<int64_t> all_pairs;  // every shadowed pair, my_shadowed_ order
+    std::vector<real> g;
+    for (const auto& pairs : shadow_pairs_)
+      for (int64_t p : pairs) {
+        row_of_pair[static_cast<size_t>(p)] = static_cast<int32_t>(all_pairs.size());
+        all_pairs.push_back(p);
+        g.push_back(gate[p]);
       }
-      Tensor dst = row_block(results, at, m);
-      if (m) ops.scale_rows(yse, upload_real(g), dst);
-      at += m;
+    if (grouped_ && shadow_rows > 0) {  // all shadow copies in one grouped product
+      GroupedSwiGlu& stack = *shadow_bank_->grouped;
+      std::vector<int64_t> offsets(1, 0);
+      for (int e = 0, i = 0; e < E; ++e) {
+        if (!shadow_bank_->experts[e]) continue;
+        const bool used = i < static_cast<int>(my_shadowed_.size()) && my_shadowed_[i] == e;
+        offsets.push_back(offsets.back() + (used ? static_cast<int64_t>(shadow_pairs_[i++].size()) : 0));
+      }
+      if (static_cast<int>(offsets.size()) != stack.groups() + 1)
+        throw std::logic_error("MokDispatcher: the shadow stack and the placement disagree");
+      Tensor ys = stack.forward(gather(x, all_pairs, k), offsets, keep);
+      Tensor dst = row_block(results, 0, shadow_rows);
+      ops.scale_rows(ys, upload_real(g), dst);
+    } else {
+      int64_t at = 0;
+      for (size_t i = 0; i < my_shadowed_.size(); ++i) {
+        const auto& pairs = shadow_pairs_[i];
+        const int64_t m = static_cast<int64_t>(pairs.size());
+        Tensor yse = shadows_.at(my_shadowed_[i])->forward(gather(x, pairs, k), keep);
+        Tensor dst = row_block(results, at, m);
+        std::vector<real> g_i(g.begin() + at, g.begin() + at + m);
+        if (m) ops.scale_rows(yse, upload_real(g_i), dst);
+        at += m;
+      }
     }
   }
 
@@ -600,25 +651,38 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
   std::vector<int32_t> dgate_pair;  // pair of each gate gradient in dgate_rows, in order
   Tensor shadow_dgate = cx.empty({shadow_rows}, kRealDType);
   {
-    int64_t at = 0;
-    for (size_t i = 0; i < my_shadowed_.size(); ++i) {
-      const auto& pairs = shadow_pairs_[i];
-      const int64_t m = static_cast<int64_t>(pairs.size());
-      SwiGluMlp& sc = *shadows_.at(my_shadowed_[i]);
+    std::vector<int32_t> all_pairs;  // every shadowed pair, my_shadowed_ order
+    for (const auto& pairs : shadow_pairs_)
+      for (int64_t p : pairs) {
+        row_of_pair[static_cast<size_t>(p)] = static_cast<int32_t>(all_pairs.size());
+        all_pairs.push_back(static_cast<int32_t>(p));
+        dgate_pair.push_back(static_cast<int32_t>(p));
+      }
+    for (int e : my_shadowed_) {
+      SwiGluMlp& sc = shadow_of(e);
       sc.up().weight().grad.zero();
       sc.down().weight().grad.zero();
-      Tensor dye = gather(dy, pairs, k);
-      std::vector<int32_t> pair_idx(pairs.begin(), pairs.end());
-      Tensor ge = cx.empty({m}, kRealDType);
-      Tensor dg = shadow_dgate.view(at, {m});
-      if (m) ops.pairs_to_rows(gate_, upload_i32(pair_idx), ge);
-      Tensor dxs = sc.backward_gated(dye, &ge, &dg);
-      mem.copy_within(row_block(results, at, m).raw(), dxs.raw(), dxs.bytes());
-      for (int64_t j = 0; j < m; ++j) {
-        row_of_pair[static_cast<size_t>(pairs[j])] = static_cast<int32_t>(at + j);
-        dgate_pair.push_back(static_cast<int32_t>(pairs[j]));
+    }
+    if (grouped_ && shadow_rows > 0) {  // all shadow copies in one grouped product
+      const std::vector<int64_t> pairs(all_pairs.begin(), all_pairs.end());
+      Tensor ge = cx.empty({shadow_rows}, kRealDType);
+      ops.pairs_to_rows(gate_, upload_i32(all_pairs), ge);
+      Tensor dxs = shadow_bank_->grouped->backward_gated(gather(dy, pairs, k), ge, shadow_dgate);
+      mem.copy_within(row_block(results, 0, shadow_rows).raw(), dxs.raw(), dxs.bytes());
+    } else {
+      int64_t at = 0;
+      for (size_t i = 0; i < my_shadowed_.size(); ++i) {
+        const auto& pairs = shadow_pairs_[i];
+        const int64_t m = static_cast<int64_t>(pairs.size());
+        SwiGluMlp& sc = *shadows_.at(my_shadowed_[i]);
+        std::vector<int32_t> pair_idx(pairs.begin(), pairs.end());
+        Tensor ge = cx.empty({m}, kRealDType);
+        Tensor dg = shadow_dgate.view(at, {m});
+        if (m) ops.pairs_to_rows(gate_, upload_i32(pair_idx), ge);
+        Tensor dxs = sc.backward_gated(gather(dy, pairs, k), &ge, &dg);
+        mem.copy_within(row_block(results, at, m).raw(), dxs.raw(), dxs.bytes());
+        at += m;
       }
-      at += m;
     }
   }
 
@@ -688,7 +752,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
   for (uint8_t v : shadow_all_) any_shadow |= v != 0;
   if (any_shadow) {
     const int64_t f = [&] {
-      for (int e : my_shadowed_) return shadows_.at(e)->hidden();
+      for (int e : my_shadowed_) return shadow_of(e).hidden();
       for (int e : mine)
         if (bank.experts[e]) return bank.experts[e]->hidden();
       return int64_t{0};
@@ -712,7 +776,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
     for (int q = 0; q < R; ++q)
       for (int e : placement_.experts_on(q))
         if (shadows(me, e)) {
-          SwiGluMlp& sc = *shadows_.at(e);
+          SwiGluMlp& sc = shadow_of(e);
           auto* g = static_cast<uint8_t*>(send_g.raw()) + off * esize;
           mem.copy_within(g, sc.up().weight().grad.raw(), 2 * d * f * esize);
           mem.copy_within(g + 2 * d * f * esize, sc.down().weight().grad.raw(), f * d * esize);

@@ -134,8 +134,15 @@ class MokDispatcher final : public ExpertDispatcher {
   int chunks_ = 1;        // C of the current step (see kMinRowsPerChunk)
   std::unique_ptr<CommWorker> worker_;
 
-  // Shadow copies of remote experts, created on first use and refreshed every step.
+  // Shadow copies of remote experts, refreshed every step: with one chunk, stacked in one
+  // bank of this rank's remote experts (one grouped product for all of them, created on first
+  // use); with several, one SwiGluMlp each, created on first use.
   std::map<int, std::unique_ptr<SwiGluMlp>> shadows_;
+  std::unique_ptr<ExpertBank> shadow_bank_;
+  std::vector<uint8_t> ever_shadowed_;  // (E) fetched into shadow_bank_ at least once
+  ExpertBank& stacked_shadows(int64_t d, int64_t f, const ExpertBank& bank);
+  // This step's shadow copy of `expert` (the stacked view or the separate copy).
+  SwiGluMlp& shadow_of(int expert);
 
   // Kept from forward for backward (keep = true).
   int64_t n_ = 0;

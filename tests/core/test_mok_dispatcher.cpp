@@ -366,38 +366,45 @@ void TestMokDispatcher::overlapChunksChangeNoBitNorByte() {
 void TestMokDispatcher::shadowCopiesKeepInputsLikeTheLayersExperts() {
   const std::shared_ptr<SavedInputPolicy> policy = make_exact_saved_input_policy();
   const Result ref = reference(4);
-  std::vector<int> checked(2, 0);
-  std::vector<real> y(kN * kD);
-  run_local_ranks(2, [&](Communicator& comm) {
-    const int me = comm.rank();
-    const int64_t t0 = kN * me / 2, t1 = kN * (me + 1) / 2;
-    ExpertBank bank = make_bank(4);
-    for (auto& e : bank.experts) {
-      e->up().set_policy(policy.get());
-      e->down().set_policy(policy.get());
-      e->set_saved_policy(policy.get());
-      e->set_recompute_hidden(true);
-    }
-    MokOptions opt;
-    opt.cost = MokCostParams{25.0, 0.0, 1e6, ShadowMode::always};
-    MokDispatcher mok(comm, ExpertPlacement::contiguous(kE, 2), opt);
-    const Tensor x = rows(1, t0, t1), dy = rows(2, t0, t1);
-    Tensor out = mok.forward(x, make_routing(t0, t1), bank, true);
-    Tensor dgate;
-    mok.backward(dy, bank, dgate);
-    std::memcpy(y.data() + t0 * kD, out.data(), out.bytes());
-    for (int e : mok.last_log().shadowed) {
-      const SwiGluMlp* sc = mok.shadow(e);
-      if (sc && sc->up().policy() == policy.get() && sc->down().policy() == policy.get() &&
-          sc->saved_policy() == policy.get() && sc->recompute_hidden())
-        checked[me]++;
-      else
-        checked[me] = -1000;
-    }
-  });
-  QVERIFY(checked[0] > 0);
-  QVERIFY(checked[1] > 0);
-  QVERIFY(rel_diff(y, ref.y) <= kTol);  // an exact policy: the same outputs
+  // One chunk: the shadow copies are stacked (one grouped product); two: one copy each.
+  for (int chunks : {1, 2}) {
+    std::vector<int> checked(2, 0);
+    std::vector<real> y(kN * kD);
+    run_local_ranks(2, [&](Communicator& comm) {
+      const int me = comm.rank();
+      const int64_t t0 = kN * me / 2, t1 = kN * (me + 1) / 2;
+      ExpertBank bank = make_bank(4);
+      for (auto& e : bank.experts) {  // as TransformerBlock::set_policy does: views and stack
+        e->up().set_policy(policy.get());
+        e->down().set_policy(policy.get());
+        e->set_saved_policy(policy.get());
+        e->set_recompute_hidden(true);
+      }
+      bank.grouped->set_policy(policy.get());
+      bank.grouped->set_recompute_hidden(true);
+      MokOptions opt;
+      opt.cost = MokCostParams{25.0, 0.0, 1e6, ShadowMode::always};
+      opt.overlap_chunks = chunks;
+      opt.min_chunk_rows = 1;
+      MokDispatcher mok(comm, ExpertPlacement::contiguous(kE, 2), opt);
+      const Tensor x = rows(1, t0, t1), dy = rows(2, t0, t1);
+      Tensor out = mok.forward(x, make_routing(t0, t1), bank, true);
+      Tensor dgate;
+      mok.backward(dy, bank, dgate);
+      std::memcpy(y.data() + t0 * kD, out.data(), out.bytes());
+      for (int e : mok.last_log().shadowed) {
+        const SwiGluMlp* sc = mok.shadow(e);
+        if (sc && sc->up().policy() == policy.get() && sc->down().policy() == policy.get() &&
+            sc->saved_policy() == policy.get() && sc->recompute_hidden())
+          checked[me]++;
+        else
+          checked[me] = -1000;
+      }
+    });
+    QVERIFY2(checked[0] > 0, qPrintable(QString("chunks %1").arg(chunks)));
+    QVERIFY2(checked[1] > 0, qPrintable(QString("chunks %1").arg(chunks)));
+    QVERIFY(rel_diff(y, ref.y) <= kTol);  // an exact policy: the same outputs
+  }
 }
 
 // Every rank picks the same chunk count from the global row count: min(C, rows / (R · m)).
