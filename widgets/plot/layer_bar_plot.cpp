@@ -4,6 +4,8 @@
 
 #include <qcustomplot.h>
 
+#include "widgets/plot/readable_ticker.h"
+
 namespace mok::gui {
 
 LayerBarPlot::LayerBarPlot(QWidget* parent) : CoalescedPlot(parent) {
@@ -15,12 +17,28 @@ LayerBarPlot::LayerBarPlot(QWidget* parent) : CoalescedPlot(parent) {
   marker_series_->setLineStyle(QCPGraph::lsNone);
   marker_series_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond, QColor(214, 39, 40), 9));
   plot()->yAxis2->setVisible(true);
+  if (auto t = qSharedPointerDynamicCast<ReadableTicker>(plot()->yAxis2->ticker())) t->set_whole_numbers(true);
   plot()->xAxis->setLabel(tr("layer"));
   QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
   ticker->setTickStep(1.0);
   plot()->xAxis->setTicker(ticker);
   plot()->setInteractions(QCP::Interactions());  // a snapshot, nothing to zoom
+  note_ = new QCPItemText(plot());
+  note_->position->setType(QCPItemPosition::ptAxisRectRatio);
+  note_->position->setCoords(0.5, 0.08);
+  note_->setPositionAlignment(Qt::AlignTop | Qt::AlignHCenter);
+  note_->setColor(QColor(214, 39, 40));
+  note_->setBrush(QBrush(QColor(255, 255, 255, 220)));
+  note_->setPadding(QMargins(4, 2, 4, 2));
+  note_->setVisible(false);
 }
+
+void LayerBarPlot::set_all_zero_note(const QString& text) {
+  all_zero_note_ = text;
+  request_update();
+}
+
+QString LayerBarPlot::shown_note() const { return note_->visible() ? note_->text() : QString(); }
 
 void LayerBarPlot::set_labels(const QString& bars_label, const QString& markers_label) {
   plot()->yAxis->setLabel(bars_label);
@@ -43,6 +61,9 @@ void LayerBarPlot::drain() {
   for (size_t i = 0; i < markers_.size(); ++i) keys << double(i), values << markers_[i];
   marker_series_->setData(keys, values, true);
   plot()->yAxis2->setVisible(!markers_.empty());
+  const bool all_zero = !markers_.empty() && std::all_of(markers_.begin(), markers_.end(), [](double v) { return v == 0.0; });
+  note_->setText(all_zero_note_);
+  note_->setVisible(all_zero && !all_zero_note_.isEmpty());
 }
 
 bool LayerBarPlot::data_x_range(double* lo, double* hi) const {

@@ -20,6 +20,7 @@
 #include "widgets/models/compare_summary_model.h"
 #include "widgets/models/config_diff_model.h"
 #include "widgets/models/flatten_yaml.h"
+#include "widgets/plot/metric_unit.h"
 #include "widgets/plot/plot_control_bar.h"
 #include "widgets/plot/plot_group.h"
 #include "widgets/plot/streaming_plot.h"
@@ -170,6 +171,7 @@ void ComparePage::rebuild() {
   try {
     RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
     const std::string metric = metric_->currentText().toStdString();
+    const MetricUnit unit = metric_unit(metric_->currentText());
     for (qint64 id : ids) {
       const mok::RunRecord rec = store.get_run(id);
       const QString name = QStringLiteral("%1 #%2").arg(QString::fromStdString(rec.summary.name)).arg(id);
@@ -212,7 +214,8 @@ void ComparePage::rebuild() {
       environments.emplace_back(name, rec.environment);
 
       std::vector<MetricPoint> pts;
-      for (const auto& p : store.metric_series(id, metric)) pts.push_back(MetricPoint{p.step, p.tokens, p.wall_s, p.value});
+      for (const auto& p : store.metric_series(id, metric))
+        pts.push_back(MetricPoint{p.step, p.tokens, p.wall_s, p.value / unit.divisor});
       const int c = plot_->add_curve(is_base ? name + tr(" (baseline)") : name,
                                      is_base ? QColor(20, 20, 20) : curve_color(int(rows.size())));
       plot_->append(c, pts);
@@ -226,6 +229,7 @@ void ComparePage::rebuild() {
   diff_->set_runs(configs);
   diff_->set_baseline(base_row);
   plot_->set_title(metric_->currentText());
+  plot_->set_y_label(metric_unit(metric_->currentText()).axis_label(metric_->currentText()));
   plot_->reset_view();
   update_hardware_note(environments, base_row);
   rebuilding_ = false;
