@@ -136,10 +136,14 @@ class TestPlotReadings : public QObject {
       const QCPRange x = p->plot()->xAxis->range();
       QVERIFY2(x.upper < 60.0, qPrintable(QStringLiteral("%1: x up to %2").arg(p->title()).arg(x.upper)));
     }
-    // A plot without data of this run shows none of the previous run's range either.
+    QCOMPARE(dash.validation_plot()->shown_empty_note(), QString());
+    // A plot without data of this run shows none of the previous run's range either, and
+    // says why it is empty.
     dash.clear();
     flush_all(dash);
     QCOMPARE(dash.validation_plot()->plot()->xAxis->range().upper, 1.0);
+    QVERIFY(dash.validation_plot()->shown_empty_note().contains("no evaluation"));
+    QVERIFY(dash.comm_plot()->shown_empty_note().contains("one rank"));
   }
 
   void exported_png_has_no_hover_box() {
@@ -223,7 +227,8 @@ class TestPlotReadings : public QObject {
     }
     QCOMPARE(nice_step_at_least(0.3), 0.5);
     QCOMPARE(nice_step_at_least(2.0), 2.0);
-    QCOMPARE(nice_step_at_least(2.1), 5.0);
+    QCOMPARE(nice_step_at_least(2.1), 2.5);
+    QCOMPARE(nice_step_at_least(26.0), 50.0);
   }
 
   void legends_sit_off_the_data() {

@@ -83,13 +83,15 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   optimizer_->set_right_y_label(tr("gradient norm"));
   comm_ = make(tr("Between ranks"), tr("bytes/step"));
   for (const char* n : {"comm/remote_bytes", "comm/dispatch_bytes", "comm/combine_bytes", "comm/grad_bytes"}) comm_->add_curve(n);
+  comm_->set_empty_note(tr("nothing recorded:\na run on one rank sends\nno bytes between ranks"));
+  validation_->set_empty_note(tr("no evaluation yet:\none comes every train.eval_every\nsteps and after the last"));
   memory_ = new StackedMemoryPlot;
   memory_->set_title(tr("Memory by category"));
   memory_->set_categories(kMemCategories);
   layers_ = new LayerBarPlot;
   layers_->set_title(tr("Saved activations and rank per layer"));
   layers_->set_labels(tr("saved MiB (peak)"), tr("kitten rank"));
-  layers_->set_all_zero_note(tr("kitten rank 0 in every layer: no input is kept at low rank"));
+  layers_->set_all_zero_note(tr("kitten rank 0 in every layer: no input kept at low rank"));
   heat_ = new ExpertLoadHeatMap;
   heat_->set_title(tr("Expert load over training"));
 

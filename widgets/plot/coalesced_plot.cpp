@@ -1,6 +1,7 @@
 #include "widgets/plot/coalesced_plot.h"
 
 #include <QFileDialog>
+#include <QFontMetrics>
 #include <QMenu>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -77,9 +78,15 @@ void CoalescedPlot::fit_ticks() {
   const QRect r = plot_->axisRect()->rect();
   const int width = r.width() > 10 ? r.width() : plot_->width() * 3 / 4;
   const int height = r.height() > 10 ? r.height() : plot_->height() * 2 / 3;
-  if (auto t = qSharedPointerDynamicCast<ReadableTicker>(plot_->xAxis->ticker())) t->fit_to_length(width, true);
+  // Labels as wide as the longer end of the range (what the axis will print, near enough).
+  const QFontMetrics metrics(plot_->xAxis->tickLabelFont());
+  const QCPRange xr = plot_->xAxis->range();
+  const int label_width = std::max(metrics.horizontalAdvance(QString::number(xr.lower, 'g', 6)),
+                                   metrics.horizontalAdvance(QString::number(xr.upper, 'g', 6)));
+  if (auto t = qSharedPointerDynamicCast<ReadableTicker>(plot_->xAxis->ticker())) t->fit_to_length(width, label_width);
   for (QCPAxis* axis : {plot_->yAxis, plot_->yAxis2})
-    if (auto t = qSharedPointerDynamicCast<ReadableTicker>(axis->ticker())) t->fit_to_length(height, false);
+    if (auto t = qSharedPointerDynamicCast<ReadableTicker>(axis->ticker()))
+      t->fit_to_length(height, QFontMetrics(axis->tickLabelFont()).height());
 }
 
 void CoalescedPlot::request_update() {

@@ -23,14 +23,9 @@ LayerBarPlot::LayerBarPlot(QWidget* parent) : CoalescedPlot(parent) {
   ticker->setTickStep(1.0);
   plot()->xAxis->setTicker(ticker);
   plot()->setInteractions(QCP::Interactions());  // a snapshot, nothing to zoom
-  note_ = new QCPItemText(plot());
-  note_->position->setType(QCPItemPosition::ptAxisRectRatio);
-  note_->position->setCoords(0.5, 0.08);
-  note_->setPositionAlignment(Qt::AlignTop | Qt::AlignHCenter);
-  note_->setColor(QColor(214, 39, 40));
-  note_->setBrush(QBrush(QColor(255, 255, 255, 220)));
-  note_->setPadding(QMargins(4, 2, 4, 2));
-  note_->setVisible(false);
+  note_ = new QCPTextElement(plot());
+  note_->setTextColor(QColor(214, 39, 40));
+  note_->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
 }
 
 void LayerBarPlot::set_all_zero_note(const QString& text) {
@@ -38,7 +33,7 @@ void LayerBarPlot::set_all_zero_note(const QString& text) {
   request_update();
 }
 
-QString LayerBarPlot::shown_note() const { return note_->visible() ? note_->text() : QString(); }
+QString LayerBarPlot::shown_note() const { return note_->layout() ? note_->text() : QString(); }
 
 void LayerBarPlot::set_labels(const QString& bars_label, const QString& markers_label) {
   plot()->yAxis->setLabel(bars_label);
@@ -63,7 +58,19 @@ void LayerBarPlot::drain() {
   plot()->yAxis2->setVisible(!markers_.empty());
   const bool all_zero = !markers_.empty() && std::all_of(markers_.begin(), markers_.end(), [](double v) { return v == 0.0; });
   note_->setText(all_zero_note_);
-  note_->setVisible(all_zero && !all_zero_note_.isEmpty());
+  const bool show = all_zero && !all_zero_note_.isEmpty();
+  QCPLayoutGrid* layout = plot()->plotLayout();
+  if (show && !note_->layout()) {
+    // The row above the axes (under the title, when there is one): never on the bars.
+    int row = 0;
+    while (row < layout->rowCount() && layout->element(row, 0) != plot()->axisRect()) ++row;
+    layout->insertRow(row);
+    layout->addElement(row, 0, note_);
+    layout->setRowStretchFactor(row, 0.001);
+  } else if (!show && note_->layout()) {
+    layout->take(note_);
+    layout->simplify();
+  }
 }
 
 bool LayerBarPlot::data_x_range(double* lo, double* hi) const {

@@ -2,7 +2,7 @@
 // LayerBarPlot: the latest value per layer as bars (e.g. saved-activation MiB per layer),
 // with an optional second series per layer drawn as markers on the right axis (e.g. the
 // kitten rank each layer uses now). When every marker is 0 the markers would sit on the
-// axis unseen, so a note on the plot says what the zeros mean (set_all_zero_note).
+// axis unseen, so a note above the axes says what the zeros mean (set_all_zero_note).
 
 #include <vector>
 
@@ -10,7 +10,7 @@
 
 class QCPBars;
 class QCPGraph;
-class QCPItemText;
+class QCPTextElement;
 
 namespace mok::gui {
 
@@ -40,7 +40,7 @@ class LayerBarPlot : public CoalescedPlot {
   std::vector<double> markers_;
   QCPBars* bar_series_ = nullptr;
   QCPGraph* marker_series_ = nullptr;
-  QCPItemText* note_ = nullptr;
+  QCPTextElement* note_ = nullptr;  // in a layout row of its own while shown
   QString all_zero_note_;
 };
 

@@ -8,19 +8,18 @@ namespace mok::gui {
 double nice_step_at_least(double at_least) {
   if (!(at_least > 0.0) || !std::isfinite(at_least)) return 1.0;
   const double magnitude = std::pow(10.0, std::floor(std::log10(at_least)));
-  for (double mantissa : {1.0, 2.0, 5.0, 10.0})
+  for (double mantissa : {1.0, 2.0, 2.5, 5.0, 10.0})
     if (mantissa * magnitude >= at_least * (1.0 - 1e-9)) return mantissa * magnitude;
   return 10.0 * magnitude;
 }
 
-void ReadableTicker::fit_to_length(int pixels, bool horizontal) {
-  const int per_tick = horizontal ? kPixelsPerTickHorizontal : kPixelsPerTickVertical;
-  setTickCount(std::clamp(pixels / per_tick, 2, 10));
+void ReadableTicker::fit_to_length(int pixels, int label_pixels) {
+  setTickCount(std::clamp(int(std::lround(double(pixels) / std::max(1, label_pixels + kLabelGapPixels))), 2, 10));
 }
 
 double ReadableTicker::getTickStep(const QCPRange& range) {
   double step = nice_step_at_least(range.size() / std::max(1, tickCount()));
-  if (whole_numbers_) step = std::max(step, 1.0);
+  if (whole_numbers_ && step != std::round(step)) step = step < 1.0 ? 1.0 : nice_step_at_least(step * 1.0001);  // 2.5 → 5
   return step;
 }
 

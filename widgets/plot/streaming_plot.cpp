@@ -21,7 +21,7 @@ QColor curve_color(int i) {
 namespace {
 
 // Legend entries per legend row before it wraps.
-constexpr int kLegendColumns = 3;
+constexpr int kLegendColumns = 2;
 
 QString format_x(double x, XAxisMode mode) {
   return QStringLiteral("%1 %2").arg(x_axis_label(mode)).arg(x, 0, 'g', mode == XAxisMode::wall_time ? 4 : 10);
@@ -53,6 +53,11 @@ StreamingPlot::StreamingPlot(QWidget* parent) : CoalescedPlot(parent) {
   hover_label_->setBrush(QBrush(QColor(255, 255, 255, 220)));
   hover_label_->setPen(QPen(QColor(160, 160, 160)));
   hover_label_->setVisible(false);
+  empty_note_ = new QCPItemText(plot());
+  empty_note_->position->setType(QCPItemPosition::ptAxisRectRatio);
+  empty_note_->position->setCoords(0.5, 0.5);
+  empty_note_->setColor(QColor(120, 120, 120));
+  empty_note_->setVisible(false);
   plot()->setMouseTracking(true);
   plot()->installEventFilter(this);  // the pointer leaving the plot takes the hover with it
   connect(plot(), &QCustomPlot::mouseMove, this, &StreamingPlot::on_mouse_move);
@@ -251,7 +256,16 @@ void StreamingPlot::autoscale_axis(CurveAxis axis) {
   if (r.valid) (axis == CurveAxis::right ? plot()->yAxis2 : plot()->yAxis)->setRange(r.lo, r.hi);
 }
 
+void StreamingPlot::set_empty_note(const QString& text) {
+  empty_note_->setText(text);
+  request_update();
+}
+
+QString StreamingPlot::shown_empty_note() const { return empty_note_->visible() ? empty_note_->text() : QString(); }
+
 void StreamingPlot::update_marks() {
+  const bool empty = std::none_of(curves_.begin(), curves_.end(), [](const Curve& c) { return !c.points.empty(); });
+  empty_note_->setVisible(empty && !empty_note_->text().isEmpty());
   const QCPRange xr = plot()->xAxis->range();
   const int pixels = std::max(plot()->axisRect()->width(), 1);
   for (Curve& c : curves_) {

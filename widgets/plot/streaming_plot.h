@@ -69,6 +69,9 @@ class StreamingPlot : public CoalescedPlot {
   void set_y_label(const QString& label);        // left axis
   void set_right_y_label(const QString& label);  // right axis (shown while a curve uses it)
   void set_legend_visible(bool on);
+  // Text shown in the middle of the plot while no curve has a point (why it is empty).
+  void set_empty_note(const QString& text);
+  QString shown_empty_note() const;
   void set_x_axis_mode(XAxisMode mode) override;
   void set_log_y(bool on) override;
 
@@ -108,6 +111,7 @@ class StreamingPlot : public CoalescedPlot {
   bool robust_ = true;
   QCPItemTracer* tracer_ = nullptr;
   QCPItemText* hover_label_ = nullptr;
+  QCPItemText* empty_note_ = nullptr;
 };
 
 // A pleasant, distinguishable colour for curve `i`.

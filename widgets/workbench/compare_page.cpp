@@ -20,6 +20,7 @@
 #include "widgets/models/compare_summary_model.h"
 #include "widgets/models/config_diff_model.h"
 #include "widgets/models/flatten_yaml.h"
+#include "widgets/models/run_label.h"
 #include "widgets/plot/metric_unit.h"
 #include "widgets/plot/plot_control_bar.h"
 #include "widgets/plot/plot_group.h"
@@ -119,7 +120,8 @@ void ComparePage::refresh_run_list() {
     if (QFileInfo::exists(runs_->db_path())) {
       RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
       for (const mok::RunSummary& s : store.list_runs()) {
-        auto* item = new QListWidgetItem(QStringLiteral("%1 (run %2, %3)").arg(QString::fromStdString(s.name)).arg(s.id).arg(run_status_name(s.status)));
+        auto* item = new QListWidgetItem(QStringLiteral("%1 (%2)").arg(run_label(QString::fromStdString(s.name), s.id),
+                                                                        QString::fromUtf8(run_status_name(s.status))));
         item->setData(Qt::UserRole, qint64(s.id));
         item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
         item->setCheckState(checked.contains(s.id) ? Qt::Checked : Qt::Unchecked);
@@ -174,7 +176,7 @@ void ComparePage::rebuild() {
     const MetricUnit unit = metric_unit(metric_->currentText());
     for (qint64 id : ids) {
       const mok::RunRecord rec = store.get_run(id);
-      const QString name = QStringLiteral("%1 #%2").arg(QString::fromStdString(rec.summary.name)).arg(id);
+      const QString name = run_label(QString::fromStdString(rec.summary.name), id);
       baseline_->addItem(name, id);
       const bool is_base = id == base_id || (base_id == 0 && rows.empty());
       if (is_base) base_row = int(rows.size());
