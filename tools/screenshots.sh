@@ -22,6 +22,7 @@ for _ in $(seq 50); do [ -e "/tmp/.X11-unix/X${DISPLAY_NUM#:}" ] && break; sleep
 
 mkdir -p "$OUT"
 cd "$WORK"
-DISPLAY="$DISPLAY_NUM" QT_QPA_PLATFORM=xcb MOK_EXPERIMENTS_DIR="$ROOT/experiments" \
+# XDG_CONFIG_HOME: the demo keeps its settings (the last Setup config) in its own folder.
+DISPLAY="$DISPLAY_NUM" QT_QPA_PLATFORM=xcb MOK_EXPERIMENTS_DIR="$ROOT/experiments" XDG_CONFIG_HOME="$WORK/config" \
   "$BIN" --db "$WORK/demo.db" --screenshots "$OUT"
 echo "screenshots in $OUT"

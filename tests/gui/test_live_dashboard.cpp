@@ -79,16 +79,16 @@ class TestLiveDashboard : public QObject {
 
   void memory_axis_and_header_name_the_device() {
     LiveDashboard dash;
-    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("MiB"));
+    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("peak in step, MiB"));
     QCOMPARE(dash.device_text(), QString());
     dash.set_device("cuda:0", "bf16");
     QCOMPARE(dash.device_text(), QStringLiteral("cuda:0 · bf16"));
-    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("GPU memory (cuda:0), MiB"));
+    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("GPU memory (cuda:0), peak in step, MiB"));
     dash.set_device("cpu", "fp32");
     QCOMPARE(dash.device_text(), QStringLiteral("cpu · fp32"));
-    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("memory (cpu), MiB"));
+    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("memory (cpu), peak in step, MiB"));
     dash.clear();  // a new run sets its own; clearing the data keeps it
-    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("memory (cpu), MiB"));
+    QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("memory (cpu), peak in step, MiB"));
   }
 
   void live_page_names_the_device_of_a_job() {
@@ -108,10 +108,10 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(runs.job(gpu_job).precision, QStringLiteral("bf16"));
     page.show_job(gpu_job);
     QCOMPARE(page.dashboard()->device_text(), QStringLiteral("cuda:1 · bf16"));
-    QCOMPARE(page.dashboard()->memory_plot()->y_label(), QStringLiteral("GPU memory (cuda:1), MiB"));
+    QCOMPARE(page.dashboard()->memory_plot()->y_label(), QStringLiteral("GPU memory (cuda:1), peak in step, MiB"));
     page.show_job(cpu_job);
     QCOMPARE(page.dashboard()->device_text(), QStringLiteral("cpu · fp32"));
-    QCOMPARE(page.dashboard()->memory_plot()->y_label(), QStringLiteral("memory (cpu), MiB"));
+    QCOMPARE(page.dashboard()->memory_plot()->y_label(), QStringLiteral("memory (cpu), peak in step, MiB"));
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 20000);
     QCOMPARE(runs.job(gpu_job).status, RunStatus::failed);
     QVERIFY2(runs.job(gpu_job).message.contains("parallel.device: cuda"), qPrintable(runs.job(gpu_job).message));

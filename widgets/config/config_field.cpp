@@ -1,13 +1,11 @@
 #include "widgets/config/config_field.h"
 
-#include <climits>
-
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
-#include <QSpinBox>
 #include <QStandardItemModel>
+#include <QTimer>
 #include <QVBoxLayout>
 
 namespace mok::gui {
@@ -29,25 +27,26 @@ ConfigField::ConfigField(const ConfigKeySpec& spec, QWidget* parent)
     for (const std::string& c : spec.choices) combo_->addItem(QString::fromStdString(c));
     editor_ = combo_;
     connect(combo_, &QComboBox::currentIndexChanged, this, &ConfigField::emit_edit);
-  } else if (spec.type == ConfigType::Int) {
-    spin_ = new QSpinBox;
-    const double lo = spec.min ? *spec.min + (spec.min_exclusive ? 1 : 0) : double(INT_MIN);
-    const double hi = spec.max ? *spec.max - (spec.max_exclusive ? 1 : 0) : double(INT_MAX);
-    spin_->setRange(int(std::max(lo, double(INT_MIN))), int(std::min(hi, double(INT_MAX))));
-    spin_->setAccelerated(true);
-    spin_->setKeyboardTracking(false);  // one edit per finished number, not per digit
-    editor_ = spin_;
-    connect(spin_, &QSpinBox::valueChanged, this, &ConfigField::emit_edit);
   } else {
     line_ = new QLineEdit;
     editor_ = line_;
-    if (spec.type == ConfigType::Real || spec.type == ConfigType::UInt) line_->setAlignment(Qt::AlignRight);
-    connect(line_, &QLineEdit::editingFinished, this, [this] {
+    if (spec.type == ConfigType::Real || spec.type == ConfigType::UInt || spec.type == ConfigType::Int)
+      line_->setAlignment(Qt::AlignRight);
+    auto apply_typed = [this] {
+      typing_->stop();
       if (line_->isModified()) {
         line_->setModified(false);
         emit_edit();
       }
-    });
+    };
+    // Typing applies after a pause (the YAML follows without Tab); Return or leaving the
+    // field applies at once.
+    typing_ = new QTimer(this);
+    typing_->setSingleShot(true);
+    typing_->setInterval(kTypingPauseMs);
+    connect(typing_, &QTimer::timeout, this, apply_typed);
+    connect(line_, &QLineEdit::textEdited, typing_, qOverload<>(&QTimer::start));
+    connect(line_, &QLineEdit::editingFinished, this, apply_typed);
   }
   editor_->setToolTip(tip);
   editor_->setObjectName(path_);
@@ -69,7 +68,6 @@ QString ConfigField::text_of(const ConfigKeySpec& spec, const ExperimentConfig& 
 QString ConfigField::value_text() const {
   if (check_) return check_->isChecked() ? QStringLiteral("true") : QStringLiteral("false");
   if (combo_) return combo_->currentText();
-  if (spin_) return QString::number(spin_->value());
   return line_->text();
 }
 
@@ -83,8 +81,7 @@ void ConfigField::set_value_text(const QString& text) {
       i = combo_->count() - 1;
     }
     combo_->setCurrentIndex(i);
-  } else if (spin_) spin_->setValue(text.toInt());
-  else if (line_->text() != text) {
+  } else if (line_->text() != text) {
     line_->setText(text);
     line_->setModified(false);
   }
@@ -98,10 +95,25 @@ void ConfigField::emit_edit() {
 void ConfigField::set_issue(const QString& message) {
   if (message == issue_) return;
   issue_ = message;
-  message_->setText(message);
-  message_->setVisible(!message.isEmpty());
-  editor_->setStyleSheet(message.isEmpty() ? QString()
-                                           : QStringLiteral("border: 1px solid #c62828; background: #fdecea;"));
+  show_message();
+}
+
+void ConfigField::set_warning(const QString& message) {
+  if (message == warning_) return;
+  warning_ = message;
+  show_message();
+}
+
+void ConfigField::show_message() {
+  const bool issue = !issue_.isEmpty();
+  const bool warning = !issue && !warning_.isEmpty();
+  message_->setText(issue ? issue_ : warning_);
+  message_->setVisible(issue || warning);
+  message_->setStyleSheet(issue ? QStringLiteral("color: #c62828; font-size: small;")
+                                : QStringLiteral("color: #a15c00; font-size: small;"));
+  editor_->setStyleSheet(issue     ? QStringLiteral("border: 1px solid #c62828; background: #fdecea;")
+                         : warning ? QStringLiteral("border: 1px solid #e0a030; background: #fff6e0;")
+                                   : QString());
 }
 
 void ConfigField::set_choice_enabled(const QString& choice, bool enabled, const QString& why) {

@@ -1,9 +1,11 @@
 #pragma once
 // ConfigField: the editor of one config key, built from its schema row: a check box for
-// bools, a combo for keys with choices, a spin box for bounded ints, a line edit otherwise.
-// It shows a validation message in place (red frame and the text under the editor). Several
-// fields may edit the same key (the form, the rank-schedule and routing editors); the
-// ExperimentEditor keeps them in step.
+// bools, a combo for keys with choices, a line edit otherwise (numbers too: what is typed
+// stays as typed, "-5" included, and the checks flag it; nothing is clamped or dropped).
+// A typed edit applies after a short pause or at Return/leaving the field, whichever comes
+// first. It shows a validation message in place (red frame and the text under the editor),
+// or a warning (amber). Several fields may edit the same key (the form, the rank-schedule
+// and routing editors); the ExperimentEditor keeps them in step.
 
 #include <QWidget>
 
@@ -12,8 +14,8 @@
 class QLabel;
 class QCheckBox;
 class QComboBox;
-class QSpinBox;
 class QLineEdit;
+class QTimer;
 
 namespace mok::gui {
 
@@ -21,6 +23,8 @@ class ConfigField : public QWidget {
   Q_OBJECT
 
  public:
+  static constexpr int kTypingPauseMs = 300;
+
   ConfigField(const ConfigKeySpec& spec, QWidget* parent = nullptr);
 
   QString path() const { return path_; }
@@ -31,6 +35,8 @@ class ConfigField : public QWidget {
   void set_value_text(const QString& text);
   void set_issue(const QString& message);  // empty clears
   QString issue() const { return issue_; }
+  void set_warning(const QString& message);  // shown when there is no issue; empty clears
+  QString warning() const { return warning_; }
   QWidget* editor() const { return editor_; }
   // Disables one choice of a combo (e.g. "cuda" where no GPU is present).
   void set_choice_enabled(const QString& choice, bool enabled, const QString& why = QString());
@@ -43,16 +49,18 @@ class ConfigField : public QWidget {
 
  private:
   void emit_edit();
+  void show_message();
 
   QString path_;
   ConfigType type_;
   QWidget* editor_ = nullptr;
   QCheckBox* check_ = nullptr;
   QComboBox* combo_ = nullptr;
-  QSpinBox* spin_ = nullptr;
   QLineEdit* line_ = nullptr;
+  QTimer* typing_ = nullptr;
   QLabel* message_ = nullptr;
   QString issue_;
+  QString warning_;
   bool setting_ = false;
 };
 

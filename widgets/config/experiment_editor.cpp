@@ -12,6 +12,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QListWidget>
+#include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
@@ -25,6 +26,7 @@
 #include "core/config/config_io.h"
 #include "core/train/trainer.h"
 #include "widgets/config/config_field.h"
+#include "widgets/config/config_warnings.h"
 #include "widgets/config/device_chooser.h"
 #include "widgets/config/memory_estimate_bar.h"
 #include "widgets/config/rank_schedule_editor.h"
@@ -77,14 +79,11 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   top->addWidget(new QLabel(tr("Preset")));
   presets_ = new QComboBox;
   presets_->setMinimumWidth(220);
+  presets_->setToolTip(tr("Choosing a preset loads it into the editor"));
   top->addWidget(presets_);
-  auto* load = new QPushButton(tr("Load"));
-  top->addWidget(load);
   top->addStretch(1);
   layout->addLayout(top);
-  connect(load, &QPushButton::clicked, this, [this] {
-    if (presets_->currentIndex() >= 0) load_preset(presets_->currentData().toString());
-  });
+  connect(presets_, &QComboBox::activated, this, &ExperimentEditor::on_preset_chosen);
 
   auto* split = new QSplitter(Qt::Horizontal);
   layout->addWidget(split, 1);
@@ -153,7 +152,7 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   split->setStretchFactor(2, 4);
 
   issue_list_ = new QListWidget;
-  issue_list_->setMaximumHeight(54);
+  issue_list_->setMaximumHeight(72);
   layout->addWidget(issue_list_);
   connect(issue_list_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
     if (ConfigField* f = field(item->data(Qt::UserRole).toString())) {
@@ -173,7 +172,48 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
 
   set_presets_dir(default_presets_dir());
   show_device_catalog(DeviceCatalog::of_this_machine());
+  origin_ = tr("defaults (no preset)");
   set_config(ExperimentConfig{});
+  connect(this, &ExperimentEditor::config_changed, this, &ExperimentEditor::update_preset_box);
+  update_preset_box();
+}
+
+void ExperimentEditor::mark_restored_config() {
+  preset_path_.clear();
+  preset_yaml_.clear();
+  origin_ = tr("last session's config");
+  update_preset_box();
+}
+
+void ExperimentEditor::update_preset_box() {
+  const bool holds_preset = !preset_path_.isEmpty() && experiment_config_to_yaml(config_) == preset_yaml_;
+  const int i = presets_->findData(preset_path_);
+  if (holds_preset && i >= 0) {
+    presets_->setCurrentIndex(i);
+    return;
+  }
+  presets_->setCurrentIndex(-1);
+  if (holds_preset) {
+    presets_->setPlaceholderText(QFileInfo(preset_path_).completeBaseName());
+    return;
+  }
+  presets_->setPlaceholderText(preset_path_.isEmpty() ? origin_
+                                                      : tr("%1, edited").arg(i >= 0 ? presets_->itemText(i) : preset_path_));
+}
+
+void ExperimentEditor::on_preset_chosen(int index) {
+  const QString path = presets_->itemData(index).toString();
+  const bool edited = preset_path_.isEmpty() ? experiment_config_to_yaml(config_) != experiment_config_to_yaml(ExperimentConfig{})
+                                             : experiment_config_to_yaml(config_) != preset_yaml_;
+  if (edited && path != preset_path_ &&
+      QMessageBox::question(this, tr("Load preset"),
+                            tr("Load %1? It replaces the config in the editor (%2).")
+                                .arg(presets_->itemText(index), presets_->placeholderText()),
+                            QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes) != QMessageBox::Yes) {
+    update_preset_box();
+    return;
+  }
+  load_preset(path);
 }
 
 void ExperimentEditor::set_device_catalog(const DeviceCatalog& catalog) {
@@ -243,7 +283,16 @@ void ExperimentEditor::write_yaml() {
     yaml_->verticalScrollBar()->setValue(scroll);
   }
   yaml_->setExtraSelections({});
-  yaml_status_->setText(tr("<span style='color:gray'>in step with the form</span>"));
+  if (edit_errors_.empty()) {
+    yaml_status_->setText(tr("<span style='color:gray'>in step with the form</span>"));
+  } else {
+    // The form holds text the config cannot take; the YAML shows the last value it took.
+    QStringList keys;
+    for (const auto& [key, message] : edit_errors_) keys << key;
+    yaml_status_->setText(tr("<span style='color:#c62828'>Not in step with the form: %1 not applied (see the "
+                             "field); the YAML keeps the last valid value</span>")
+                              .arg(keys.join(", ").toHtmlEscaped()));
+  }
   writing_yaml_ = false;
 }
 
@@ -328,9 +377,13 @@ void ExperimentEditor::show_yaml_error(int line, const QString& message) {
 void ExperimentEditor::validate() {
   std::map<QString, QString> by_key;
   QStringList list;
+  QStringList list_keys;
   auto add = [&](const QString& key, const QString& message) {
     if (!by_key.count(key)) by_key[key] = message;
-    list << (key.isEmpty() ? message : key + ": " + message);
+    // A message that names its key already ("editor.yaml:3:1: bogus_key: …") is not prefixed again.
+    const bool names_key = !key.isEmpty() && (message.startsWith(key + ":") || message.contains(": " + key + ":"));
+    list << (key.isEmpty() || names_key ? message : key + ": " + message);
+    list_keys << key;
   };
   for (const auto& [key, message] : edit_errors_) add(key, message);
   if (!yaml_error_.isEmpty()) add(yaml_error_key_, yaml_error_);
@@ -358,20 +411,38 @@ void ExperimentEditor::validate() {
     if (message.startsWith(key + ": ")) message = message.mid(key.size() + 2);
     if (key.isEmpty() ? !list.contains(message) : !by_key.count(key)) add(key, message);
   }
+  std::map<QString, QString> warning_by_key;
+  QStringList warnings;
+  for (const ConfigIssue& w : config_warnings(config_)) {
+    const QString key = QString::fromStdString(w.key_path);
+    warning_by_key.emplace(key, QString::fromStdString(w.message));
+    warnings << key + ": " + QString::fromStdString(w.message);
+  }
   for (auto it = fields_.cbegin(); it != fields_.cend(); ++it) {
     auto found = by_key.find(it.key());
     it.value()->set_issue(found == by_key.end() ? QString() : found->second);
+    auto warned = warning_by_key.find(it.key());
+    it.value()->set_warning(warned == warning_by_key.end() ? QString() : warned->second);
   }
   issues_ = list;
+  warnings_ = warnings;
   issue_list_->clear();
   if (list.isEmpty()) {
-    auto* ok = new QListWidgetItem(tr("✓ No problems: ready to launch"));
+    auto* ok = new QListWidgetItem(warnings.isEmpty() ? tr("✓ No problems: ready to launch")
+                                                      : tr("✓ Ready to launch, with %n warning(s) below", nullptr,
+                                                           int(warnings.size())));
     ok->setForeground(QColor(40, 140, 60));
     issue_list_->addItem(ok);
   }
-  for (const QString& text : list) {
-    auto* item = new QListWidgetItem(text);
+  for (int i = 0; i < list.size(); ++i) {
+    auto* item = new QListWidgetItem(list[i]);
     item->setForeground(QColor(198, 40, 40));
+    item->setData(Qt::UserRole, list_keys[i]);
+    issue_list_->addItem(item);
+  }
+  for (const QString& text : warnings) {
+    auto* item = new QListWidgetItem(QStringLiteral("⚠ ") + text);
+    item->setForeground(QColor(161, 92, 0));
     item->setData(Qt::UserRole, text.section(": ", 0, 0));
     issue_list_->addItem(item);
   }
@@ -407,8 +478,10 @@ bool ExperimentEditor::load_preset(const QString& name_or_path, QString* error) 
   const int i = presets_->findText(name_or_path);
   if (i >= 0) path = presets_->itemData(i).toString();
   try {
-    set_config(load_experiment_config(path.toStdString()));
-    if (i >= 0) presets_->setCurrentIndex(i);
+    const ExperimentConfig loaded = load_experiment_config(path.toStdString());
+    preset_path_ = path;  // before set_config, so the box shows the preset at once
+    preset_yaml_ = experiment_config_to_yaml(loaded);
+    set_config(loaded);
     return true;
   } catch (const std::exception& e) {
     yaml_status_->setText(QStringLiteral("<span style='color:#c62828'>%1</span>").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));

@@ -6,7 +6,10 @@
 // config checks' and what the trainer would refuse on this machine (a GPU run where no GPU
 // is usable). Presets are the YAML files in experiments/. The devices offered are this
 // machine's (DeviceCatalog::of_this_machine at construction) unless set_device_catalog says
-// otherwise.
+// otherwise. Settings that are valid but make little sense together are warnings: shown
+// with the reason, never blocking a launch. The preset box shows a preset only while the
+// editor holds exactly that preset; choosing another loads it (asking first when that
+// would replace edits).
 
 #include <map>
 
@@ -52,10 +55,16 @@ class ExperimentEditor : public QWidget {
   ConfigField* field(const QString& path) const;  // the form's field for a key
   QStringList issues() const;                     // "key: message", all current problems
   bool is_valid() const { return issues_.isEmpty(); }
+  QStringList warnings() const { return warnings_; }  // "key: message", never blocking
 
   void set_presets_dir(const QString& dir);
   QStringList preset_names() const;
   bool load_preset(const QString& name_or_path, QString* error = nullptr);
+  QComboBox* preset_box() const { return presets_; }
+  QLabel* yaml_status() const { return yaml_status_; }
+  QListWidget* issue_list() const { return issue_list_; }
+  // The config came from the last session, not from a preset: the preset box says so.
+  void mark_restored_config();
   void set_device_catalog(const DeviceCatalog& catalog);
   const DeviceCatalog& device_catalog() const { return catalog_; }
 
@@ -82,6 +91,8 @@ class ExperimentEditor : public QWidget {
   void write_yaml();
   void validate();
   void show_yaml_error(int line, const QString& message);
+  void update_preset_box();
+  void on_preset_chosen(int index);
 
   ExperimentConfig config_;
   DeviceCatalog catalog_;
@@ -90,6 +101,10 @@ class ExperimentEditor : public QWidget {
   std::map<QString, QString> edit_errors_;    // key → message from a rejected edit
   QString yaml_error_key_, yaml_error_;
   QStringList issues_;
+  QStringList warnings_;
+  QString preset_path_;           // the preset loaded last ("" when none)
+  std::string preset_yaml_;       // its config as YAML: the editor holds it while equal
+  QString origin_;                // what the config came from when not a preset
   bool was_valid_ = true;
   bool writing_yaml_ = false;
 

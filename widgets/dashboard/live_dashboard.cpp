@@ -1,5 +1,6 @@
 #include "widgets/dashboard/live_dashboard.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -22,6 +23,7 @@ namespace {
 
 const QStringList kMemCategories = {"parameters", "gradients", "optimizer_state",
                                     "saved_activations", "workspace", "communication"};
+constexpr int kSavedActivations = 3;  // index in kMemCategories
 
 // "moe/load/layer3/expert5" → (3, 5); false when the name has another shape.
 bool parse_layer_expert(const std::string& name, int* layer, int* expert) {
@@ -68,22 +70,28 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   loss_ = make(tr("Loss"), tr("nats/token"));
   loss_->add_curve("train/loss");
   loss_->add_curve("val/loss");
-  validation_ = make(tr("Validation"), tr("bpb · ppl"));
+  // bpb (≈4) and perplexity (≈90), lr (≈1e-3) and gradient norm (≈1): one axis each.
+  validation_ = make(tr("Validation"), tr("bits per byte"));
   validation_->add_curve("val/bpb");
-  validation_->add_curve("val/ppl");
+  validation_->add_curve("val/ppl", QColor(), CurveAxis::right);
+  validation_->set_right_y_label(tr("perplexity"));
   throughput_ = make(tr("Throughput"), tr("tokens/s"));
   throughput_->add_curve("perf/tokens_per_s");
-  optimizer_ = make(tr("Optimizer"), tr("lr · grad norm"));
+  optimizer_ = make(tr("Optimizer"), tr("learning rate"));
   optimizer_->add_curve("train/lr");
-  optimizer_->add_curve("train/grad_norm");
+  optimizer_->add_curve("train/grad_norm", QColor(), CurveAxis::right);
+  optimizer_->set_right_y_label(tr("gradient norm"));
   comm_ = make(tr("Between ranks"), tr("bytes/step"));
   for (const char* n : {"comm/remote_bytes", "comm/dispatch_bytes", "comm/combine_bytes", "comm/grad_bytes"}) comm_->add_curve(n);
+  comm_->set_empty_note(tr("nothing recorded:\na run on one rank sends\nno bytes between ranks"));
+  validation_->set_empty_note(tr("no evaluation yet:\none comes every train.eval_every\nsteps and after the last"));
   memory_ = new StackedMemoryPlot;
   memory_->set_title(tr("Memory by category"));
   memory_->set_categories(kMemCategories);
   layers_ = new LayerBarPlot;
   layers_->set_title(tr("Saved activations and rank per layer"));
-  layers_->set_labels(tr("saved MiB"), tr("kitten rank"));
+  layers_->set_labels(tr("saved MiB (peak)"), tr("kitten rank"));
+  layers_->set_all_zero_note(tr("kitten rank 0 in every layer: no input kept at low rank"));
   heat_ = new ExpertLoadHeatMap;
   heat_->set_title(tr("Expert load over training"));
 
@@ -129,6 +137,8 @@ void LiveDashboard::set_device(const QString& device, const QString& precision) 
 
 QString LiveDashboard::device_text() const { return device_->text(); }
 
+QString LiveDashboard::title() const { return title_->text(); }
+
 void LiveDashboard::clear() {
   for (StreamingPlot* p : {loss_, validation_, throughput_, optimizer_, comm_}) p->clear_data();
   memory_->clear_data();
@@ -152,6 +162,9 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
     last_step_ = std::max(last_step_, row.step);
     std::vector<double> mem(size_t(kMemCategories.size()), 0.0);
     bool have_mem = false;
+    // Saved activations are freed by the end of a step, so their live figure there is 0; the
+    // row's peak within the step is what decides whether the run fits.
+    double saved_peak = NAN, total_peak = NAN;
     std::map<int, std::map<int, double>> load;  // layer → expert → share
     std::map<int, double> saved;
     for (const MetricValue& v : row.values) {
@@ -164,13 +177,18 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
       else if (name == "train/lr" || name == "train/grad_norm") optimizer_->append(optimizer_->find_curve(name), p);
       else if (name.startsWith("comm/") && name != "comm/local_tokens") comm_->append(curve_for(comm_, name), p);
       else if (parse_layer(v.name, "mem/saved/layer", &layer)) saved[layer] += v.value;
+      else if (name == "mem/peak_saved_activation_bytes") saved_peak = v.value;
+      else if (name == "mem/peak_bytes") total_peak = v.value;
       else if (name.startsWith("mem/") && name.endsWith("_bytes") && !name.startsWith("mem/peak")) {
         const int c = kMemCategories.indexOf(name.mid(4, name.size() - 10));  // "mem/" + category + "_bytes"
         if (c >= 0) mem[size_t(c)] = v.value, have_mem = true;
       } else if (parse_layer_expert(v.name, &layer, &expert)) load[layer][expert] = v.value;
       else if (parse_layer(v.name, "kittens/rank/layer", &layer)) rank_by_layer_[layer] = v.value, layer_bars_dirty = true;
     }
-    if (have_mem) memory_->append(MetricPoint{row.step, row.tokens, row.wall_s, 0}, mem);
+    if (have_mem) {
+      if (std::isfinite(saved_peak)) mem[size_t(kSavedActivations)] = std::max(mem[size_t(kSavedActivations)], saved_peak);
+      memory_->append(MetricPoint{row.step, row.tokens, row.wall_s, 0}, mem, total_peak);
+    }
     if (!saved.empty()) saved_bytes_by_layer_ = saved, layer_bars_dirty = true;
     for (auto& [layer, experts] : load) {
       std::vector<double> shares(size_t(experts.rbegin()->first + 1), 0.0);

@@ -1,8 +1,9 @@
 #pragma once
 // LiveDashboard: every live figure of one run, fed MetricRows on the GUI thread:
-//   loss (train, val) · validation bpb and perplexity · tokens/s · memory by category
-//   (stacked) · saved-activation MiB and kitten rank per layer · bytes between ranks ·
-//   expert-load heat map (one layer at a time) · learning rate and gradient norm.
+//   loss (train, val) · validation bpb and perplexity (an axis each) · tokens/s · memory by
+//   category at its peak within the step (stacked) · saved-activation MiB and kitten rank
+//   per layer · bytes between ranks · expert-load heat map (one layer at a time) · learning
+//   rate and gradient norm (an axis each).
 // One PlotControlBar drives all plots (x-axis step/tokens/time, smoothing, log y,
 // outlier-robust autoscale); x zoom is linked across them.
 
@@ -38,6 +39,7 @@ class LiveDashboard : public QWidget {
   // and on the memory plot's axis. Empty strings: not known.
   void set_device(const QString& device, const QString& precision);
   QString device_text() const;
+  QString title() const;
 
   int rows_seen() const { return rows_seen_; }
   int64_t last_step() const { return last_step_; }
@@ -47,6 +49,7 @@ class LiveDashboard : public QWidget {
   StackedMemoryPlot* memory_plot() const { return memory_; }
   LayerBarPlot* layer_plot() const { return layers_; }
   StreamingPlot* comm_plot() const { return comm_; }
+  StreamingPlot* optimizer_plot() const { return optimizer_; }
   ExpertLoadHeatMap* heat_map() const { return heat_; }
   PlotGroup* group() const { return group_; }
   QList<CoalescedPlot*> plots() const;

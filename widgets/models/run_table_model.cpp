@@ -35,6 +35,7 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
   if (role == kRunIdRole) return QVariant::fromValue<qlonglong>(r.id);
   if (role == Qt::DisplayRole || role == Qt::ToolTipRole) {
     switch (index.column()) {
+      case Id: return QString::number(r.id);
       case Name: return r.name;
       case Status: return r.archived ? r.status + tr(" (archived)") : r.status;
       case Model: return r.model;
@@ -51,6 +52,7 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
   }
   if (role == kSortRole) {
     switch (index.column()) {
+      case Id: return QVariant::fromValue<qlonglong>(r.id);
       case Name: return r.name.toLower();
       case Status: return r.status;
       case Model: return r.model;
@@ -65,7 +67,7 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
       case Notes: return r.notes;
     }
   }
-  if (role == Qt::TextAlignmentRole && index.column() >= Steps && index.column() <= PeakMemory)
+  if (role == Qt::TextAlignmentRole && (index.column() == Id || (index.column() >= Steps && index.column() <= PeakMemory)))
     return QVariant(Qt::AlignRight | Qt::AlignVCenter);
   if (role == Qt::ForegroundRole && index.column() == Status) {
     if (r.status == "running") return QBrush(QColor(30, 120, 200));
@@ -80,6 +82,7 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
 QVariant RunTableModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, o, role);
   switch (section) {
+    case Id: return tr("ID");
     case Name: return tr("Name");
     case Status: return tr("Status");
     case Model: return tr("Model");
@@ -148,6 +151,15 @@ void RunFilterProxy::set_status_filter(const QString& status) {
 void RunFilterProxy::set_show_archived(bool on) {
   show_archived_ = on;
   invalidateFilter();
+}
+
+bool RunFilterProxy::lessThan(const QModelIndex& left, const QModelIndex& right) const {
+  const QVariant a = left.data(sortRole()), b = right.data(sortRole());
+  const QPartialOrdering order = QVariant::compare(a, b);
+  if (order == QPartialOrdering::Less) return true;
+  if (order == QPartialOrdering::Greater) return false;
+  // Equal (or incomparable): the newer run first, whatever order the rows arrived in.
+  return left.data(RunTableModel::kRunIdRole).toLongLong() > right.data(RunTableModel::kRunIdRole).toLongLong();
 }
 
 bool RunFilterProxy::filterAcceptsRow(int source_row, const QModelIndex& source_parent) const {

@@ -1,7 +1,8 @@
 #pragma once
 // RunTableModel: the runs browser's table over RunRecord rows, and RunFilterProxy for its
 // search box, status filter and archive toggle. Display role gives formatted text;
-// kSortRole gives the raw number or string so sorting is numeric.
+// kSortRole gives the raw number or string so sorting is numeric. Rows that sort equal keep
+// the order of their ids (newest first), so the table reads the same in every session.
 
 #include <vector>
 
@@ -16,7 +17,7 @@ class RunTableModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Column { Name, Status, Model, Policy, Steps, Tokens, BestBpb, BestPpl, TokensPerS, PeakMemory, Tags, Notes, ColumnCount };
+  enum Column { Id, Name, Status, Model, Policy, Steps, Tokens, BestBpb, BestPpl, TokensPerS, PeakMemory, Tags, Notes, ColumnCount };
   static constexpr int kSortRole = Qt::UserRole + 1;
   static constexpr int kRunIdRole = Qt::UserRole + 2;
 
@@ -52,6 +53,7 @@ class RunFilterProxy : public QSortFilterProxyModel {
 
  protected:
   bool filterAcceptsRow(int source_row, const QModelIndex& source_parent) const override;
+  bool lessThan(const QModelIndex& left, const QModelIndex& right) const override;
 
  private:
   QString search_;

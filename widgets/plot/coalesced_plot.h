@@ -3,7 +3,8 @@
 // drains the queue and replots on one ~40 ms single-shot timer, and only when something
 // changed, so a run logging thousands of rows per second costs ~25 replots per second.
 // It also owns the x-axis behaviour the plots share: follow the data until the user zooms
-// or drags, double-click to follow again, and linked x ranges across a PlotGroup.
+// or drags, double-click to follow again, and linked x ranges across a PlotGroup. Ticks
+// are spaced for the plot's size (ReadableTicker); a run of one point is centred.
 
 #include <atomic>
 
@@ -13,6 +14,7 @@
 
 class QCustomPlot;
 class QCPRange;
+class QCPTextElement;
 class QTimer;
 
 namespace mok::gui {
@@ -47,6 +49,10 @@ class CoalescedPlot : public QWidget {
   // Follow the data again (full x range, autoscaled y).
   void reset_view();
   bool following_x() const { return follow_x_; }
+  // Forget the shown data's ranges and any hover: the state a plot starts a new run in.
+  void reset_ranges();
+  // Hides what the pointer left on the plot (hover box, tracer); exports never show it.
+  virtual void clear_overlays() {}
 
   bool export_png(const QString& path, int width = 0, int height = 0);
   bool export_pdf(const QString& path, int width = 0, int height = 0);
@@ -63,6 +69,8 @@ class CoalescedPlot : public QWidget {
   virtual bool data_x_range(double* lo, double* hi) const = 0;
   // GUI thread: set the y range (called after drain when following or always for y).
   virtual void autoscale_y() = 0;
+  // GUI thread: after the view changed (markers for sparse curves and the like).
+  virtual void update_marks() {}
   void set_x_range_programmatically(double lo, double hi);
   void showEvent(QShowEvent* e) override;
 
@@ -70,10 +78,12 @@ class CoalescedPlot : public QWidget {
   void on_timer();
   void on_x_range_changed(const QCPRange& r);
   void apply_view();
+  void fit_ticks();
 
   QCustomPlot* plot_ = nullptr;
   QTimer* timer_ = nullptr;
   QString title_;
+  QCPTextElement* title_element_ = nullptr;
   std::atomic<bool> scheduled_{false};
   int replot_count_ = 0;
   bool stale_ = false;  // drained while hidden; replot when shown

@@ -4,6 +4,8 @@
 
 #include <qcustomplot.h>
 
+#include "widgets/plot/readable_ticker.h"
+
 namespace mok::gui {
 
 ExpertLoadHeatMap::ExpertLoadHeatMap(QWidget* parent) : CoalescedPlot(parent) {
@@ -20,6 +22,7 @@ ExpertLoadHeatMap::ExpertLoadHeatMap(QWidget* parent) : CoalescedPlot(parent) {
   plot()->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   scale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   plot()->yAxis->setLabel(tr("expert"));
+  if (auto t = qSharedPointerDynamicCast<ReadableTicker>(plot()->yAxis->ticker())) t->set_whole_numbers(true);
   plot()->yAxis->setRangeReversed(false);
 }
 
@@ -42,7 +45,10 @@ void ExpertLoadHeatMap::append(const MetricPoint& x, const std::vector<double>& 
   request_update();
 }
 
-void ExpertLoadHeatMap::clear_data() { set_expert_count(experts_); }
+void ExpertLoadHeatMap::clear_data() {
+  set_expert_count(experts_);
+  reset_ranges();
+}
 
 void ExpertLoadHeatMap::drain() {
   std::vector<Row> batch;

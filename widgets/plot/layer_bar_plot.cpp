@@ -4,6 +4,8 @@
 
 #include <qcustomplot.h>
 
+#include "widgets/plot/readable_ticker.h"
+
 namespace mok::gui {
 
 LayerBarPlot::LayerBarPlot(QWidget* parent) : CoalescedPlot(parent) {
@@ -15,12 +17,23 @@ LayerBarPlot::LayerBarPlot(QWidget* parent) : CoalescedPlot(parent) {
   marker_series_->setLineStyle(QCPGraph::lsNone);
   marker_series_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond, QColor(214, 39, 40), 9));
   plot()->yAxis2->setVisible(true);
+  if (auto t = qSharedPointerDynamicCast<ReadableTicker>(plot()->yAxis2->ticker())) t->set_whole_numbers(true);
   plot()->xAxis->setLabel(tr("layer"));
   QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
   ticker->setTickStep(1.0);
   plot()->xAxis->setTicker(ticker);
   plot()->setInteractions(QCP::Interactions());  // a snapshot, nothing to zoom
+  note_ = new QCPTextElement(plot());
+  note_->setTextColor(QColor(214, 39, 40));
+  note_->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
 }
+
+void LayerBarPlot::set_all_zero_note(const QString& text) {
+  all_zero_note_ = text;
+  request_update();
+}
+
+QString LayerBarPlot::shown_note() const { return note_->layout() ? note_->text() : QString(); }
 
 void LayerBarPlot::set_labels(const QString& bars_label, const QString& markers_label) {
   plot()->yAxis->setLabel(bars_label);
@@ -43,6 +56,21 @@ void LayerBarPlot::drain() {
   for (size_t i = 0; i < markers_.size(); ++i) keys << double(i), values << markers_[i];
   marker_series_->setData(keys, values, true);
   plot()->yAxis2->setVisible(!markers_.empty());
+  const bool all_zero = !markers_.empty() && std::all_of(markers_.begin(), markers_.end(), [](double v) { return v == 0.0; });
+  note_->setText(all_zero_note_);
+  const bool show = all_zero && !all_zero_note_.isEmpty();
+  QCPLayoutGrid* layout = plot()->plotLayout();
+  if (show && !note_->layout()) {
+    // The row above the axes (under the title, when there is one): never on the bars.
+    int row = 0;
+    while (row < layout->rowCount() && layout->element(row, 0) != plot()->axisRect()) ++row;
+    layout->insertRow(row);
+    layout->addElement(row, 0, note_);
+    layout->setRowStretchFactor(row, 0.001);
+  } else if (!show && note_->layout()) {
+    layout->take(note_);
+    layout->simplify();
+  }
 }
 
 bool LayerBarPlot::data_x_range(double* lo, double* hi) const {

@@ -13,7 +13,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 }
 
 StackedMemoryPlot::StackedMemoryPlot(QWidget* parent) : CoalescedPlot(parent) {
-  plot()->yAxis->setLabel(tr("MiB"));
+  set_device(QString());
   plot()->legend->setVisible(true);
   plot()->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
   // The stack fills the axis rect, so the legend sits beside it, not on it.
@@ -27,9 +27,9 @@ StackedMemoryPlot::StackedMemoryPlot(QWidget* parent) : CoalescedPlot(parent) {
 }
 
 void StackedMemoryPlot::set_device(const QString& device) {
-  plot()->yAxis->setLabel(device.isEmpty()            ? tr("MiB")
-                          : device.startsWith("cuda") ? tr("GPU memory (%1), MiB").arg(device)
-                                                      : tr("memory (%1), MiB").arg(device));
+  plot()->yAxis->setLabel(device.isEmpty()            ? tr("peak in step, MiB")
+                          : device.startsWith("cuda") ? tr("GPU memory (%1), peak in step, MiB").arg(device)
+                                                      : tr("memory (%1), peak in step, MiB").arg(device));
   request_update();
 }
 
@@ -38,6 +38,7 @@ QString StackedMemoryPlot::y_label() const { return plot()->yAxis->label(); }
 void StackedMemoryPlot::set_categories(const QStringList& names) {
   plot()->clearGraphs();
   graphs_.clear();
+  peak_line_ = nullptr;
   rows_.clear();
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
@@ -58,13 +59,17 @@ void StackedMemoryPlot::set_categories(const QStringList& names) {
     graphs_.push_back(g);
     below = g;
   }
+  peak_line_ = plot()->addGraph();
+  peak_line_->setPen(QPen(QColor(40, 40, 40), 1.2, Qt::DashLine));
+  peak_line_->setName(tr("peak, all categories"));
+  peak_line_->setAdaptiveSampling(true);
   request_update();
 }
 
-void StackedMemoryPlot::append(const MetricPoint& x, const std::vector<double>& bytes) {
+void StackedMemoryPlot::append(const MetricPoint& x, const std::vector<double>& bytes, double peak_total_bytes) {
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
-    pending_.push_back(Row{x, bytes});
+    pending_.push_back(Row{x, bytes, peak_total_bytes});
   }
   request_update();
 }
@@ -76,12 +81,25 @@ void StackedMemoryPlot::clear_data() {
   }
   rows_.clear();
   for (QCPGraph* g : graphs_) g->data()->clear();
-  request_update();
+  if (peak_line_) peak_line_->data()->clear();
+  reset_ranges();
 }
 
 double StackedMemoryPlot::last_total_mib() const {
   if (graphs_.empty() || graphs_.back()->data()->isEmpty()) return 0.0;
   return (graphs_.back()->data()->constEnd() - 1)->value;
+}
+
+double StackedMemoryPlot::last_peak_mib() const {
+  if (!peak_line_ || peak_line_->data()->isEmpty()) return NAN;
+  return (peak_line_->data()->constEnd() - 1)->value;
+}
+
+double StackedMemoryPlot::last_category_mib(int category) const {
+  if (category < 0 || category >= int(graphs_.size()) || graphs_[size_t(category)]->data()->isEmpty()) return 0.0;
+  const double top = (graphs_[size_t(category)]->data()->constEnd() - 1)->value;
+  const double below = category == 0 ? 0.0 : (graphs_[size_t(category) - 1]->data()->constEnd() - 1)->value;
+  return top - below;
 }
 
 void StackedMemoryPlot::push_rows(size_t from) {
@@ -99,6 +117,10 @@ void StackedMemoryPlot::push_rows(size_t from) {
     }
   }
   for (size_t c = 0; c < graphs_.size(); ++c) graphs_[c]->addData(keys, sums[c], false);
+  QVector<double> peak_keys, peaks;
+  for (int r = 0; r < n; ++r)
+    if (std::isfinite(rows_[from + r].peak_total_bytes)) peak_keys << keys[r], peaks << rows_[from + r].peak_total_bytes / kMiB;
+  if (peak_line_ && !peaks.isEmpty()) peak_line_->addData(peak_keys, peaks, false);
 }
 
 void StackedMemoryPlot::drain() {
@@ -116,6 +138,7 @@ void StackedMemoryPlot::drain() {
 void StackedMemoryPlot::set_x_axis_mode(XAxisMode mode) {
   CoalescedPlot::set_x_axis_mode(mode);
   for (QCPGraph* g : graphs_) g->data()->clear();
+  if (peak_line_) peak_line_->data()->clear();
   push_rows(0);
 }
 
@@ -131,6 +154,9 @@ void StackedMemoryPlot::autoscale_y() {
   bool found = false;
   QCPRange r = graphs_.back()->getValueRange(found, QCP::sdBoth, plot()->xAxis->range());
   double top = found ? r.upper : 1.0;
+  bool peak_found = false;
+  const QCPRange p = peak_line_ ? peak_line_->getValueRange(peak_found, QCP::sdBoth, plot()->xAxis->range()) : QCPRange();
+  if (peak_found) top = std::max(top, p.upper);
   plot()->yAxis->setRange(0.0, std::max(top * 1.1, 1e-3));
 }
 

@@ -1,8 +1,10 @@
 #pragma once
-// StackedMemoryPlot: live memory by category as stacked areas over the x-axis (MiB).
-// Each row carries one value per category (mem/<category>_bytes at one step); the top
-// edge of the stack is the live total. The y axis names the device the figures are of.
+// StackedMemoryPlot: memory by category as stacked areas over the x-axis (MiB), each
+// category at the figure that decides whether a step fits: its peak within the step where
+// the trainer records one (saved activations), and a dashed line at the recorded peak of
+// all categories together. The y axis says so and names the device the figures are of.
 
+#include <cmath>
 #include <mutex>
 #include <vector>
 
@@ -23,14 +25,19 @@ class StackedMemoryPlot : public CoalescedPlot {
   // GUI thread; resets the data.
   void set_categories(const QStringList& names);
   QStringList categories() const { return names_; }
-  // Thread-safe. `bytes` has one value per category.
-  void append(const MetricPoint& x, const std::vector<double>& bytes);
+  // Thread-safe. `bytes` has one value per category; `peak_total_bytes` is the peak of all
+  // categories together within the step (NaN: not recorded, no line).
+  void append(const MetricPoint& x, const std::vector<double>& bytes, double peak_total_bytes = NAN);
   void clear_data();
   int row_count() const { return int(rows_.size()); }
   // Top of the stack (MiB) of the last drained row.
   double last_total_mib() const;
-  // The device of the run ("cuda:0", "cpu"): the y axis reads "GPU memory (cuda:0), MiB" or
-  // "memory (cpu), MiB"; "" (not known) leaves "MiB".
+  // The recorded peak of all categories (MiB) of the last drained row; NaN when none.
+  double last_peak_mib() const;
+  // Stack height (MiB) of category `category` alone in the last drained row.
+  double last_category_mib(int category) const;
+  // The device of the run ("cuda:0", "cpu"): the y axis reads "GPU memory (cuda:0), peak in
+  // step, MiB" or "memory (cpu), peak in step, MiB"; "" (not known) leaves "peak in step, MiB".
   void set_device(const QString& device);
   QString y_label() const;
 
@@ -45,11 +52,13 @@ class StackedMemoryPlot : public CoalescedPlot {
   struct Row {
     MetricPoint x;
     std::vector<double> bytes;
+    double peak_total_bytes = NAN;
   };
   void push_rows(size_t from);
 
   QStringList names_;
   std::vector<QCPGraph*> graphs_;  // graphs_[i] holds the cumulative sum of categories 0..i
+  QCPGraph* peak_line_ = nullptr;  // peak of all categories together
   std::vector<Row> rows_;
   std::mutex pending_mutex_;
   std::vector<Row> pending_;

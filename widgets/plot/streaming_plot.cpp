@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QEvent>
 #include <qcustomplot.h>
+
+#include "widgets/plot/readable_ticker.h"
 
 namespace mok::gui {
 
@@ -15,10 +18,27 @@ QColor curve_color(int i) {
   return palette[((i % 10) + 10) % 10];
 }
 
+namespace {
+
+// Legend entries per legend row before it wraps.
+constexpr int kLegendColumns = 2;
+
+QString format_x(double x, XAxisMode mode) {
+  return QStringLiteral("%1 %2").arg(x_axis_label(mode)).arg(x, 0, 'g', mode == XAxisMode::wall_time ? 4 : 10);
+}
+
+}  // namespace
+
 StreamingPlot::StreamingPlot(QWidget* parent) : CoalescedPlot(parent) {
   plot()->legend->setVisible(false);
   plot()->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
-  plot()->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  plot()->legend->setBorderPen(Qt::NoPen);
+  plot()->legend->setBrush(Qt::NoBrush);
+  plot()->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  plot()->legend->setWrap(kLegendColumns);
+  plot()->legend->setMargins(QMargins(2, 0, 2, 0));
+  plot()->legend->setRowSpacing(0);
+  plot()->yAxis2->setVisible(false);
   tracer_ = new QCPItemTracer(plot());
   tracer_->setStyle(QCPItemTracer::tsCircle);
   tracer_->setSize(6);
@@ -33,30 +53,54 @@ StreamingPlot::StreamingPlot(QWidget* parent) : CoalescedPlot(parent) {
   hover_label_->setBrush(QBrush(QColor(255, 255, 255, 220)));
   hover_label_->setPen(QPen(QColor(160, 160, 160)));
   hover_label_->setVisible(false);
+  empty_note_ = new QCPItemText(plot());
+  empty_note_->position->setType(QCPItemPosition::ptAxisRectRatio);
+  empty_note_->position->setCoords(0.5, 0.5);
+  empty_note_->setColor(QColor(120, 120, 120));
+  empty_note_->setVisible(false);
   plot()->setMouseTracking(true);
+  plot()->installEventFilter(this);  // the pointer leaving the plot takes the hover with it
   connect(plot(), &QCustomPlot::mouseMove, this, &StreamingPlot::on_mouse_move);
 }
 
 StreamingPlot::~StreamingPlot() = default;
 
-int StreamingPlot::add_curve(const QString& name, const QColor& color) {
+int StreamingPlot::add_curve(const QString& name, const QColor& color, CurveAxis axis) {
   Curve c;
   c.name = name;
   c.color = color.isValid() ? color : curve_color(int(curves_.size()));
+  c.axis = axis;
   c.ema = EmaSmoother(smoothing_);
-  c.raw = plot()->addGraph();
+  QCPAxis* value_axis = axis == CurveAxis::right ? plot()->yAxis2 : plot()->yAxis;
+  c.raw = plot()->addGraph(plot()->xAxis, value_axis);
   QColor faint = c.color;
   faint.setAlpha(60);
   c.raw->setPen(QPen(faint, 1.0));
   c.raw->removeFromLegend();
   c.raw->setVisible(smoothing_ > 0.0);
-  c.smooth = plot()->addGraph();
+  c.smooth = plot()->addGraph(plot()->xAxis, value_axis);
   c.smooth->setPen(QPen(c.color, 1.0));
-  c.smooth->setName(name);
+  c.smooth->setName(axis == CurveAxis::right ? name + tr(" (right axis)") : name);
   c.raw->setAdaptiveSampling(true);
   c.smooth->setAdaptiveSampling(true);
   curves_.push_back(std::move(c));
+  update_right_axis();
   return int(curves_.size()) - 1;
+}
+
+void StreamingPlot::update_right_axis() {
+  bool right = false;
+  QColor left_color, right_color;
+  int left_count = 0, right_count = 0;
+  for (const Curve& c : curves_) {
+    if (c.axis == CurveAxis::right) right = true, right_color = c.color, ++right_count;
+    else left_color = c.color, ++left_count;
+  }
+  plot()->yAxis2->setVisible(right);
+  // With two axes, each axis label takes the colour of its (single) curve.
+  const QColor neutral = plot()->xAxis->labelColor();
+  plot()->yAxis->setLabelColor(right && left_count == 1 ? left_color : neutral);
+  plot()->yAxis2->setLabelColor(right_count == 1 ? right_color : neutral);
 }
 
 int StreamingPlot::find_curve(const QString& name) const {
@@ -67,6 +111,10 @@ int StreamingPlot::find_curve(const QString& name) const {
 
 QString StreamingPlot::curve_name(int curve) const {
   return curve >= 0 && curve < int(curves_.size()) ? curves_[curve].name : QString();
+}
+
+QCPAxis* StreamingPlot::value_axis(int curve) const {
+  return curve >= 0 && curve < int(curves_.size()) ? curves_[curve].smooth->valueAxis() : nullptr;
 }
 
 void StreamingPlot::set_curve_visible(int curve, bool on) {
@@ -85,7 +133,8 @@ void StreamingPlot::remove_all_curves() {
   tracer_->setGraph(nullptr);
   plot()->clearGraphs();
   curves_.clear();
-  request_update();
+  update_right_axis();
+  reset_ranges();
 }
 
 void StreamingPlot::clear_data() {
@@ -95,7 +144,7 @@ void StreamingPlot::clear_data() {
   }
   for (Curve& c : curves_) c.points.clear();
   rebuild_graphs();
-  request_update();
+  reset_ranges();
 }
 
 void StreamingPlot::append(int curve, const MetricPoint& p) {
@@ -119,6 +168,11 @@ int StreamingPlot::point_count(int curve) const {
 }
 
 const std::vector<MetricPoint>& StreamingPlot::points(int curve) const { return curves_.at(curve).points; }
+
+bool StreamingPlot::curve_has_markers(int curve) const {
+  return curve >= 0 && curve < int(curves_.size()) &&
+         curves_[curve].smooth->scatterStyle().shape() != QCPScatterStyle::ssNone;
+}
 
 void StreamingPlot::push_to_graphs(Curve& c, size_t from) {
   const size_t n = c.points.size() - from;
@@ -179,10 +233,15 @@ bool StreamingPlot::data_x_range(double* lo, double* hi) const {
 }
 
 void StreamingPlot::autoscale_y() {
+  autoscale_axis(CurveAxis::left);
+  autoscale_axis(CurveAxis::right);
+}
+
+void StreamingPlot::autoscale_axis(CurveAxis axis) {
   const QCPRange xr = plot()->xAxis->range();
   std::vector<double> values;
   for (const Curve& c : curves_) {
-    if (!c.visible) continue;
+    if (!c.visible || c.axis != axis) continue;
     auto data = c.smooth->data();
     auto begin = data->findBegin(xr.lower, false);
     auto end = data->findEnd(xr.upper, false);
@@ -194,7 +253,28 @@ void StreamingPlot::autoscale_y() {
   }
   ValueRange r = robust_ ? robust_value_range(values, 0.01, 0.99, 0.08, log_y())
                          : robust_value_range(values, 0.0, 1.0, 0.05, log_y());
-  if (r.valid) plot()->yAxis->setRange(r.lo, r.hi);
+  if (r.valid) (axis == CurveAxis::right ? plot()->yAxis2 : plot()->yAxis)->setRange(r.lo, r.hi);
+}
+
+void StreamingPlot::set_empty_note(const QString& text) {
+  empty_note_->setText(text);
+  request_update();
+}
+
+QString StreamingPlot::shown_empty_note() const { return empty_note_->visible() ? empty_note_->text() : QString(); }
+
+void StreamingPlot::update_marks() {
+  const bool empty = std::none_of(curves_.begin(), curves_.end(), [](const Curve& c) { return !c.points.empty(); });
+  empty_note_->setVisible(empty && !empty_note_->text().isEmpty());
+  const QCPRange xr = plot()->xAxis->range();
+  const int pixels = std::max(plot()->axisRect()->width(), 1);
+  for (Curve& c : curves_) {
+    auto data = c.smooth->data();
+    const int in_view = int(data->findEnd(xr.upper, false) - data->findBegin(xr.lower, false));
+    const bool sparse = in_view > 0 && in_view * kMarkerPixelsPerPoint <= pixels;
+    c.smooth->setScatterStyle(sparse ? QCPScatterStyle(QCPScatterStyle::ssDisc, c.color, c.color, 5)
+                                     : QCPScatterStyle(QCPScatterStyle::ssNone));
+  }
 }
 
 void StreamingPlot::set_smoothing(double weight) {
@@ -210,20 +290,44 @@ void StreamingPlot::set_robust_autoscale(bool on) {
 
 void StreamingPlot::set_y_label(const QString& label) { plot()->yAxis->setLabel(label); }
 
-void StreamingPlot::set_legend_visible(bool on) { plot()->legend->setVisible(on); }
+void StreamingPlot::set_right_y_label(const QString& label) { plot()->yAxis2->setLabel(label); }
+
+void StreamingPlot::set_legend_visible(bool on) {
+  QCPLegend* legend = plot()->legend;
+  QCPLayoutGrid* layout = plot()->plotLayout();
+  const bool in_layout = layout->hasElement(layout->rowCount() - 1, 0) && layout->element(layout->rowCount() - 1, 0) == legend;
+  if (on && !in_layout) {
+    // A row of its own under the axes: the legend never covers a curve.
+    plot()->axisRect()->insetLayout()->take(legend);
+    layout->insertRow(layout->rowCount());
+    layout->addElement(layout->rowCount() - 1, 0, legend);
+    layout->setRowStretchFactor(layout->rowCount() - 1, 0.001);
+  } else if (!on && in_layout) {
+    layout->take(legend);
+    layout->simplify();
+    plot()->axisRect()->insetLayout()->addElement(legend, Qt::AlignTop | Qt::AlignRight);
+  }
+  legend->setVisible(on);
+}
 
 void StreamingPlot::set_x_axis_mode(XAxisMode mode) {
   CoalescedPlot::set_x_axis_mode(mode);
   rebuild_graphs();
 }
 
-void StreamingPlot::set_log_y(bool on) { CoalescedPlot::set_log_y(on); }
+void StreamingPlot::set_log_y(bool on) {
+  CoalescedPlot::set_log_y(on);
+  plot()->yAxis2->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (on) plot()->yAxis2->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  else plot()->yAxis2->setTicker(QSharedPointer<ReadableTicker>::create());
+}
 
 QString StreamingPlot::hover_text_at(double x) const {
   QStringList lines;
-  bool header = false;
   for (const Curve& c : curves_) {
     if (!c.visible || c.smooth->data()->isEmpty()) continue;
+    // The curve's nearest real sample, with its own x: a curve sampled every 10 steps shows
+    // its sample at step 30 under a pointer at step 27, and says so.
     auto data = c.smooth->data();
     auto it = data->findBegin(x, false);
     if (it == data->constEnd()) --it;
@@ -231,13 +335,29 @@ QString StreamingPlot::hover_text_at(double x) const {
       auto prev = it - 1;
       if (std::abs(prev->key - x) < std::abs(it->key - x)) it = prev;
     }
-    if (!header) {
-      lines << QStringLiteral("%1 %2").arg(x_axis_label(x_axis_mode())).arg(it->key, 0, 'g', 8);
-      header = true;
+    QString line = QStringLiteral("%1: %2").arg(c.name).arg(it->value, 0, 'g', 5);
+    if (smoothing_ > 0.0 && !c.raw->data()->isEmpty()) {
+      auto raw = c.raw->data()->findBegin(it->key, false);
+      if (raw != c.raw->data()->constEnd()) line += tr(" (smoothed; raw %1)").arg(raw->value, 0, 'g', 5);
     }
-    lines << QStringLiteral("%1: %2").arg(c.name).arg(it->value, 0, 'g', 5);
+    lines << line + QStringLiteral("  @ ") + format_x(it->key, x_axis_mode());
   }
   return lines.join('\n');
+}
+
+bool StreamingPlot::hover_visible() const { return hover_label_->visible(); }
+
+void StreamingPlot::clear_overlays() {
+  if (!tracer_->visible() && !hover_label_->visible()) return;
+  tracer_->setVisible(false);
+  tracer_->setGraph(nullptr);
+  hover_label_->setVisible(false);
+  plot()->replot(QCustomPlot::rpQueuedReplot);
+}
+
+bool StreamingPlot::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == plot() && event->type() == QEvent::Leave) clear_overlays();
+  return CoalescedPlot::eventFilter(watched, event);
 }
 
 void StreamingPlot::on_mouse_move(QMouseEvent* e) {
@@ -245,19 +365,20 @@ void StreamingPlot::on_mouse_move(QMouseEvent* e) {
   const bool inside = plot()->axisRect()->rect().contains(e->pos());
   const double x = plot()->xAxis->pixelToCoord(e->pos().x());
   const QString text = inside ? hover_text_at(x) : QString();
-  if (text.isEmpty()) tracer_->setGraph(nullptr);
-  tracer_->setVisible(!text.isEmpty());
-  hover_label_->setVisible(!text.isEmpty());
-  if (!text.isEmpty()) {
-    for (const Curve& c : curves_) {
-      if (c.visible && !c.smooth->data()->isEmpty()) {
-        tracer_->setGraph(c.smooth);
-        break;
-      }
-    }
-    tracer_->setGraphKey(x);
-    hover_label_->setText(text);
+  if (text.isEmpty()) {
+    clear_overlays();
+    return;
   }
+  for (const Curve& c : curves_) {
+    if (c.visible && !c.smooth->data()->isEmpty()) {
+      tracer_->setGraph(c.smooth);
+      break;
+    }
+  }
+  tracer_->setGraphKey(x);  // not interpolating: the tracer sits on the nearest sample
+  tracer_->setVisible(true);
+  hover_label_->setText(text);
+  hover_label_->setVisible(true);
   plot()->replot(QCustomPlot::rpQueuedReplot);
 }
 

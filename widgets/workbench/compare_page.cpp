@@ -20,6 +20,8 @@
 #include "widgets/models/compare_summary_model.h"
 #include "widgets/models/config_diff_model.h"
 #include "widgets/models/flatten_yaml.h"
+#include "widgets/models/run_label.h"
+#include "widgets/plot/metric_unit.h"
 #include "widgets/plot/plot_control_bar.h"
 #include "widgets/plot/plot_group.h"
 #include "widgets/plot/streaming_plot.h"
@@ -118,7 +120,8 @@ void ComparePage::refresh_run_list() {
     if (QFileInfo::exists(runs_->db_path())) {
       RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
       for (const mok::RunSummary& s : store.list_runs()) {
-        auto* item = new QListWidgetItem(QStringLiteral("%1 (run %2, %3)").arg(QString::fromStdString(s.name)).arg(s.id).arg(run_status_name(s.status)));
+        auto* item = new QListWidgetItem(QStringLiteral("%1 (%2)").arg(run_label(QString::fromStdString(s.name), s.id),
+                                                                        QString::fromUtf8(run_status_name(s.status))));
         item->setData(Qt::UserRole, qint64(s.id));
         item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
         item->setCheckState(checked.contains(s.id) ? Qt::Checked : Qt::Unchecked);
@@ -170,9 +173,10 @@ void ComparePage::rebuild() {
   try {
     RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
     const std::string metric = metric_->currentText().toStdString();
+    const MetricUnit unit = metric_unit(metric_->currentText());
     for (qint64 id : ids) {
       const mok::RunRecord rec = store.get_run(id);
-      const QString name = QStringLiteral("%1 #%2").arg(QString::fromStdString(rec.summary.name)).arg(id);
+      const QString name = run_label(QString::fromStdString(rec.summary.name), id);
       baseline_->addItem(name, id);
       const bool is_base = id == base_id || (base_id == 0 && rows.empty());
       if (is_base) base_row = int(rows.size());
@@ -212,7 +216,8 @@ void ComparePage::rebuild() {
       environments.emplace_back(name, rec.environment);
 
       std::vector<MetricPoint> pts;
-      for (const auto& p : store.metric_series(id, metric)) pts.push_back(MetricPoint{p.step, p.tokens, p.wall_s, p.value});
+      for (const auto& p : store.metric_series(id, metric))
+        pts.push_back(MetricPoint{p.step, p.tokens, p.wall_s, p.value / unit.divisor});
       const int c = plot_->add_curve(is_base ? name + tr(" (baseline)") : name,
                                      is_base ? QColor(20, 20, 20) : curve_color(int(rows.size())));
       plot_->append(c, pts);
@@ -226,6 +231,7 @@ void ComparePage::rebuild() {
   diff_->set_runs(configs);
   diff_->set_baseline(base_row);
   plot_->set_title(metric_->currentText());
+  plot_->set_y_label(metric_unit(metric_->currentText()).axis_label(metric_->currentText()));
   plot_->reset_view();
   update_hardware_note(environments, base_row);
   rebuilding_ = false;

@@ -33,10 +33,27 @@ QString job_script_text(const ExperimentConfig& c, const QString& script_name, c
   return text;
 }
 
+QStringList job_script_outputs(const QString& script_path) {
+  const QFileInfo info(script_path);
+  return {info.absoluteFilePath(), info.absolutePath() + "/" + info.completeBaseName() + ".yaml"};
+}
+
+QStringList existing_job_script_outputs(const QString& script_path) {
+  QStringList out;
+  for (const QString& path : job_script_outputs(script_path))
+    if (QFileInfo::exists(path)) out << path;
+  return out;
+}
+
 bool write_job_script(const ExperimentConfig& c, const QString& script_path, QString* error, const JobScriptOptions& options) {
   const QFileInfo info(script_path);
   const QString config_name = info.completeBaseName() + ".yaml";
-  const QString config_path = info.absolutePath() + "/" + config_name;
+  const QString config_path = job_script_outputs(script_path).at(1);
+  const QStringList existing = existing_job_script_outputs(script_path);
+  if (!options.replace_existing && !existing.isEmpty()) {
+    if (error) *error = QStringLiteral("%1 already exists; nothing was written").arg(existing.join(QStringLiteral(" and ")));
+    return false;
+  }
   try {
     save_experiment_config(c, config_path.toStdString());
   } catch (const std::exception& e) {

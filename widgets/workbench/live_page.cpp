@@ -12,7 +12,9 @@
 #include "core/store/run_store.h"
 #include "widgets/config/device_catalog.h"
 #include "widgets/dashboard/live_dashboard.h"
+#include "widgets/models/run_label.h"
 #include "widgets/workbench/run_manager.h"
+#include "widgets/workbench/run_queue_view.h"
 #include "widgets/workbench/store_access.h"
 
 namespace mok::gui {
@@ -41,6 +43,7 @@ LivePage::LivePage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
     rebuild_choices();
     if (job == job_) {
       if (!run_id_ && runs_->job(job).run_id) run_id_ = runs_->job(job).run_id;
+      dashboard_->set_title(run_label(runs_->job(job).name, runs_->job(job).run_id));
       update_controls();
     }
   });
@@ -67,8 +70,8 @@ void LivePage::rebuild_choices() {
   const QString current = choice_->currentData().toString();
   choice_->blockSignals(true);
   choice_->clear();
-  for (const RunManager::JobInfo& j : runs_->jobs())
-    choice_->addItem(QStringLiteral("%1 — %2 (this session)").arg(j.name, QString::fromUtf8(run_status_name(j.status))),
+  for (const RunManager::JobInfo& j : runs_->latest_jobs())
+    choice_->addItem(QStringLiteral("%1 — %2 (this session)").arg(run_label(j.name, j.run_id), QString::fromUtf8(run_status_name(j.status))),
                      QStringLiteral("job:%1").arg(j.job));
   try {
     if (QFileInfo::exists(runs_->db_path())) {
@@ -76,7 +79,7 @@ void LivePage::rebuild_choices() {
       int n = 0;
       for (const mok::RunSummary& s : store.list_runs()) {
         if (runs_->job_of_run(s.id)) continue;
-        choice_->addItem(QStringLiteral("%1 — run %2, %3").arg(QString::fromStdString(s.name)).arg(s.id).arg(run_status_name(s.status)),
+        choice_->addItem(QStringLiteral("%1 — %2").arg(run_label(QString::fromStdString(s.name), s.id), QString::fromUtf8(run_status_name(s.status))),
                          QStringLiteral("run:%1").arg(s.id));
         if (++n == 50) break;
       }
@@ -94,7 +97,7 @@ void LivePage::show_job(int job) {
   run_id_ = runs_->job(job).run_id;
   loaded_step_ = -1;
   dashboard_->clear();
-  dashboard_->set_title(runs_->job(job).name);
+  dashboard_->set_title(run_label(runs_->job(job).name, run_id_));
   dashboard_->set_device(runs_->job(job).device, runs_->job(job).precision);
   if (run_id_ && QFileInfo::exists(runs_->db_path())) {
     try {
@@ -120,7 +123,7 @@ void LivePage::show_run(qint64 run_id) {
   try {
     RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
     const mok::RunRecord rec = store.get_run(run_id);
-    dashboard_->set_title(QStringLiteral("%1 (run %2)").arg(QString::fromStdString(rec.summary.name)).arg(run_id));
+    dashboard_->set_title(run_label(QString::fromStdString(rec.summary.name), run_id));
     show_device_of(rec);
     std::vector<MetricRow> rows = load_metric_rows(runs_->db_path(), run_id);
     if (!rows.empty()) loaded_step_ = rows.back().step;
@@ -180,7 +183,7 @@ void LivePage::update_controls() {
   pause_->setText(s == RunStatus::paused ? tr("Resume") : tr("Pause"));
   if (live) {
     const auto info = runs_->job(job_);
-    status_->setText(QStringLiteral("%1 %2").arg(QString::fromUtf8(run_status_name(info.status)), info.message));
+    status_->setText(run_status_text(info.status, info.message));
   } else if (!run_id_) {
     status_->setText(tr("Launch a run on the Setup page, or pick one from the store."));
   } else {

@@ -34,6 +34,7 @@ class LivePage : public QWidget {
   void show_job(int job);          // a run of this session
   void show_run(qint64 run_id);    // any run of the store
   int shown_job() const { return job_; }
+  QLabel* status_label() const { return status_; }
   qint64 shown_run() const { return run_id_; }
 
  private:

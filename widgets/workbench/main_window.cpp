@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCloseEvent>
 #include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
@@ -15,7 +16,7 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QToolBar>
-#include <QTreeWidget>
+#include <qcustomplot.h>
 
 #include "core/config/config_io.h"
 #include "widgets/config/experiment_editor.h"
@@ -23,8 +24,10 @@
 #include "widgets/plot/coalesced_plot.h"
 #include "widgets/workbench/compare_page.h"
 #include "widgets/workbench/job_script.h"
+#include "widgets/models/run_label.h"
 #include "widgets/workbench/live_page.h"
 #include "widgets/workbench/run_manager.h"
+#include "widgets/workbench/run_queue_view.h"
 #include "widgets/workbench/runs_page.h"
 #include "widgets/workbench/setup_page.h"
 
@@ -72,18 +75,13 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   auto* dl = new QVBoxLayout(dock_body);
   dl->setContentsMargins(2, 2, 2, 2);
   auto* tools = new QToolBar;
-  queue_ = new QTreeWidget;
-  queue_->setHeaderLabels({tr("Run"), tr("Status"), tr("Step")});
-  queue_->setRootIsDecorated(false);
-  queue_->header()->setStretchLastSection(false);
-  queue_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
-  auto selected_job = [this] { return queue_->currentItem() ? queue_->currentItem()->data(0, Qt::UserRole).toInt() : 0; };
-  tools->addAction(tr("Pause"), this, [this, selected_job] { runs_->pause(selected_job()); });
-  tools->addAction(tr("Resume"), this, [this, selected_job] { runs_->resume(selected_job()); });
-  tools->addAction(tr("Stop"), this, [this, selected_job] { runs_->stop(selected_job()); });
-  tools->addAction(tr("Show"), this, [this, selected_job] {
-    if (selected_job()) {
-      live_->show_job(selected_job());
+  queue_ = new RunQueueView;
+  tools->addAction(tr("Pause"), this, [this] { runs_->pause(queue_->selected_job()); });
+  tools->addAction(tr("Resume"), this, [this] { runs_->resume(queue_->selected_job()); });
+  tools->addAction(tr("Stop"), this, [this] { runs_->stop(queue_->selected_job()); });
+  tools->addAction(tr("Show"), this, [this] {
+    if (queue_->selected_job()) {
+      live_->show_job(queue_->selected_job());
       show_page(LivePageIndex);
     }
   });
@@ -91,7 +89,7 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   dl->addWidget(queue_);
   dock->setWidget(dock_body);
   addDockWidget(Qt::RightDockWidgetArea, dock);
-  dock->setMinimumWidth(230);
+  dock->setMinimumWidth(300);
   connect(queue_, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem* item) {
     live_->show_job(item->data(0, Qt::UserRole).toInt());
     show_page(LivePageIndex);
@@ -99,17 +97,10 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
 
   connect(runs_, &RunManager::job_added, this, &MainWindow::update_queue);
   connect(runs_, &RunManager::job_changed, this, &MainWindow::update_queue);
-  connect(runs_, &RunManager::metrics_arrived, this, [this](int job, const std::vector<MetricRow>& rows) {
-    for (int i = 0; i < queue_->topLevelItemCount(); ++i) {
-      QTreeWidgetItem* item = queue_->topLevelItem(i);
-      if (item->data(0, Qt::UserRole).toInt() == job)
-        item->setText(2, QStringLiteral("%1/%2").arg(rows.back().step).arg(runs_->job(job).total_steps));
-    }
-  });
-  connect(runs_, &RunManager::job_finished, this, [this](int job, int, const QString& message) {
+  connect(runs_, &RunManager::metrics_arrived, this, &MainWindow::update_queue);
+  connect(runs_, &RunManager::job_finished, this, [this](int job, int, const QString&) {
     const auto info = runs_->job(job);
-    statusBar()->showMessage(tr("%1: %2 %3").arg(info.name, QString::fromUtf8(run_status_name(info.status)), message), 8000);
-    runs_page_->refresh();
+    statusBar()->showMessage(tr("%1: %2").arg(run_label(info.name, info.run_id), run_status_text(info.status, info.message)), 8000);
   });
   connect(setup_, &SetupPage::launched, this, [this](int job) {
     live_->show_job(job);
@@ -138,17 +129,63 @@ void MainWindow::show_page(Page page) { sidebar_->setCurrentRow(int(page)); }
 
 MainWindow::Page MainWindow::current_page() const { return Page(stack_->currentIndex()); }
 
-void MainWindow::update_queue() {
-  const int current = queue_->currentItem() ? queue_->currentItem()->data(0, Qt::UserRole).toInt() : 0;
-  queue_->clear();
-  for (const RunManager::JobInfo& j : runs_->jobs()) {
-    auto* item = new QTreeWidgetItem({j.name, QString::fromUtf8(run_status_name(j.status)),
-                                      j.last_step >= 0 ? QStringLiteral("%1/%2").arg(j.last_step).arg(j.total_steps) : QString()});
-    item->setData(0, Qt::UserRole, j.job);
-    item->setToolTip(1, j.message);
-    queue_->addTopLevelItem(item);
-    if (j.job == current) queue_->setCurrentItem(item);
+void MainWindow::update_queue() { queue_->show_jobs(runs_->latest_jobs()); }
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  const int in_flight = runs_->in_flight_count();
+  if (in_flight > 0 &&
+      QMessageBox::question(this, tr("Quit with runs in flight?"),
+                            tr("%n run(s) still training or waiting. Quitting stops them: a running one finishes "
+                               "no further step, writes a checkpoint of its last whole step and is marked stopped. "
+                               "Resume it later from the Runs page.\n\nQuit now?",
+                               nullptr, in_flight),
+                            QMessageBox::Yes | QMessageBox::No, QMessageBox::No) != QMessageBox::Yes) {
+    event->ignore();
+    return;
   }
+  event->accept();
+}
+
+QString MainWindow::docs_dir() {
+  const QString beside = QCoreApplication::applicationDirPath() + "/../docs";
+  if (QFileInfo::exists(beside + "/workbench.md")) return QDir::cleanPath(beside);
+  return QStringLiteral(MOK_SOURCE_DIR "/docs");
+}
+
+QString MainWindow::about_text() {
+  return tr("MoK Workbench %1 (%2)\nQt %3 (built with %4), QCustomPlot %5\n\n"
+            "Documentation: %6/workbench.md (and training.md beside it)")
+      .arg(QStringLiteral(MOK_VERSION), QStringLiteral(MOK_GIT_VERSION), QString::fromLatin1(qVersion()),
+           QStringLiteral(QT_VERSION_STR), QStringLiteral(QCUSTOMPLOT_VERSION_STR), docs_dir());
+}
+
+void MainWindow::open_database(const QString& path) {
+  runs_->set_db_path(path);
+  setWindowTitle(tr("MoK Workbench — %1").arg(path));
+  runs_page_->refresh();
+  compare_->refresh_run_list();
+  statusBar()->showMessage(tr("Run store: %1").arg(path));
+}
+
+bool MainWindow::export_job_script(const QString& path) {
+  JobScriptOptions options;
+  const QStringList existing = existing_job_script_outputs(path);
+  if (!existing.isEmpty()) {
+    if (QMessageBox::question(this, tr("Replace files?"),
+                              tr("Writing the job script replaces:\n%1\n\nReplace them?").arg(existing.join('\n')),
+                              QMessageBox::Yes | QMessageBox::No, QMessageBox::No) != QMessageBox::Yes) {
+      statusBar()->showMessage(tr("Job script not written: %1 kept").arg(existing.join(", ")), 8000);
+      return false;
+    }
+    options.replace_existing = true;
+  }
+  QString error;
+  if (!write_job_script(setup_->editor()->config(), path, &error, options)) {
+    QMessageBox::warning(this, tr("Export failed"), error);
+    return false;
+  }
+  statusBar()->showMessage(tr("Wrote %1").arg(job_script_outputs(path).join(tr(" and "))), 8000);
+  return true;
 }
 
 bool MainWindow::export_config_yaml(const QString& path, QString* error) {
@@ -176,14 +213,19 @@ bool MainWindow::export_plots(const QString& folder, const QString& format) {
 
 void MainWindow::build_menus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
-  file->addAction(tr("Open run database…"), this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Open or create a run database"), runs_->db_path(),
+  open_db_action_ = file->addAction(tr("Open run database…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a run database"), runs_->db_path(),
+                                                      tr("Run store (*.db);;All files (*)"));
+    if (!path.isEmpty()) open_database(path);
+  });
+  file->addAction(tr("New run database…"), this, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("New run database"), QFileInfo(runs_->db_path()).absolutePath(),
                                                       tr("Run store (*.db)"), nullptr, QFileDialog::DontConfirmOverwrite);
     if (path.isEmpty()) return;
-    runs_->set_db_path(path);
-    setWindowTitle(tr("MoK Workbench — %1").arg(path));
-    runs_page_->refresh();
-    compare_->refresh_run_list();
+    if (QFileInfo::exists(path)) {  // the save dialog asked already; the store is opened, not emptied
+      statusBar()->showMessage(tr("%1 exists: opened it as it is").arg(path), 8000);
+    }
+    open_database(path);
   });
   file->addSeparator();
   file->addAction(tr("Export config as YAML…"), this, [this] {
@@ -193,12 +235,11 @@ void MainWindow::build_menus() {
     if (!path.isEmpty() && !export_config_yaml(path, &error)) QMessageBox::warning(this, tr("Export failed"), error);
   });
   file->addAction(tr("Export Slurm job script…"), this, [this] {
+    // The dialog's own question covers the script; export_job_script asks for its config too.
     const QString path = QFileDialog::getSaveFileName(this, tr("Export job script"),
-                                                      QString::fromStdString(setup_->editor()->config().name) + ".sbatch", tr("Shell script (*.sbatch *.sh)"));
-    QString error;
-    if (path.isEmpty()) return;
-    if (!write_job_script(setup_->editor()->config(), path, &error)) QMessageBox::warning(this, tr("Export failed"), error);
-    else statusBar()->showMessage(tr("Wrote %1 and its config beside it").arg(path), 8000);
+                                                      QString::fromStdString(setup_->editor()->config().name) + ".sbatch",
+                                                      tr("Shell script (*.sbatch *.sh)"), nullptr, QFileDialog::DontConfirmOverwrite);
+    if (!path.isEmpty()) export_job_script(path);
   });
   file->addAction(tr("Export live plots as PNG…"), this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Folder for the PNG files"));
@@ -211,12 +252,17 @@ void MainWindow::build_menus() {
   file->addSeparator();
   file->addAction(tr("Quit"), QKeySequence::Quit, this, &QWidget::close);
   QMenu* run = menuBar()->addMenu(tr("&Run"));
-  run->addAction(tr("Launch"), QKeySequence(Qt::CTRL | Qt::Key_Return), this, [this] { setup_->launch(); });
+  launch_action_ = run->addAction(tr("Launch"), QKeySequence(Qt::CTRL | Qt::Key_Return), this, [this] { setup_->launch(); });
+  launch_action_->setEnabled(setup_->can_launch());
+  connect(setup_, &SetupPage::can_launch_changed, launch_action_, &QAction::setEnabled);
   run->addAction(tr("Stop all"), this, [this] { runs_->stop_all(); });
   QMenu* view = menuBar()->addMenu(tr("&View"));
   const QStringList pages = {tr("Setup"), tr("Runs"), tr("Live"), tr("Compare")};
   for (int i = 0; i < pages.size(); ++i)
     view->addAction(pages[i], QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), this, [this, i] { show_page(Page(i)); });
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  about_action_ = help->addAction(tr("About MoK Workbench"), this,
+                                  [this] { QMessageBox::about(this, tr("About MoK Workbench"), about_text()); });
 }
 
 }  // namespace mok::gui

@@ -10,6 +10,7 @@
 #include "core/config/config_io.h"
 #include "core/store/run_store.h"
 #include "widgets/config/device_catalog.h"
+#include "widgets/workbench/eta_estimate.h"
 
 #if __has_include("core/train/trainer.h")
 #include "core/train/trainer.h"
@@ -61,6 +62,7 @@ class RunManager::Sink : public MetricSink {
 
 struct RunManager::Job {
   JobInfo info;
+  EtaEstimate eta;
   ExperimentConfig config;
   QString resume_path;
   std::unique_ptr<Sink> sink;
@@ -132,10 +134,11 @@ void RunManager::set_max_concurrent(int n) {
   start_waiting();
 }
 
-int RunManager::launch(const ExperimentConfig& config, const QString& resume_path) {
+int RunManager::launch(const ExperimentConfig& config, const QString& resume_path, int64_t resumed_run_id) {
   auto j = std::make_unique<Job>();
   const int id = next_job_++;
   j->info.job = id;
+  j->info.run_id = resumed_run_id;  // a resumed run keeps its id from the start
   j->info.name = QString::fromStdString(config.name);
   j->info.total_steps = config.train.steps;
   const RankDevice device = rank0_device(config);
@@ -165,7 +168,7 @@ int RunManager::resume_from_checkpoint(int64_t run_id, QString* error) {
       return 0;
     }
     const ExperimentConfig config = parse_experiment_config(rec.config_yaml, "run " + std::to_string(run_id));
-    return launch(config, QString::fromStdString(path));
+    return launch(config, QString::fromStdString(path), run_id);
   } catch (const std::exception& e) {
     if (error) *error = QString::fromUtf8(e.what());
     return 0;
@@ -180,6 +183,8 @@ int RunManager::active_count() const {
       ++n;
   return n;
 }
+
+int RunManager::in_flight_count() const { return active_count() + int(waiting_.size()); }
 
 void RunManager::start_waiting() {
   while (!waiting_.empty() && active_count() < max_concurrent_) {
@@ -225,7 +230,10 @@ void RunManager::drain(int job) {
     resolve_run_id(job);
     if (it->second->info.run_id) emit job_changed(job);
   }
-  it->second->info.last_step = rows.back().step;
+  Job& j = *it->second;
+  j.info.last_step = rows.back().step;
+  for (const MetricRow& r : rows) j.eta.add(r.step, r.wall_s);
+  j.info.eta_s = j.eta.seconds_left(j.info.total_steps);
   emit metrics_arrived(job, rows);
 }
 
@@ -244,6 +252,7 @@ void RunManager::on_thread_done(int job) {
   }
   j.trainer.reset();
 #endif
+  j.info.eta_s = NAN;
   emit job_changed(job);
   emit job_finished(job, int(j.info.status), j.info.message);
   start_waiting();
@@ -320,9 +329,17 @@ RunManager::JobInfo RunManager::job(int job) const {
 }
 
 int RunManager::job_of_run(int64_t run_id) const {
+  int newest = 0;
   for (const auto& [id, j] : jobs_)
-    if (j->info.run_id == run_id && run_id != 0) return id;
-  return 0;
+    if (j->info.run_id == run_id && run_id != 0) newest = id;  // jobs_ is ordered by job id
+  return newest;
+}
+
+std::vector<RunManager::JobInfo> RunManager::latest_jobs() const {
+  std::vector<JobInfo> out;
+  for (const auto& [id, j] : jobs_)
+    if (j->info.run_id == 0 || job_of_run(j->info.run_id) == id) out.push_back(j->info);
+  return out;
 }
 
 }  // namespace mok::gui

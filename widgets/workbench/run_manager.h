@@ -6,6 +6,7 @@
 // queue. Pause, resume and stop go to the trainer's thread-safe flags; a stopped or finished
 // run can be resumed from its latest checkpoint as a new session of the same run.
 
+#include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
@@ -40,6 +41,7 @@ class RunManager : public QObject {
     int64_t total_steps = 0;
     QString device;     // where rank 0 computes, as planned from the config: "cpu", "cuda:0"
     QString precision;  // its compute precision: "fp32", "bf16"
+    double eta_s = NAN; // seconds left at the recent pace; NaN when not known
   };
 
   explicit RunManager(QObject* parent = nullptr);
@@ -50,8 +52,9 @@ class RunManager : public QObject {
   void set_max_concurrent(int n);  // 1 = one at a time, the rest queued
   int max_concurrent() const { return max_concurrent_; }
 
-  // Returns the job id. `resume_path`: a checkpoint folder to continue from.
-  int launch(const ExperimentConfig& config, const QString& resume_path = QString());
+  // Returns the job id. `resume_path`: a checkpoint folder to continue from, of the store's
+  // run `resumed_run_id`.
+  int launch(const ExperimentConfig& config, const QString& resume_path = QString(), int64_t resumed_run_id = 0);
   // Continue run `run_id` of the store from its latest checkpoint; 0 and `error` on failure.
   int resume_from_checkpoint(int64_t run_id, QString* error = nullptr);
   void pause(int job);
@@ -61,10 +64,13 @@ class RunManager : public QObject {
   void cancel_queued(int job);
 
   std::vector<JobInfo> jobs() const;
+  // One job per run: a run resumed in this session is its newest job (the queue's rows).
+  std::vector<JobInfo> latest_jobs() const;
   bool has_job(int job) const { return jobs_.count(job) > 0; }
   JobInfo job(int job) const;
-  int job_of_run(int64_t run_id) const;  // 0 when no job runs it
+  int job_of_run(int64_t run_id) const;  // the run's newest job; 0 when no job runs it
   int active_count() const;               // running or paused
+  int in_flight_count() const;            // running, paused or waiting to start
   static bool training_available();       // false when the core was built without a trainer
 
  signals:

@@ -25,6 +25,7 @@
 #include <QVBoxLayout>
 
 #include "core/store/run_store.h"
+#include "widgets/models/run_label.h"
 #include "widgets/models/run_table_model.h"
 #include "widgets/workbench/run_manager.h"
 #include "widgets/workbench/store_access.h"
@@ -49,7 +50,8 @@ RunsPage::RunsPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
   filters->addWidget(refresh);
   layout->addLayout(filters);
 
-  auto* split = new QSplitter(Qt::Horizontal);
+  // The table takes the page's width (every column readable); the details sit under it.
+  auto* split = new QSplitter(Qt::Vertical);
   layout->addWidget(split, 1);
   model_ = new RunTableModel(this);
   proxy_ = new RunFilterProxy(this);
@@ -57,7 +59,7 @@ RunsPage::RunsPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
   table_ = new QTableView;
   table_->setModel(proxy_);
   table_->setSortingEnabled(true);
-  table_->sortByColumn(-1, Qt::AscendingOrder);
+  table_->sortByColumn(RunTableModel::Id, Qt::DescendingOrder);  // newest first, every session
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   table_->setAlternatingRowColors(true);
@@ -68,8 +70,10 @@ RunsPage::RunsPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
   split->addWidget(table_);
 
   auto* details = new QWidget;
-  auto* dl = new QVBoxLayout(details);
-  dl->setContentsMargins(4, 0, 0, 0);
+  auto* details_row = new QHBoxLayout(details);
+  details_row->setContentsMargins(0, 4, 0, 0);
+  auto* dl = new QVBoxLayout;
+  details_row->addLayout(dl, 2);
   title_ = new QLabel(tr("Select a run"));
   title_->setWordWrap(true);
   title_->setTextFormat(Qt::RichText);
@@ -98,8 +102,9 @@ RunsPage::RunsPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
   dl->addLayout(form);
   notes_ = new QPlainTextEdit;
   notes_->setPlaceholderText(tr("Notes (saved when you leave the box)"));
-  notes_->setMaximumHeight(90);
+  notes_->setMaximumHeight(120);
   dl->addWidget(notes_);
+  dl->addStretch(1);
   auto* tabs = new QTabWidget;
   config_ = new QPlainTextEdit;
   config_->setReadOnly(true);
@@ -107,11 +112,10 @@ RunsPage::RunsPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
   tabs->addTab(config_, tr("Config"));
   events_ = new QListWidget;
   tabs->addTab(events_, tr("Events and checkpoints"));
-  dl->addWidget(tabs, 1);
+  details_row->addWidget(tabs, 3);
   split->addWidget(details);
-  split->setStretchFactor(0, 3);
+  split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 1);
-  split->setSizes({900, 380});
 
   connect(search_, &QLineEdit::textChanged, proxy_, &RunFilterProxy::set_search_text);
   connect(status_, &QComboBox::currentIndexChanged, this, [this] { proxy_->set_status_filter(status_->currentData().toString()); });
@@ -162,6 +166,18 @@ RunsPage::RunsPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
   poll_->setInterval(1000);
   connect(poll_, &QTimer::timeout, this, &RunsPage::poll);
   poll_->start();
+  // A run of this session changed (started, paused, stepped, stopped): refresh once soon.
+  session_update_ = new QTimer(this);
+  session_update_->setSingleShot(true);
+  session_update_->setInterval(200);
+  connect(session_update_, &QTimer::timeout, this, [this] {
+    if (isVisible()) RunsPage::refresh();  // a hidden page refreshes when it is shown (MainWindow)
+  });
+  for (auto signal : {&RunManager::job_added, &RunManager::job_changed})
+    connect(runs_, signal, session_update_, qOverload<>(&QTimer::start));
+  connect(runs_, &RunManager::metrics_arrived, session_update_, [this] {
+    if (!session_update_->isActive()) session_update_->start();
+  });
   // Notes save when focus leaves the box.
   connect(qApp, &QApplication::focusChanged, this, [this](QWidget* old, QWidget*) {
     if (old == notes_ && notes_->document()->isModified() && current_run_id()) {
@@ -214,14 +230,35 @@ bool RunsPage::delete_run(qint64 id) {
   return ok;
 }
 
+RunsPage::~RunsPage() = default;
+
 void RunsPage::poll() {
   if (!isVisible()) return;
   try {
     if (!QFileInfo::exists(runs_->db_path())) return;
-    RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
-    const qint64 v = store.data_version();
-    if (v != data_version_) refresh();
+    if (!poll_store_ || poll_store_path_ != runs_->db_path()) {
+      poll_store_ = std::make_unique<RunStore>(RunStore::open_readonly(runs_->db_path().toStdString()));
+      poll_store_path_ = runs_->db_path();
+      data_version_ = -1;
+    }
+    const qint64 v = poll_store_->data_version();
+    if (v != data_version_) {
+      data_version_ = v;
+      refresh();
+    }
   } catch (...) {
+    poll_store_.reset();
+  }
+}
+
+void RunsPage::apply_session_state() {
+  for (const RunManager::JobInfo& j : runs_->latest_jobs()) {
+    const int row = model_->row_of(j.run_id);
+    if (j.run_id == 0 || row < 0) continue;
+    RunRecord r = model_->run_at(row);
+    r.status = QString::fromUtf8(run_status_name(j.status));
+    if (j.last_step >= 0) r.steps = j.last_step;
+    model_->upsert(r);
   }
 }
 
@@ -232,7 +269,6 @@ void RunsPage::refresh() {
   }
   try {
     RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
-    data_version_ = store.data_version();
     RunFilter filter;
     filter.include_archived = true;
     std::vector<mok::RunSummary> list = store.list_runs(filter);
@@ -248,6 +284,7 @@ void RunsPage::refresh() {
     for (const RunRecord& r : model_->runs())
       if (!present.contains(r.id)) gone.push_back(r.id);
     for (int64_t id : gone) model_->remove(id);
+    apply_session_state();
     table_->resizeColumnsToContents();
     show_details();
   } catch (const std::exception& e) {
@@ -287,10 +324,9 @@ void RunsPage::show_details() {
   }
   const RunRecord& r = model_->run_at(row);
   archive_button_->setText(r.archived ? tr("Unarchive") : tr("Archive"));
-  title_->setText(tr("<b>%1</b> (run %2) — %3<br>%4 · %5 · created %6")
-                      .arg(r.name.toHtmlEscaped())
-                      .arg(id)
-                      .arg(r.status, r.model, r.policy, r.created.toString("yyyy-MM-dd hh:mm")));
+  title_->setText(tr("<b>%1</b> — %2<br>%3 · %4 · created %5")
+                      .arg(run_label(r.name, id).toHtmlEscaped(), r.status, r.model, r.policy,
+                           r.created.toString("yyyy-MM-dd hh:mm")));
   if (!tags_->hasFocus()) tags_->setText(r.tags.join(", "));
   if (!notes_->hasFocus() && notes_->toPlainText() != r.notes) {
     notes_->setPlainText(r.notes);

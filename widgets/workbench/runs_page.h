@@ -1,10 +1,15 @@
 #pragma once
-// RunsPage: the runs browser over the store: a sortable, filterable table (name, status,
-// model, policy, steps, tokens, best val bpb/ppl, tokens/s, peak memory, tags, notes) and a
-// details panel for the selected run (the machine it computed on, config, events,
-// checkpoints, tags and notes), with
-// delete, archive, resume from checkpoint, open in Live, compare and CSV export. It polls
-// the store's data_version once a second, so runs from the CLI or other windows show up.
+// RunsPage: the runs browser over the store: a sortable, filterable table (id, name, status,
+// model, policy, steps, tokens, best val bpb/ppl, tokens/s, peak memory, tags, notes; newest
+// first by default) and under it a details panel for the selected run (the machine it
+// computed on, config, events, checkpoints, tags and notes), with delete, archive, resume
+// from checkpoint, open in Live, compare and CSV export.
+// The status and step of a run of this session are the RunManager's, the same the run queue
+// shows, updated as they change; every other figure is the store's. The page keeps one
+// read connection to poll the store's data_version once a second, so runs from the CLI or
+// other windows show up.
+
+#include <memory>
 
 #include <QList>
 #include <QWidget>
@@ -19,6 +24,10 @@ class QTableView;
 class QTimer;
 class QListWidget;
 
+namespace mok {
+class RunStore;
+}
+
 namespace mok::gui {
 
 class RunTableModel;
@@ -30,6 +39,7 @@ class RunsPage : public QWidget {
 
  public:
   RunsPage(RunManager* runs, QWidget* parent = nullptr);
+  ~RunsPage() override;
 
   void refresh();
   RunTableModel* model() const { return model_; }
@@ -53,6 +63,8 @@ class RunsPage : public QWidget {
  private:
   void show_details();
   void poll();
+  // The session's view of its own runs (status, steps) over the store's rows.
+  void apply_session_state();
   template <class F>
   bool write(F&& f);
 
@@ -71,6 +83,9 @@ class RunsPage : public QWidget {
   QPlainTextEdit* notes_ = nullptr;
   QPushButton* archive_button_ = nullptr;
   QTimer* poll_ = nullptr;
+  QTimer* session_update_ = nullptr;  // coalesces job updates into one refresh
+  std::unique_ptr<mok::RunStore> poll_store_;  // data_version counts only on one connection
+  QString poll_store_path_;
   qint64 data_version_ = -1;
 };
 
