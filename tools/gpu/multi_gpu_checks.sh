@@ -6,12 +6,14 @@
 #      against two CPU ranks and against one GPU (losses within 1e-4 relative); in bf16 twice
 #      (bitwise the same) and within 3e-2 of fp32; the same for MoK dispatch against two CPU
 #      ranks with MoK;
-#   3. training throughput of the benchmark MoE shapes on one GPU (batch 16 × 1024) and on
+#   3. (part mpi) the same fp32 run as one process per GPU under mpirun (NCCL's id over MPI):
+#      bitwise the metrics of the two-thread run;
+#   4. training throughput of the benchmark MoE shapes on one GPU (batch 16 × 1024) and on
 #      two (batch 32 × 1024, 16 per GPU) with classic, MoK and MoK + the locality router, bf16:
 #      tokens/s (median over the steps after WARMUP), peak device bytes, bytes between the
 #      GPUs per step.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
-# Settings: PARTS=checks,training,throughput  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
+# Settings: PARTS=checks,training,mpi,throughput  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
 #           MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
@@ -21,7 +23,7 @@ OUT_DIR="${2:-${OUT:-/tmp/mok-multi-gpu}}"
 SHAPES="${SHAPES:-moe8,moe64}"
 STEPS="${STEPS:-20}"
 WARMUP="${WARMUP:-5}"
-PARTS="${PARTS:-checks,training,throughput}"
+PARTS="${PARTS:-checks,training,mpi,throughput}"
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 mkdir -p "$OUT_DIR"
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
@@ -100,6 +102,40 @@ for name, d in (("2 cpu ranks", cpu2), ("2 gpus", g2), ("2 cpu mok", cm), ("2 gp
     b = [v for k, v in d.items() if k[1] == "comm/remote_bytes"]
     print(f"{name}: remote bytes per step (both ranks) median {sorted(b)[len(b)//2] if b else float('nan'):.4g}")
 print("training checks:", "all passed" if not bad else f"{bad} FAILED")
+PY
+fi
+
+if want mpi; then
+section "one process per GPU: mpirun -np 2 against two threads"
+# The machine's own Open MPI (mpirun and libmpi must match): the carried MPI libraries stay out.
+mkdir -p "$SCRATCH/libs"
+for f in "$BIN"/*.so*; do
+  case "$(basename "$f")" in libmpi*|libopen-*|libhwloc*|libevent*|libpmix*) ;; *) ln -sf "$f" "$SCRATCH/libs/" ;; esac
+done
+ROOT_FLAG=(); [ "$(id -u)" -eq 0 ] && ROOT_FLAG=(--allow-run-as-root)
+for name in mpi2_fp32 threads2_fp32; do
+  launch=(); extra=(--set parallel.ranks=2)
+  [ "$name" = mpi2_fp32 ] && launch=(mpirun -np 2 "${ROOT_FLAG[@]}" --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x MOK_CORPUS_DIR)
+  LD_LIBRARY_PATH="$SCRATCH/libs" timeout "${MOK_TIMEOUT:-300}" "${launch[@]}" "$BIN/mok" train experiments/quickstart.yaml \
+    --db "$SCRATCH/$name.db" --json --quiet --set train.steps=20 --set train.eval_every=10 --set train.eval_batches=2 \
+    --set logging.checkpoint_dir="$SCRATCH/ckpt-$name" --set parallel.device=cuda --set parallel.comm=nccl \
+    --set train.precision=fp32 "${extra[@]}" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+  echo "$name: exit $? $(tail -n 1 "$OUT_DIR/$name.json" | cut -c1-200)"
+  [ -s "$OUT_DIR/$name.err" ] && tail -n 3 "$OUT_DIR/$name.err"
+  LD_LIBRARY_PATH="$SCRATCH/libs" "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" > /dev/null 2>&1
+done
+python3 - "$OUT_DIR" <<'PY'
+import csv, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        return {(r["step"], r["name"]): r["value"] for r in csv.DictReader(open(f"{out}/{name}.csv"))
+                if not r["name"].startswith(("perf/", "mem/")) and "wall" not in r["name"]}
+    except OSError:
+        return {}
+a, b = load("mpi2_fp32"), load("threads2_fp32")
+same = bool(a) and a == b
+print(f"mpirun -np 2 vs two threads: {len(a)} metric values, {'bitwise the same' if same else 'DIFFERENT'}")
 PY
 fi
 
