@@ -58,6 +58,20 @@ void* CudaCachingAllocator::allocate(int64_t bytes) {
       return block;
     }
   }
+  int64_t limit = 0, reserved = 0;
+  {
+    std::lock_guard lock(mutex_);
+    limit = limit_;
+    reserved = reserved_;
+  }
+  if (limit > 0 && reserved + cls > limit) {
+    trim();  // the cache first: what it holds is not in use
+    std::lock_guard lock(mutex_);
+    if (reserved_ + cls > limit)
+      throw DeviceOutOfMemory("parallel.device_memory_limit (" + mib(limit) + " on cuda:" + std::to_string(device_) +
+                              ") reached: asked " + mib(cls) + " with " + mib(reserved_) +
+                              " held by tensors (the cache is already given back)");
+  }
   void* block = nullptr;
   cudaError_t status = cudaMalloc(&block, static_cast<size_t>(cls));
   if (status == cudaErrorMemoryAllocation) {
@@ -87,6 +101,11 @@ void CudaCachingAllocator::release(void* block, int64_t bytes) {
   std::lock_guard lock(mutex_);
   free_[cls].push_back(block);
   cached_ += cls;
+}
+
+void CudaCachingAllocator::set_limit(int64_t bytes) {
+  std::lock_guard lock(mutex_);
+  limit_ = bytes > 0 ? bytes : 0;
 }
 
 void CudaCachingAllocator::trim() {

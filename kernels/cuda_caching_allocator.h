@@ -39,6 +39,8 @@ class CudaCachingAllocator final : public mok::Allocator {
   void copy_from_host(void* dst, const void* host_src, int64_t bytes) override;
   void copy_within(void* dst, const void* src, int64_t bytes) override;
   int64_t cached_bytes() const override;
+  // Reserved bytes may not pass it: the cache is given back first, then the request fails.
+  void set_limit(int64_t bytes) override;
 
   int64_t reserved_bytes() const;       // held from the driver: live blocks + cached ones
   int64_t peak_reserved_bytes() const;
@@ -52,7 +54,7 @@ class CudaCachingAllocator final : public mok::Allocator {
   cudaStream_t stream_;
   mutable std::mutex mutex_;
   std::map<int64_t, std::vector<void*>> free_;  // size class → cached blocks
-  int64_t cached_ = 0, reserved_ = 0, peak_reserved_ = 0;
+  int64_t cached_ = 0, reserved_ = 0, peak_reserved_ = 0, limit_ = 0;
   std::unique_ptr<PinnedStaging> staging_;
 };
 

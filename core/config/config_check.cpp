@@ -7,6 +7,7 @@
 #include "core/config/config_schema.h"
 #include "core/config/tensor_kinds.h"
 #include "core/parallel/expert_placement.h"
+#include "core/util/byte_size.h"
 
 namespace mok {
 namespace {
@@ -162,6 +163,13 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
     issue("parallel.comm", "comm nccl needs parallel.device cuda (device is " + p.device + ")");
   if (t.precision == "bf16" && p.device != "cuda")
     issue("train.precision", "bf16 runs on a GPU only (parallel.device: cuda); the CPU computes in fp32");
+  if (!p.device_memory_limit.empty()) {
+    const std::optional<int64_t> limit = parse_byte_size(p.device_memory_limit);
+    if (!limit || *limit <= 0)
+      issue("parallel.device_memory_limit", "'" + p.device_memory_limit +
+                                                "' is not a size above zero (e.g. `16GiB`, `512MiB`, `24GB`); "
+                                                "leave it empty for no limit");
+  }
   if (!p.gpus.empty()) {  // (ignored on the CPU, so a config can switch devices freely)
     if (const std::vector<int> ids = parse_gpu_list(p.gpus); ids.empty()) {
       issue("parallel.gpus", "'" + p.gpus + "' is not a comma list of GPU indices (e.g. `0,1`)");

@@ -359,6 +359,10 @@ std::vector<ConfigKeySpec> build_schema() {
           .one_of({"cpu", "cuda"}));
   add(key("parallel.gpus", &E::parallel, &ParallelConfig::gpus,
           "device cuda: the GPU of each rank as a comma list of indices (`2,3`); empty: rank r on cuda:r"));
+  add(key("parallel.device_memory_limit", &E::parallel, &ParallelConfig::device_memory_limit,
+          "memory each rank's tensors may hold on its device, e.g. `16GiB` (a GPU's allocator also "
+          "counts its cache): a run that would go past it stops, naming what overflowed; empty: "
+          "no limit"));
   add(key("parallel.ranks", &E::parallel, &ParallelConfig::ranks,
           "expert-parallel ranks; experts must be a multiple")
           .range(1, 4096));

@@ -136,6 +136,7 @@ struct ParallelConfig {
   bool link_sleep = false;       // also sleep for the emulated link time (else only modeled)
   std::string expert_placement = "contiguous";  // contiguous | round_robin | "0,0,1,1" (owner per expert)
   std::string gpus;              // device cuda: GPU index per rank, "2,3"; "" → rank r on cuda:r
+  std::string device_memory_limit;  // per rank, e.g. "16GiB"; "" → no limit (core/util/byte_size.h)
 
   friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };

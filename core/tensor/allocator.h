@@ -30,6 +30,10 @@ class Allocator {
   virtual void copy_within(void* dst, const void* src, int64_t bytes) = 0;
   // Bytes this allocator holds for reuse beyond what live tensors hold (reserved − live).
   virtual int64_t cached_bytes() const = 0;
+  // A cap on what it may hold from its device, cache included (parallel.device_memory_limit;
+  // 0 = none). The CPU's shared block cache keeps none: the rank's MemoryTracker caps a CPU
+  // rank's tensors.
+  virtual void set_limit(int64_t bytes) { (void)bytes; }
 };
 
 // The host's allocator (the block cache).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/util/byte_size.h"
+
 MOK_NN_BEGIN
 
 const char* mem_category_name(MemCategory c) {
@@ -39,6 +41,43 @@ void MemoryTracker::add(const MemTag& tag, int64_t bytes, DeviceType device) {
     k.live += bytes;
     k.peak = std::max(k.peak, k.live);
   }
+}
+
+void MemoryTracker::set_limit(DeviceType device, int64_t bytes) {
+  std::lock_guard lock(mutex_);
+  limit_[static_cast<int>(device)] = bytes > 0 ? bytes : 0;
+}
+
+int64_t MemoryTracker::limit(DeviceType device) const {
+  std::lock_guard lock(mutex_);
+  return limit_[static_cast<int>(device)];
+}
+
+void MemoryTracker::check_room(const MemTag& tag, int64_t bytes, DeviceType device) const {
+  std::lock_guard lock(mutex_);
+  const int d = static_cast<int>(device);
+  const int64_t limit = limit_[d];
+  const Counts& held = by_device_[d];
+  if (limit <= 0 || held.live_total + bytes <= limit) return;
+  std::string what = mem_category_name(tag.category);
+  std::replace(what.begin(), what.end(), '_', ' ');
+  if (tag.layer >= 0 || !tag.kind.empty()) {
+    what += " (";
+    if (tag.layer >= 0) what += "layer " + std::to_string(tag.layer) + (tag.kind.empty() ? "" : ", ");
+    what += tag.kind + ")";
+  }
+  std::string parts;
+  for (int c = 0; c < static_cast<int>(MemCategory::count); ++c) {
+    if (held.live[c] <= 0) continue;
+    std::string name = mem_category_name(static_cast<MemCategory>(c));
+    std::replace(name.begin(), name.end(), '_', ' ');
+    parts += (parts.empty() ? "" : ", ") + name + " " + format_byte_size(held.live[c]);
+  }
+  throw MemoryLimitExceeded("parallel.device_memory_limit (" + format_byte_size(limit) + " on " +
+                            (device == DeviceType::cpu ? std::string("the CPU") : std::string("the GPU")) +
+                            ") reached: " + format_byte_size(bytes) + " more for " + what + " on top of " +
+                            format_byte_size(held.live_total) + " held" + (parts.empty() ? "" : " (" + parts + ")") +
+                            "; raise the limit, or lower train.batch, data.seq_len or the model's size");
 }
 
 void MemoryTracker::remove(const MemTag& tag, int64_t bytes, DeviceType device) {

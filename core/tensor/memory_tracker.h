@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include "core/real.h"
@@ -59,6 +60,13 @@ class MemoryTracker {
   // Restart the peaks at the current live values (e.g. after warm-up or per step).
   void reset_peaks();
 
+  // A limit on the live bytes held on one kind of device (parallel.device_memory_limit; 0 =
+  // none). Allocations check it first (check_room), so the one that would go past it throws
+  // MemoryLimitExceeded naming what it was for and what is held, before anything is taken.
+  void set_limit(DeviceType device, int64_t bytes);
+  int64_t limit(DeviceType device) const;
+  void check_room(const MemTag& tag, int64_t bytes, DeviceType device) const;
+
   // The tracker that new allocations on this thread register with (one per rank thread).
   static MemoryTracker& current();
   static void set_current(MemoryTracker* tracker);  // nullptr restores the process default
@@ -78,6 +86,13 @@ class MemoryTracker {
   Counts all_;
   std::array<Counts, kDeviceTypes> by_device_;
   std::map<std::pair<int, std::string>, KindBytes> saved_;
+  std::array<int64_t, kDeviceTypes> limit_{};
+};
+
+// An allocation that would pass parallel.device_memory_limit.
+class MemoryLimitExceeded : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // Makes `tracker` current on this thread for the scope.

@@ -18,6 +18,7 @@ ByteBuffer::ByteBuffer(int64_t bytes, MemTag tag, Allocator& allocator, bool zer
       device_(allocator.device()) {
   if (bytes < 0) throw std::invalid_argument("ByteBuffer: negative size");
   if (bytes == 0) return;
+  tracker_->check_room(tag_, bytes_, device_.type);  // parallel.device_memory_limit, before taking anything
   data_ = static_cast<uint8_t*>(allocator.allocate(bytes));
 #ifndef NDEBUG
   if (!zero_fill) allocator.memset(data_, 0xff, bytes);  // NaN for floats: reads show up

@@ -8,6 +8,7 @@
 #include "core/parallel/local_communicator.h"
 #include "core/parallel/mpi_communicator.h"
 #include "core/tensor/memory_tracker.h"
+#include "core/util/byte_size.h"
 #include "core/util/thread_pool.h"
 
 namespace mok {
@@ -40,6 +41,16 @@ RankContext rank_context(const ExperimentConfig& cfg, Communicator* comm, int lo
   return rc;
 }
 
+// parallel.device_memory_limit on the rank's tracker (its tensors) and, on a GPU, its allocator
+// (the cache too).
+void apply_memory_limit(const ExperimentConfig& cfg, RankContext& rc, MemoryTracker& tracker) {
+  const int64_t limit =
+      cfg.parallel.device_memory_limit.empty() ? 0 : parse_byte_size(cfg.parallel.device_memory_limit).value_or(0);
+  const ExecContext& cx = rc.device.exec();
+  tracker.set_limit(cx.device().type, limit);
+  if (!cx.is_cpu()) cx.allocator().set_limit(limit);
+}
+
 }  // namespace
 
 bool runs_as_mpi_processes(const ExperimentConfig& config) {
@@ -58,11 +69,13 @@ TrainResult launch_ranks(const ExperimentConfig& cfg, Communicator* mpi_comm, Me
     // One rank per process: this thread, this process's tracker and pool.
     mpi_comm->set_link(link);
     RankContext rc = rank_context(cfg, mpi_comm, host_local_rank(mpi_comm->rank()));
+    apply_memory_limit(cfg, rc, process_tracker);
     ScopedExecContext on_device(rc.device.exec());
     return body(rc, process_tracker);
   }
   if (ranks == 1) {
     RankContext rc = rank_context(cfg, nullptr, 0);  // no communicator: the single-rank path
+    apply_memory_limit(cfg, rc, process_tracker);
     ScopedExecContext on_device(rc.device.exec());
     return body(rc, process_tracker);
   }
@@ -78,6 +91,7 @@ TrainResult launch_ranks(const ExperimentConfig& cfg, Communicator* mpi_comm, Me
         ThreadPool pool(threads);
         ScopedThreadPool pool_rank(pool);
         RankContext rc = rank_context(cfg, &comm, comm.rank());
+        apply_memory_limit(cfg, rc, tracker);
         ScopedExecContext on_device(rc.device.exec());
         TrainResult r = body(rc, tracker);
         if (rc.leader()) result = std::move(r);

@@ -105,6 +105,36 @@ class TestCliTrain : public QObject {
     QVERIFY(logged);
   }
 
+  // parallel.device_memory_limit: a run that needs more stops at the allocation that would
+  // pass it, naming what it was for and what is held; the store says failed; a limit that
+  // leaves room changes nothing; a malformed one is a config error.
+  void memoryLimitStopsTheRunAndSaysWhy() {
+    const QString cfg = write_config("limit.yaml", tiny_yaml(4, "limit"));
+    const QString db = tmp_.path() + "/limit.db";
+    const Result r = run_mok({"train", cfg, "--db", db, "--json", "--quiet", "--set",
+                              "parallel.device_memory_limit=200KiB"},
+                             tmp_.path());
+    QCOMPARE(r.exit_code, 1);
+    QCOMPARE(r.json["status"].toString(), QString("failed"));
+    QVERIFY2(r.err.contains("parallel.device_memory_limit (200 KiB on the CPU) reached"), qPrintable(r.err));
+    QVERIFY2(r.err.contains(" more for ") && r.err.contains("parameters"), qPrintable(r.err));
+    {
+      mok::RunStore store = mok::RunStore::open_readonly(db.toStdString());
+      const mok::RunRecord run = store.get_run(r.json["run_id"].toInteger());
+      QVERIFY(run.summary.status == mok::RunStatus::failed);
+      QVERIFY2(run.status_message.find("device_memory_limit") != std::string::npos, run.status_message.c_str());
+    }
+    const Result ok = run_mok({"train", cfg, "--db", db, "--json", "--quiet", "--set",
+                               "parallel.device_memory_limit=1GiB"},
+                              tmp_.path());
+    QCOMPARE(ok.exit_code, 0);
+    QCOMPARE(ok.json["steps"].toInt(), 4);
+    const Result bad = run_mok({"train", cfg, "--db", db, "--set", "parallel.device_memory_limit=16 gigs"},
+                               tmp_.path());
+    QCOMPARE(bad.exit_code, 2);
+    QVERIFY2(bad.err.contains("parallel.device_memory_limit") && bad.err.contains("not a size"), qPrintable(bad.err));
+  }
+
   void jsonSummaryIsTheLastLine() {
     const QString cfg = write_config("tiny.yaml", tiny_yaml(10, "json"));
     const QString db = tmp_.path() + "/json.db";

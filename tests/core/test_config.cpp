@@ -120,7 +120,7 @@ ExperimentConfig everything_changed() {
   c.kittens.layers[2] = {"", "lowbit", 8, 4};
   c.kittens.layers[5] = {};
   c.routing = {"mok", "locality", 1.25, 0.05, 0.125, "never", 12.5, 7.5, 9, true};  // + locality loss, MoK cost model, overlap, calibration
-  c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5, true, "round_robin", "2,0,1"};
+  c.parallel = {"cuda", 3, "nccl", 4, 25.5, 3.5, true, "round_robin", "2,0,1", "16GiB"};
   c.logging = {"", false, "out dir/ckpt-caf\u00e9\x01"};
   c.logging.db = "yes";
   return c;
@@ -191,6 +191,12 @@ class TestConfig : public QObject {
     QVERIFY(issue_at(c, "parallel.gpus"));
     c.parallel.gpus = "3";
     QVERIFY(!issue_at(c, "parallel.gpus"));
+    for (const char* bad : {"lots", "0", "-2GiB", "16 gigs"}) {
+      c.parallel.device_memory_limit = bad;
+      QVERIFY2(issue_at(c, "parallel.device_memory_limit"), bad);
+    }
+    c.parallel.device_memory_limit = "24 GB";
+    QVERIFY(!issue_at(c, "parallel.device_memory_limit"));
     ExperimentConfig cpu;
     cpu.train.precision = "bf16";
     QVERIFY(issue_at(cpu, "train.precision"));
