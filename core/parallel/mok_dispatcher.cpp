@@ -41,6 +41,13 @@ void entry_chunks(const std::vector<int32_t>& entry, int k, const std::vector<in
                   std::vector<int>& highest) {
   lowest.clear();
   highest.clear();
+  if (C == 1) {  // one chunk: every key is 0
+    int64_t rows = 0;
+    for (int64_t r : rows_per_peer) rows += r;
+    lowest.assign(static_cast<size_t>(rows), 0);
+    highest.assign(static_cast<size_t>(rows), 0);
+    return;
+  }
   int64_t i = 0;
   for (size_t q = 0; q < rows_per_peer.size(); ++q)
     for (int64_t m = 0; m < rows_per_peer[q]; ++m, ++i) {
@@ -203,17 +210,16 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   // 0. rows this rank would ship per remote expert (a row shared by m experts of one rank
   // counts 1/m to each), the decisions, and everyone's decisions.
   std::vector<double> rows(static_cast<size_t>(E), 0.0);
-  for (int64_t t = 0; t < n; ++t)
-    for (int s = 0; s < k; ++s) {
-      const int e = expert[t * k + s];
-      if (e < 0 || owner[e] == me) continue;
-      int m = 0;
-      for (int q = 0; q < k; ++q) {
-        const int eq = expert[t * k + q];
-        m += eq >= 0 && owner[eq] == owner[e];
-      }
-      rows[e] += 1.0 / m;
-    }
+  std::vector<int> per_owner(static_cast<size_t>(R), 0);  // the token's kept slots per rank
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t* ex = expert + t * k;
+    for (int s = 0; s < k; ++s)
+      if (ex[s] >= 0) per_owner[owner[ex[s]]]++;
+    for (int s = 0; s < k; ++s)
+      if (ex[s] >= 0 && owner[ex[s]] != me) rows[ex[s]] += 1.0 / per_owner[owner[ex[s]]];
+    for (int s = 0; s < k; ++s)
+      if (ex[s] >= 0) per_owner[owner[ex[s]]] = 0;
+  }
   MokCostParams cost = options_.cost;
   cost.row_value_bytes = static_cast<double>(dtype_size(x.dtype()));  // bf16 rows cost half
   const MokCostModel model(cost, d, f);
@@ -251,30 +257,55 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       log_.shipped_pairs++;
     }
   }
-  for (int q = 0; q < R; ++q)
-    for (int64_t t = 0; t < n; ++t) {
-      int j = 0;
-      size_t base = 0;
-      for (int s = 0; s < k; ++s) {
-        const int64_t p = t * k + s;
-        const int e = expert[p];
-        if (e < 0 || owner[e] != q || shadow_index[e] >= 0) continue;
-        if (j == 0) {
-          base = send_slot_.size();
-          send_token_.push_back(t);
-          head_pair_.push_back(p);
-          head_of_[p] = 1;
-          send_slot_.resize(base + k, -1);
-          send_entry.resize(base + k, -1);
-          send_gate.resize(base + k, real(0));
-          send_rows_[q]++;
-        }
-        send_slot_[base + j] = s;
-        send_entry[base + j] = placement_.local_index(e);
-        send_gate[base + j] = gate[p];
-        ++j;
+  // Rows by destination rank, tokens in order within a rank, entries in slot order: count
+  // each rank's rows, then fill them in one pass over the tokens.
+  auto shipped = [&](int e) { return e >= 0 && shadow_index[e] < 0; };
+  std::vector<int64_t> last_token(static_cast<size_t>(R), -1);
+  for (int64_t t = 0; t < n; ++t)
+    for (int s = 0; s < k; ++s) {
+      const int e = expert[t * k + s];
+      if (!shipped(e) || last_token[owner[e]] == t) continue;
+      last_token[owner[e]] = t;
+      send_rows_[owner[e]]++;
+    }
+  std::vector<int64_t> cursor(static_cast<size_t>(R), 0);  // next row of each destination
+  int64_t sent_rows = 0;
+  for (int q = 0; q < R; ++q) {
+    cursor[q] = sent_rows;
+    sent_rows += send_rows_[q];
+  }
+  send_token_.assign(static_cast<size_t>(sent_rows), 0);
+  head_pair_.assign(static_cast<size_t>(sent_rows), 0);
+  send_slot_.assign(static_cast<size_t>(sent_rows * k), -1);
+  send_entry.assign(static_cast<size_t>(sent_rows * k), -1);
+  send_gate.assign(static_cast<size_t>(sent_rows * k), real(0));
+  std::vector<int64_t> row_of(static_cast<size_t>(R), -1);  // the token's row for each destination
+  std::vector<int> filled(static_cast<size_t>(R), 0);       // entries in it so far
+  for (int64_t t = 0; t < n; ++t) {
+    for (int s = 0; s < k; ++s) {
+      const int64_t p = t * k + s;
+      const int e = expert[p];
+      if (!shipped(e)) continue;
+      const int q = owner[e];
+      if (row_of[q] < 0) {
+        row_of[q] = cursor[q]++;
+        send_token_[static_cast<size_t>(row_of[q])] = t;
+        head_pair_[static_cast<size_t>(row_of[q])] = p;
+        head_of_[static_cast<size_t>(p)] = 1;
+      }
+      const size_t at = static_cast<size_t>(row_of[q] * k + filled[q]++);
+      send_slot_[at] = s;
+      send_entry[at] = placement_.local_index(e);
+      send_gate[at] = gate[p];
+    }
+    for (int s = 0; s < k; ++s) {
+      const int e = expert[t * k + s];
+      if (e >= 0) {
+        row_of[owner[e]] = -1;
+        filled[owner[e]] = 0;
       }
     }
+  }
   for (int q = 0; q < R; ++q)
     if (q != me) log_.shipped_rows += send_rows_[q];
 

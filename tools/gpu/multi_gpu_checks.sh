@@ -14,6 +14,7 @@
 #      GPUs per step.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
 # Settings: PARTS=checks,training,mpi,throughput  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
+#           TPUT_VARIANTS=1gpu,classic,mok,mok_ship,mok_locality
 #           MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
@@ -148,7 +149,7 @@ yaml_for() {
     dense) echo "experiments/gpu/dense_85m.yaml" ;;
   esac
 }
-VARIANTS=(1gpu classic mok mok_ship mok_locality)
+IFS=',' read -r -a VARIANTS <<< "${TPUT_VARIANTS:-1gpu,classic,mok,mok_ship,mok_locality}"
 IFS=',' read -r -a SHAPE_LIST <<< "$SHAPES"
 for shape in "${SHAPE_LIST[@]}"; do
   yaml="$(yaml_for "$shape")"
