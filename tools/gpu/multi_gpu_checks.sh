@@ -172,9 +172,9 @@ for shape in "${SHAPE_LIST[@]}"; do
     "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" > /dev/null 2>&1
   done
 done
-python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" <<'PY'
+python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" "$(IFS=,; echo "${VARIANTS[*]}")" <<'PY'
 import csv, json, sys
-out, shapes, warmup = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+out, shapes, warmup, ran = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4].split(",")
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if v else float("nan")
@@ -201,6 +201,8 @@ for s in shapes:
     one = figures(f"tput_{s}_1gpu")
     classic = figures(f"tput_{s}_classic")
     for v, label in labels.items():
+        if v not in ran:
+            continue
         f = figures(f"tput_{s}_{v}")
         if not f or not f[0] == f[0]:
             print(f"{s:6s} {label:24s} failed"); continue
