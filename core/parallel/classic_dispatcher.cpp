@@ -42,14 +42,14 @@ ClassicDispatcher::ClassicDispatcher(Communicator& comm, ExpertPlacement placeme
                                 " ranks, communicator has " + std::to_string(plane_.size()));
 }
 
-Tensor ClassicDispatcher::to_send_order(const Tensor& rows) const {
-  return send_perm_.empty() ? rows.clone(MemTag{}) : gather(rows, send_perm_);
+Tensor ClassicDispatcher::to_send_order(Tensor rows) const {
+  return send_perm_.empty() ? std::move(rows) : gather(rows, send_perm_);
 }
 Tensor ClassicDispatcher::from_send_order(Tensor rows) const {
   return send_inv_.empty() ? std::move(rows) : gather(rows, send_inv_);
 }
-Tensor ClassicDispatcher::to_expert_major(const Tensor& rows) const {
-  return recv_perm_.empty() ? rows.clone(MemTag{}) : gather(rows, recv_perm_);
+Tensor ClassicDispatcher::to_expert_major(Tensor rows) const {
+  return recv_perm_.empty() ? std::move(rows) : gather(rows, recv_perm_);
 }
 Tensor ClassicDispatcher::to_source_major(Tensor rows) const {
   return recv_inv_.empty() ? std::move(rows) : gather(rows, recv_inv_);
@@ -155,8 +155,7 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   // 2. ship the token rows, one per pair.
   Tensor xs = cx.activation({m, d});
   if (m) ops.gather_rows(x, r.pairs.order, k, xs);
-  Tensor send_x = send_identity ? std::move(xs) : gather(xs, send_perm_);
-  xs.reset();
+  Tensor send_x = to_send_order(std::move(xs));
   Tensor recv_x = cx.activation({recv_total, d});
   plane_.all_to_all_rows(send_x, send_rows_, recv_x, recv_rows_, CommPurpose::dispatch);
   send_x.reset();
@@ -165,15 +164,14 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   if (keep) {
     Tensor gate_rows = cx.empty({m}, kRealDType);
     if (m) ops.pairs_to_rows(r.gate, r.pairs.order, gate_rows);
-    Tensor send_gate = send_identity ? std::move(gate_rows) : gather(gate_rows, send_perm_);
+    Tensor send_gate = to_send_order(std::move(gate_rows));
     Tensor got = cx.empty({recv_total}, kRealDType);
     plane_.all_to_all_rows(send_gate, send_rows_, got, recv_rows_, CommPurpose::control);
-    recv_gate_ = recv_identity ? std::move(got) : gather(got, recv_perm_);
+    recv_gate_ = to_expert_major(std::move(got));
   }
 
   // 4. every local expert on its rows (source order, token order within a source).
-  Tensor xe = recv_identity ? std::move(recv_x) : gather(recv_x, recv_perm_);
-  recv_x.reset();
+  Tensor xe = to_expert_major(std::move(recv_x));
   Tensor ye = bank.grouped->forward(std::move(xe), group_offsets_, keep);
   Tensor back_y = to_source_major(std::move(ye));
 
@@ -215,15 +213,13 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& d
   // dy of every shipped pair to the expert's owner (the reverse of the combine).
   Tensor dys = cx.activation({m, d});
   if (m) ops.gather_rows(dy, order_, k, dys);
-  Tensor send_dy = send_perm_.empty() ? std::move(dys) : gather(dys, send_perm_);
-  dys.reset();
+  Tensor send_dy = to_send_order(std::move(dys));
   Tensor recv_dy = cx.activation({recv_total, d});
   plane_.all_to_all_rows(send_dy, send_rows_, recv_dy, recv_rows_, CommPurpose::combine);
   send_dy.reset();
 
   // Gated expert backward on the owner, rows in the forward's order.
-  Tensor dye = recv_perm_.empty() ? std::move(recv_dy) : gather(recv_dy, recv_perm_);
-  recv_dy.reset();
+  Tensor dye = to_expert_major(std::move(recv_dy));
   Tensor dge = cx.empty({recv_total}, kRealDType);
   Tensor dxe = bank.grouped->backward_gated(dye, recv_gate_, dge);
   dye.reset();

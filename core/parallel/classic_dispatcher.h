@@ -67,9 +67,9 @@ class ClassicDispatcher final : public ExpertDispatcher {
   // Moves rows between the send order and the router's expert-major order (null when they
   // are the same: a placement whose ranks own ascending blocks of experts), and between the
   // receive layout (source-major) and the experts' (expert-major).
-  Tensor to_send_order(const Tensor& rows) const;
+  Tensor to_send_order(Tensor rows) const;
   Tensor from_send_order(Tensor rows) const;
-  Tensor to_expert_major(const Tensor& rows) const;
+  Tensor to_expert_major(Tensor rows) const;
   Tensor to_source_major(Tensor rows) const;
 
   std::unique_ptr<DataPlane> own_plane_;  // the CPU constructor's

@@ -1,5 +1,7 @@
 #include "core/parallel/data_parallel.h"
 
+#include <stdexcept>
+
 #include "core/backend/exec_context.h"
 
 MOK_NN_BEGIN
@@ -7,10 +9,14 @@ MOK_NN_BEGIN
 int64_t all_reduce_dense_gradients(DataPlane& plane, const std::vector<Parameter*>& params) {
   int64_t n = 0;
   DType dtype = kRealDType;
+  bool first = true;
   for (const Parameter* p : params)
     if (!p->expert) {
       n += p->grad.numel();
+      if (!first && p->grad.dtype() != dtype)
+        throw std::logic_error("all_reduce_dense_gradients: gradients of mixed element types (" + p->name + ")");
       dtype = p->grad.dtype();
+      first = false;
     }
   const int64_t bytes = n * static_cast<int64_t>(dtype_size(dtype));
   if (plane.size() == 1 || n == 0) return bytes;
@@ -62,8 +68,13 @@ double global_grad_norm_sq(Communicator& comm, const std::vector<Parameter*>& pa
 }
 
 void broadcast_dense_parameters(DataPlane& plane, const std::vector<Parameter*>& params, int root) {
+  std::vector<Parameter*> dense;
   for (Parameter* p : params)
-    if (!p->expert) plane.broadcast(p->value, root, CommPurpose::weights);
+    if (!p->expert) {
+      plane.broadcast(p->value, root, CommPurpose::weights);
+      dense.push_back(p);
+    }
+  ExecContext::current().ops().refresh_compute_copies(dense);  // bf16 copies follow the values
 }
 
 MOK_NN_END
