@@ -15,7 +15,7 @@
 #include "widgets/config/device_catalog.h"
 #include "widgets/config/device_chooser.h"
 #include "widgets/config/experiment_editor.h"
-#include "widgets/config/memory_estimate.h"
+#include "core/plan/memory_plan.h"
 #include "widgets/config/memory_estimate_bar.h"
 #include "widgets/workbench/run_manager.h"
 #include "widgets/workbench/setup_page.h"

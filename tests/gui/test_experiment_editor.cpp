@@ -6,7 +6,7 @@
 #include "core/config/config_io.h"
 #include "widgets/config/config_field.h"
 #include "widgets/config/experiment_editor.h"
-#include "widgets/config/memory_estimate.h"
+#include "core/plan/memory_plan.h"
 #include "widgets/config/memory_estimate_bar.h"
 #include "widgets/config/rank_schedule_editor.h"
 #include "widgets/config/routing_policy_editor.h"

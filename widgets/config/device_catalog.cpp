@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "core/config/config_check.h"
-#include "widgets/config/memory_estimate.h"
+#include "core/plan/memory_plan.h"
 
 namespace mok::gui {
 

@@ -7,7 +7,7 @@
 #include <QWidget>
 
 #include "core/config/experiment_config.h"
-#include "widgets/config/memory_estimate.h"
+#include "core/plan/memory_plan.h"
 
 class QCustomPlot;
 class QLabel;

@@ -1,4 +1,4 @@
-#include "widgets/config/memory_estimate.h"
+#include "core/plan/memory_plan.h"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "core/config/config_check.h"
 #include "core/train/rank_device.h"
 
-namespace mok::gui {
+namespace mok {
 
 double MemoryEstimate::total_bytes() const {
   double t = 0.0;
@@ -101,4 +101,27 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   return est;
 }
 
-}  // namespace mok::gui
+int largest_batch_that_fits(const ExperimentConfig& config, double capacity_bytes, int upto) {
+  const int step = std::max(1, config.parallel.ranks) * std::max(1, config.train.grad_accum);
+  ExperimentConfig c = config;
+  auto fits = [&](int batch) {
+    c.train.batch = batch;
+    return estimate_memory(c).total_bytes() <= capacity_bytes;
+  };
+  if (!fits(step)) return 0;
+  // The estimate grows with the batch: double, then bisect between the last fit and the first miss.
+  int lo = step, hi = step;
+  while (hi <= upto && fits(hi)) {
+    lo = hi;
+    hi *= 2;
+  }
+  if (hi > upto) hi = upto / step * step + step;
+  while (hi - lo > step) {
+    const int mid = (lo + hi) / 2 / step * step;
+    if (mid <= lo) break;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace mok

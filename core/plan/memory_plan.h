@@ -1,0 +1,40 @@
+#pragma once
+// The memory plan of a config, before anything runs: what one rank (device) needs by
+// category — parameters, gradients, Adam state, saved activations, workspace, communication
+// buffers — in the run's precision (bf16 on a GPU: activations in 2 bytes and a bf16 compute
+// copy of every weight beside its fp32 master; fp32 otherwise) with expert parallelism over
+// parallel.ranks, and the largest batch that fits a capacity. It is an estimate (no allocator
+// overheads, a per-token count of saved tensors): `mok plan` prints it with the accuracy
+// measured against real peaks (docs/training.md, "Memory plan"); the workbench's memory bar
+// shows it until a run's measured figures replace it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config/experiment_config.h"
+
+namespace mok {
+
+struct MemoryEstimate {
+  struct Part {
+    std::string category;  // MemCategory names: parameters, gradients, optimizer_state, ...
+    double bytes = 0.0;
+  };
+  std::vector<Part> parts;  // per device (rank)
+  double parameter_count = 0.0;        // whole model
+  double device_parameter_count = 0.0; // held by one rank
+  double total_bytes() const;
+  double bytes_of(const std::string& category) const;
+};
+
+MemoryEstimate estimate_memory(const ExperimentConfig& config);
+
+// The largest train.batch (a multiple of ranks × grad_accum, at most `upto`) whose estimate
+// fits `capacity_bytes`; 0 when not even the smallest does.
+int largest_batch_that_fits(const ExperimentConfig& config, double capacity_bytes, int upto = 1 << 16);
+
+// Physical memory of this machine in bytes (the capacity of the CPU "device").
+double host_memory_bytes();
+
+}  // namespace mok
