@@ -4,7 +4,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <qcustomplot.h>
+
 #include "core/config/config_io.h"
+#include "core/plan/memory_plan.h"
 #include "widgets/dashboard/live_dashboard.h"
 #include "widgets/plot/expert_load_heat_map.h"
 #include "widgets/plot/layer_bar_plot.h"
@@ -89,6 +92,41 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("memory (cpu), peak in step, MiB"));
     dash.clear();  // a new run sets its own; clearing the data keeps it
     QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("memory (cpu), peak in step, MiB"));
+  }
+
+  void memory_plot_draws_the_plan_beside_the_measurement() {
+    LiveDashboard dash;
+    dash.resize(1000, 700);
+    dash.show();
+    std::vector<MetricRow> rows;
+    for (int s = 1; s <= 20; ++s) rows.push_back(row(s));
+    dash.add_rows(rows);
+    dash.memory_plot()->flush();
+    QVERIFY(!dash.memory_plot()->planned_line_visible());
+    // A plan above every measured figure: the line shows at its value and the axis reaches it.
+    dash.set_planned_bytes(40.0 * 1024 * 1024);
+    QVERIFY(dash.memory_plot()->planned_line_visible());
+    QCOMPARE(dash.memory_plot()->planned_mib(), 40.0);
+    QVERIFY(dash.memory_plot()->plot()->yAxis->range().upper >= 40.0);
+    // A new run starts without the old run's plan.
+    dash.clear();
+    QVERIFY(!dash.memory_plot()->planned_line_visible());
+  }
+
+  void live_page_shows_the_plan_of_a_job() {
+    QTemporaryDir dir;
+    RunManager runs;
+    runs.set_db_path(dir.filePath("runs.db"));
+    LivePage page(&runs);
+    const ExperimentConfig cfg = parse_experiment_config("name: planned\nparallel: {comm: mpi}\n", "plan.yaml");
+    QSignalSpy finished(&runs, &RunManager::job_finished);
+    const int job = runs.launch(cfg);
+    const double planned = estimate_memory(cfg).total_bytes();
+    QCOMPARE(runs.job(job).planned_bytes, planned);
+    page.show_job(job);
+    QVERIFY(page.dashboard()->memory_plot()->planned_line_visible());
+    QCOMPARE(page.dashboard()->memory_plot()->planned_mib(), planned / (1024.0 * 1024.0));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 20000);
   }
 
   void live_page_names_the_device_of_a_job() {

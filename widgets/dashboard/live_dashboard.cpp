@@ -139,9 +139,12 @@ QString LiveDashboard::device_text() const { return device_->text(); }
 
 QString LiveDashboard::title() const { return title_->text(); }
 
+void LiveDashboard::set_planned_bytes(double bytes) { memory_->set_planned_mib(bytes / (1024.0 * 1024.0)); }
+
 void LiveDashboard::clear() {
   for (StreamingPlot* p : {loss_, validation_, throughput_, optimizer_, comm_}) p->clear_data();
   memory_->clear_data();
+  memory_->set_planned_mib(NAN);
   heat_->clear_data();
   loads_.clear();
   saved_bytes_by_layer_.clear();

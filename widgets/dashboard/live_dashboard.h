@@ -38,6 +38,8 @@ class LiveDashboard : public QWidget {
   // Where the run computes and in which precision ("cuda:0", "bf16"): shown beside the title
   // and on the memory plot's axis. Empty strings: not known.
   void set_device(const QString& device, const QString& precision);
+  // The memory plan's total per rank (bytes; NaN: none), drawn on the memory plot.
+  void set_planned_bytes(double bytes);
   QString device_text() const;
   QString title() const;
 

@@ -35,6 +35,33 @@ void StackedMemoryPlot::set_device(const QString& device) {
 
 QString StackedMemoryPlot::y_label() const { return plot()->yAxis->label(); }
 
+void StackedMemoryPlot::set_planned_mib(double mib) {
+  planned_mib_ = mib;
+  if (!plan_line_) {
+    plan_line_ = new QCPItemStraightLine(plot());
+    plan_line_->setPen(QPen(QColor(90, 90, 90), 1.2, Qt::DotLine));
+    plan_label_ = new QCPItemText(plot());
+    plan_label_->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+    plan_label_->setColor(QColor(90, 90, 90));
+    plan_label_->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
+    plan_label_->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+    plan_label_->position->setTypeY(QCPItemPosition::ptPlotCoords);
+  }
+  const bool show = std::isfinite(mib) && mib > 0;
+  plan_line_->setVisible(show);
+  plan_label_->setVisible(show);
+  if (show) {
+    plan_line_->point1->setCoords(0.0, mib);
+    plan_line_->point2->setCoords(1.0, mib);
+    plan_label_->position->setCoords(0.01, mib);
+    plan_label_->setText(tr("plan %1 MiB").arg(mib, 0, 'f', mib < 10 ? 1 : 0));
+  }
+  autoscale_y();
+  request_update();
+}
+
+bool StackedMemoryPlot::planned_line_visible() const { return plan_line_ && plan_line_->visible(); }
+
 void StackedMemoryPlot::set_categories(const QStringList& names) {
   plot()->clearGraphs();
   graphs_.clear();
@@ -157,6 +184,7 @@ void StackedMemoryPlot::autoscale_y() {
   bool peak_found = false;
   const QCPRange p = peak_line_ ? peak_line_->getValueRange(peak_found, QCP::sdBoth, plot()->xAxis->range()) : QCPRange();
   if (peak_found) top = std::max(top, p.upper);
+  if (std::isfinite(planned_mib_) && planned_mib_ > 0) top = std::max(top, planned_mib_);
   plot()->yAxis->setRange(0.0, std::max(top * 1.1, 1e-3));
 }
 

@@ -2,7 +2,9 @@
 // StackedMemoryPlot: memory by category as stacked areas over the x-axis (MiB), each
 // category at the figure that decides whether a step fits: its peak within the step where
 // the trainer records one (saved activations), and a dashed line at the recorded peak of
-// all categories together. The y axis says so and names the device the figures are of.
+// all categories together. The y axis says so and names the device the figures are of. A
+// dotted horizontal line marks the memory plan's total for the run (core/plan), so the
+// prediction and the measurement are seen together.
 
 #include <cmath>
 #include <mutex>
@@ -13,6 +15,8 @@
 #include "widgets/plot/coalesced_plot.h"
 
 class QCPGraph;
+class QCPItemStraightLine;
+class QCPItemText;
 
 namespace mok::gui {
 
@@ -40,6 +44,10 @@ class StackedMemoryPlot : public CoalescedPlot {
   // step, MiB" or "memory (cpu), peak in step, MiB"; "" (not known) leaves "peak in step, MiB".
   void set_device(const QString& device);
   QString y_label() const;
+  // The plan's total per rank (MiB) as a labelled dotted line; NaN hides it.
+  void set_planned_mib(double mib);
+  double planned_mib() const { return planned_mib_; }
+  bool planned_line_visible() const;
 
   void set_x_axis_mode(XAxisMode mode) override;
 
@@ -59,6 +67,9 @@ class StackedMemoryPlot : public CoalescedPlot {
   QStringList names_;
   std::vector<QCPGraph*> graphs_;  // graphs_[i] holds the cumulative sum of categories 0..i
   QCPGraph* peak_line_ = nullptr;  // peak of all categories together
+  QCPItemStraightLine* plan_line_ = nullptr;
+  QCPItemText* plan_label_ = nullptr;
+  double planned_mib_ = NAN;
   std::vector<Row> rows_;
   std::mutex pending_mutex_;
   std::vector<Row> pending_;

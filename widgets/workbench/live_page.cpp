@@ -9,6 +9,7 @@
 #include <QVBoxLayout>
 
 #include "core/config/config_io.h"
+#include "core/plan/memory_plan.h"
 #include "core/store/run_store.h"
 #include "widgets/config/device_catalog.h"
 #include "widgets/dashboard/live_dashboard.h"
@@ -99,6 +100,7 @@ void LivePage::show_job(int job) {
   dashboard_->clear();
   dashboard_->set_title(run_label(runs_->job(job).name, run_id_));
   dashboard_->set_device(runs_->job(job).device, runs_->job(job).precision);
+  dashboard_->set_planned_bytes(runs_->job(job).planned_bytes);
   if (run_id_ && QFileInfo::exists(runs_->db_path())) {
     try {
       std::vector<MetricRow> rows = load_metric_rows(runs_->db_path(), run_id_);
@@ -139,8 +141,10 @@ void LivePage::show_run(qint64 run_id) {
 void LivePage::show_device_of(const mok::RunRecord& rec) {
   // As the run's config placed it; the store's device text where the config no longer parses.
   try {
-    const RankDevice device = rank0_device(parse_experiment_config(rec.config_yaml, "run " + std::to_string(rec.summary.id)));
+    const ExperimentConfig config = parse_experiment_config(rec.config_yaml, "run " + std::to_string(rec.summary.id));
+    const RankDevice device = rank0_device(config);
     dashboard_->set_device(QString::fromStdString(device.label()), QString::fromStdString(device.precision));
+    dashboard_->set_planned_bytes(estimate_memory(config).total_bytes());
   } catch (const std::exception&) {
     dashboard_->set_device(QString::fromStdString(rec.device), QString());
   }

@@ -8,6 +8,7 @@
 #include <QFileInfo>
 
 #include "core/config/config_io.h"
+#include "core/plan/memory_plan.h"
 #include "core/store/run_store.h"
 #include "widgets/config/device_catalog.h"
 #include "widgets/workbench/eta_estimate.h"
@@ -143,6 +144,7 @@ int RunManager::launch(const ExperimentConfig& config, const QString& resume_pat
   j->info.total_steps = config.train.steps;
   const RankDevice device = rank0_device(config);
   j->info.device = QString::fromStdString(device.label());
+  j->info.planned_bytes = estimate_memory(config).total_bytes();
   j->info.precision = QString::fromStdString(device.precision);
   j->config = config;
   j->resume_path = resume_path;

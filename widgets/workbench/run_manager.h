@@ -42,6 +42,7 @@ class RunManager : public QObject {
     QString device;     // where rank 0 computes, as planned from the config: "cpu", "cuda:0"
     QString precision;  // its compute precision: "fp32", "bf16"
     double eta_s = NAN; // seconds left at the recent pace; NaN when not known
+    double planned_bytes = NAN;  // the memory plan's total per rank (core/plan)
   };
 
   explicit RunManager(QObject* parent = nullptr);
