@@ -80,6 +80,9 @@ struct Trainer::Session {
 
   double wall_s() const { return wall_offset_s + seconds_between(started, Clock::now()) - paused_s; }
 
+  // Why the store cannot record the run ("" while it can); rank 0's thread only.
+  std::string store_failure() const { return store_sink ? store_sink->failure() : std::string(); }
+
   void event(const std::string& text) {
     for (MetricSink* s : sinks) s->on_event(text);
   }
@@ -275,6 +278,13 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
   for (MetricSink* sink : s.sinks) sink->on_run_started(started);
   s.run_id = s.store_sink ? s.store_sink->run_id() : started.run_id;
   result.run_id = s.run_id;
+  if (const std::string why = s.store_failure(); !why.empty()) {
+    // Nothing trains that cannot be recorded.
+    result.status = RunStatus::failed;
+    result.message = "the run store cannot record this run, so it was not started: " + why;
+    for (MetricSink* sink : s.sinks) sink->on_run_finished(result.status, result.message);
+    return result;
+  }
   if (resuming) record_resume(s);
 
   try {
@@ -288,6 +298,11 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
   result.wall_s = s.wall_s();
   result.ranks = run_rank_count(config_, s.mpi_comm.get());
   result.rank = s.mpi_comm ? s.mpi_comm->rank() : 0;
+  if (s.store_sink) s.store_sink->flush();
+  if (const std::string why = s.store_failure(); !why.empty() && result.status != RunStatus::failed) {
+    result.status = RunStatus::failed;  // ended, but its last results are not in the store
+    result.message = "the run store cannot record this run's last results: " + why;
+  }
   for (MetricSink* sink : s.sinks) sink->on_run_finished(result.status, result.message);
   return result;
 }
@@ -409,14 +424,27 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
 
   MemoryPeaks peaks;
   RunStatus status = RunStatus::finished;
+  // Set when the store stopped recording: the run ends failed, and writes nothing more.
+  std::string store_failure;
   while (step < tc.steps) {
     if (rc.leader()) wait_while_paused(s);
     bool stop = stop_requested();
+    bool store_failed = false;
+    if (rc.leader()) {
+      store_failure = s.store_failure();
+      store_failed = !store_failure.empty();
+    }
     if (rc.parallel()) {
-      // Rank 0 decides, so every rank leaves the loop at the same step.
-      int64_t flag = rc.leader() && stop ? 1 : 0;
+      // Rank 0 decides, so every rank leaves the loop at the same step (and agrees whether
+      // the stop saves a checkpoint, a collective).
+      int64_t flag = rc.leader() ? (store_failed ? 2 : stop ? 1 : 0) : 0;
       rc.comm->broadcast(&flag, sizeof flag, 0, CommPurpose::control);
       stop = flag != 0;
+      store_failed = flag == 2;
+    }
+    if (store_failed) {
+      status = RunStatus::failed;
+      break;
     }
     if (stop) {
       status = RunStatus::stopped;
@@ -473,7 +501,12 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     if (status == RunStatus::stopped) break;
   }
 
-  if (status == RunStatus::stopped) {
+  if (status == RunStatus::failed) {
+    result.message = "the run store cannot record this run (" +
+                     (store_failure.empty() ? std::string("see rank 0") : store_failure) + "); stopped after step " +
+                     std::to_string(step) + " of " + std::to_string(tc.steps) +
+                     " with nothing more written (checkpoints already on disk are kept)";
+  } else if (status == RunStatus::stopped) {
     if (last_checkpoint_step != step && step > s.start_step) checkpoint();
     result.message = "stopped at step " + std::to_string(step) + " of " + std::to_string(tc.steps);
   } else if (s.start_step >= tc.steps) {
