@@ -1,13 +1,18 @@
 #include "core/train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <new>
 #include <filesystem>
 #include <memory>
 #include <optional>
 
 #include "core/config/config_io.h"
+#include "core/config/model_footprint.h"
 #include "core/parallel/mpi_communicator.h"
 #include "core/model/language_model.h"
 #include "core/store/run_environment.h"
@@ -50,6 +55,33 @@ namespace {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+double host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+// Why a CPU run's model cannot fit this machine's memory ("" when its parameters' state does).
+std::string model_too_large_reason(const ExperimentConfig& cfg) {
+  if (cfg.parallel.device != "cpu") return {};
+  const ModelFootprint fp = model_footprint(cfg);
+  const double memory = host_memory_bytes();
+  if (memory <= 0 || fp.training_bytes <= memory) return {};
+  char params[32];
+  std::snprintf(params, sizeof params, "%.3g", fp.parameters);
+  return "the model is too large for this machine: " + std::string(params) + " parameters (" + model_size_text(cfg) +
+         ") need " + format_footprint_bytes(fp.training_bytes) +
+         " for weights, gradients and AdamW moments alone, and this machine has " + format_footprint_bytes(memory);
+}
+
+// std::bad_alloc says nothing of what was being allocated: say what the model needs.
+std::string out_of_memory_message(const ExperimentConfig& cfg) {
+  return "out of memory: the model (" + model_size_text(cfg) + ") needs about " +
+         format_footprint_bytes(model_footprint(cfg).training_bytes) +
+         " for its parameters' state, plus activations for train.batch " + std::to_string(cfg.train.batch) +
+         " × data.seq_len " + std::to_string(cfg.data.seq_len) + "; make it smaller";
 }
 
 }  // namespace
@@ -201,6 +233,7 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
 
   // Store and resume state first: what the run is, before any heavy work.
   if (const std::string why = unsupported_reason(config_); !why.empty()) return fail_early(why);
+  if (const std::string why = model_too_large_reason(config_); !why.empty()) return fail_early(why);
   if (runs_as_mpi_processes(config_)) {
     // One Trainer per process; the job's size is the rank count. Only rank 0 records.
     try {
@@ -289,6 +322,10 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
 
   try {
     result = run_session(s);
+  } catch (const std::bad_alloc&) {
+    result.status = RunStatus::failed;
+    result.message = out_of_memory_message(config_);
+    s.event("error: " + result.message);
   } catch (const std::exception& e) {
     result.status = RunStatus::failed;
     result.message = e.what();
