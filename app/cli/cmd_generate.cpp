@@ -66,49 +66,22 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
-// Invalid UTF-8 bytes (a byte-level model may split characters) become U+FFFD for JSON.
-std::string valid_utf8(const std::string& s) {
-  std::string out;
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (int k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
-    if (ok && len == 2) ok = c >= 0xC2;  // no overlong forms
-    if (ok && len == 3) {
-      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);  // overlong, surrogates
-    }
-    if (ok && len == 4) {
-      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90) && c <= 0xF4;
-    }
-    if (ok) {
-      out.append(s, i, len);
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
-
 bool parse_number(const char* text, double* out) {
   char* end = nullptr;
   *out = std::strtod(text, &end);
   return end && end != text && *end == '\0';
 }
 
+// Texts may end inside a character (a byte-level model splits them); JsonWriter writes
+// such bytes as U+FFFD.
 void print_batched_json(const ParallelGenerateResult& r, const std::string& prompt) {
   JsonWriter j;
   j.begin_object();
-  j.key("text").value(r.texts.empty() ? std::string() : valid_utf8(r.texts.front()));
+  j.key("text").value(r.texts.empty() ? std::string() : r.texts.front());
   j.key("texts").begin_array();
-  for (const std::string& t : r.texts) j.value(valid_utf8(t));
+  for (const std::string& t : r.texts) j.value(t);
   j.end_array();
-  j.key("prompt").value(valid_utf8(prompt));
+  j.key("prompt").value(prompt);
   j.key("prompt_tokens").value(r.prompt_tokens);
   j.key("new_tokens").value(r.new_tokens);
   j.key("tokens_per_s").value(r.tokens_per_s);
@@ -331,8 +304,8 @@ int cmd_generate(int argc, char** argv) {
     if (json) {
       JsonWriter j;
       j.begin_object();
-      j.key("text").value(valid_utf8(r.text));
-      j.key("prompt").value(valid_utf8(prompt));
+      j.key("text").value(r.text);
+      j.key("prompt").value(prompt);
       j.key("new_tokens").value(r.new_tokens);
       j.key("tokens_per_s").value(r.tokens_per_s);
       j.key("checkpoint").value(gen->checkpoint_dir());

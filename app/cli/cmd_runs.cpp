@@ -235,7 +235,7 @@ int runs_list(int argc, char** argv) {
     filter.status = s;
   }
   const std::string db = a.get("db", kDefaultDb);
-  RunStore store = RunStore::open_readonly(db);
+  RunStore store = RunStore::open_snapshot(db);
   const std::vector<RunSummary> runs = store.list_runs(filter);
   if (a.has("json")) {
     JsonWriter j;
@@ -298,7 +298,7 @@ int runs_show(int argc, char** argv) {
   const Args a = parse_args(argc, argv, {"db"}, {"json"});
   const int64_t id = parse_id(a, 0);
   no_extra_words(a, 1);
-  RunStore store = RunStore::open_readonly(a.get("db", kDefaultDb));
+  RunStore store = RunStore::open_snapshot(a.get("db", kDefaultDb));
   const RunRecord rec = store.get_run(id);
   const RunSummary& s = rec.summary;
   // Last value of every metric.
@@ -400,7 +400,7 @@ int runs_export_csv(int argc, char** argv) {
   const Args a = parse_args(argc, argv, {"db", "out"}, {});
   const int64_t id = parse_id(a, 0);
   no_extra_words(a, 1);
-  RunStore store = RunStore::open_readonly(a.get("db", kDefaultDb));
+  RunStore store = RunStore::open_snapshot(a.get("db", kDefaultDb));
   if (!a.has("out") || a.get("out") == "-") {
     store.export_csv(id, std::cout);
     std::cout.flush();
@@ -520,7 +520,7 @@ int runs_compare(int argc, char** argv) {
       split_list(a.get("metrics", "train/loss,val/bpb,perf/tokens_per_s,perf/step_ms,comm/remote_bytes"));
   if (metrics.empty()) throw UsageError{"--metrics needs at least one metric name"};
   const int64_t skip = parse_count("skip", a.get("skip", "1"));
-  RunStore store = RunStore::open_readonly(a.get("db", kDefaultDb));
+  RunStore store = RunStore::open_snapshot(a.get("db", kDefaultDb));
   const RunComparison c = compare_runs(store, ids, metrics, skip);
 
   if (a.has("json")) {

@@ -126,6 +126,14 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
     }
   }
 
+  // The name names the run's checkpoint folder and fills a column of `mok runs list`.
+  if (c.name.size() > kMaxRunNameBytes) {
+    issue("name", "is " + std::to_string(c.name.size()) + " bytes long; at most " + std::to_string(kMaxRunNameBytes) +
+                      " (it names the run's checkpoint folder)");
+  } else if (std::any_of(c.name.begin(), c.name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20; })) {
+    issue("name", "must not contain control characters such as tabs or line breaks");
+  }
+
   // 2. Rules that tie keys together.
   const ModelConfig& m = c.model;
   if (m.heads > 0 && m.d_model % m.heads != 0) {

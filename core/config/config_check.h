@@ -5,6 +5,7 @@
 // issue in schema order, so a form can highlight all bad fields at once; the loaders throw
 // the first one with the file:line:column of its key.
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct ConfigIssue {
 
   friend bool operator==(const ConfigIssue&, const ConfigIssue&) = default;
 };
+
+// The longest `name` accepted, in bytes: the name becomes part of the run's checkpoint
+// folder name, and file systems cap a file name at 255 bytes.
+inline constexpr size_t kMaxRunNameBytes = 128;
 
 std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& config);
 

@@ -1,5 +1,6 @@
 #include "core/config/config_io.h"
 
+#include <yaml-cpp/depthguard.h>  // YAML::DeepRecursion
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -11,8 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <algorithm>
 #include <set>
 #include <sstream>
+#include <string_view>
+
+#include "core/config/config_text_check.h"
+#include "core/config/quoted_scalar_span.h"
+#include "core/util/special_file.h"
 
 namespace mok {
 namespace {
@@ -37,15 +44,42 @@ const char* expected_text(ConfigType t) {
   return "a value";
 }
 
+// "!!str" for the core schema's tags, the tag itself for others.
+std::string short_tag(const std::string& tag) {
+  const std::string core = "tag:yaml.org,2002:";
+  return tag.compare(0, core.size(), core) == 0 ? "!!" + tag.substr(core.size()) : tag;
+}
+
+bool has_explicit_tag(const YAML::Node& n) { return n.Tag() != "?" && n.Tag() != "!"; }
+
 std::string describe(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Map: return "a map";
     case YAML::NodeType::Sequence: return "a list";
     case YAML::NodeType::Null: return "nothing";
     case YAML::NodeType::Scalar:
+      if (has_explicit_tag(n)) {
+        const std::string tag = short_tag(n.Tag());
+        return "'" + n.Scalar() + "' tagged " + tag + (tag == "!!str" ? " (a string)" : "");
+      }
       return n.Tag() == "!" ? "the quoted string \"" + n.Scalar() + "\"" : "'" + n.Scalar() + "'";
     default: return "an undefined value";
   }
+}
+
+// Whether a scalar's tag lets it be read as `type`: untagged plain scalars always (the
+// value decides), an explicit core tag when it names that type (!!int for an integer).
+bool tag_fits(const YAML::Node& n, ConfigType type) {
+  if (n.Tag() == "?") return true;
+  const std::string tag = short_tag(n.Tag());
+  switch (type) {
+    case ConfigType::Int:
+    case ConfigType::UInt: return tag == "!!int";
+    case ConfigType::Real: return tag == "!!float" || tag == "!!int";
+    case ConfigType::Bool: return tag == "!!bool";
+    case ConfigType::String: return true;
+  }
+  return false;
 }
 
 bool is_section(const std::string& path) {
@@ -91,8 +125,16 @@ class Reader {
  public:
   // line_base/col_base: the position of the text's first character (1-based), so that
   // marks inside an override value map back onto the whole --set argument.
-  Reader(ExperimentConfig& config, LocMap& locs, std::string source, int line_base, int col_base)
-      : config_(config), locs_(locs), source_(std::move(source)), line_base_(line_base), col_base_(col_base) {}
+  // text: what the nodes were parsed from (the file, or an override's value), for checks
+  // that need the source itself (where a quoted value ends).
+  Reader(ExperimentConfig& config, LocMap& locs, std::string source, std::string_view text, int line_base,
+         int col_base)
+      : config_(config),
+        locs_(locs),
+        source_(std::move(source)),
+        text_(text),
+        line_base_(line_base),
+        col_base_(col_base) {}
 
   Loc at(const YAML::Node& n) const {
     const YAML::Mark m = n.Mark();
@@ -152,13 +194,15 @@ class Reader {
       fail(at_or(n, path), path,
            n.IsNull() ? "missing value (expected " + expected + ")" : "expected " + expected + ", got " + describe(n));
     }
+    require_quote_closed_on_its_line(n, path);
     const std::string& text = n.Scalar();
     if (s.type == ConfigType::String) {
       s.set(config_, entry, ConfigValue(text));
       return;
     }
-    // Numbers and booleans must be plain scalars: a quoted "16" is a string.
-    if (n.Tag() != "?") fail(at(n), path, "expected " + expected + ", got " + describe(n));
+    // Numbers and booleans must be plain scalars (or carry their own tag): a quoted "16" or
+    // a !!str 16 is a string.
+    if (!tag_fits(n, s.type)) fail(at(n), path, "expected " + expected + ", got " + describe(n));
     switch (s.type) {
       case ConfigType::Int: {
         int64_t v = 0;
@@ -247,9 +291,34 @@ class Reader {
   ExperimentConfig& config() { return config_; }
 
  private:
+  // A quoted value that runs over a line break has swallowed the lines below it: in a
+  // config every value fits on its key's line, so this is an unclosed quote.
+  void require_quote_closed_on_its_line(const YAML::Node& n, const std::string& path) const {
+    const YAML::Mark m = n.Mark();
+    if (n.Tag() != "!" || m.pos < 0 || static_cast<size_t>(m.pos) >= text_.size()) return;
+    const size_t open = static_cast<size_t>(m.pos);
+    if (text_[open] != '\'' && text_[open] != '"') return;  // a block scalar (| or >)
+    const size_t close = closing_quote_offset(text_, open);
+    const size_t line_end = text_.find('\n', open);
+    if (close != std::string_view::npos && (line_end == std::string_view::npos || close < line_end)) return;
+    const std::string quote(1, text_[open]);
+    if (close == std::string_view::npos) {
+      fail(at(n), path,
+           "the quote " + quote + " opened here is never closed, so every line after it became part of the value; "
+           "close the quote on this line");
+    }
+    const int close_line = line_base_ + m.line + static_cast<int>(std::count(
+                                                     text_.begin() + open, text_.begin() + close, '\n'));
+    fail(at(n), path,
+         "the quote " + quote + " opened here closes only on line " + std::to_string(close_line) +
+             ", so the lines between became part of the value (an unclosed quote?); close it on this line, "
+             "or write a long text as a block scalar (| or >)");
+  }
+
   ExperimentConfig& config_;
   LocMap& locs_;
   std::string source_;
+  std::string_view text_;
   int line_base_;
   int col_base_;
 };
@@ -306,6 +375,8 @@ void apply_override_at(ExperimentConfig& config, const std::string& a, int index
     throw ConfigError(src, index, 1, "", "expected dotted.key=value, got '" + a + "'");
   const std::string key = a.substr(0, eq);
   const int value_col = static_cast<int>(eq) + 2;
+  check_config_text(a, src, index, 1);
+  const std::string value_text = a.substr(eq + 1);
 
   // Key segments with their 1-based columns.
   KeySegments segs;
@@ -321,12 +392,15 @@ void apply_override_at(ExperimentConfig& config, const std::string& a, int index
 
   YAML::Node value;
   try {
-    value = YAML::Load(a.substr(eq + 1));
+    value = YAML::Load(value_text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw ConfigError(src, index, value_col + std::max(0, e.mark.column), key,
+                      "invalid value: nested more than " + std::to_string(e.depth()) + " levels deep");
   } catch (const YAML::Exception& e) {
     throw ConfigError(src, index, value_col + std::max(0, e.mark.column), key, "invalid value: " + e.msg);
   }
 
-  Reader reader(config, locs, src, index, value_col);
+  Reader reader(config, locs, src, value_text, index, value_col);
   const Loc value_loc{src, index, value_col};
   std::string path;
   for (size_t i = 0; i < segs.size(); ++i) {
@@ -374,9 +448,14 @@ Loc locate(const LocMap& locs, std::string key, const std::string& source) {
 
 ExperimentConfig parse_impl(const std::string& text, const std::string& source,
                             const std::vector<std::string>& overrides) {
+  check_config_text(text, source);
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw ConfigError(source, e.mark.line + 1, e.mark.column + 1, "",
+                      "nested more than " + std::to_string(e.depth()) +
+                          " levels deep (an experiment config needs at most 4: section, map, entry, key)");
   } catch (const YAML::Exception& e) {
     throw ConfigError(source, e.mark.line + 1, e.mark.column + 1, "", "YAML syntax error: " + e.msg);
   }
@@ -384,7 +463,7 @@ ExperimentConfig parse_impl(const std::string& text, const std::string& source,
     throw ConfigError(source, 0, 0, "", "empty config: expected a YAML map with keys such as name, model, train");
   ExperimentConfig config;
   LocMap locs;
-  Reader reader(config, locs, source, 1, 1);
+  Reader reader(config, locs, source, text, 1, 1);
   if (docs.size() > 1) {
     const Loc l = reader.at(docs[1]);
     throw ConfigError(source, l.line, l.column, "",
@@ -468,6 +547,8 @@ ExperimentConfig load_experiment_config(const std::string& path, const std::vect
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError(path, 0, 0, "", "is a folder, not a config file");
+  if (const std::string what = special_file_description(path); !what.empty())
+    throw ConfigError(path, 0, 0, "", "is " + what + ", not a regular file; a config is read from a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path, 0, 0, "", std::string("cannot read file: ") + std::strerror(errno));
   std::ostringstream text;

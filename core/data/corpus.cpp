@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/util/special_file.h"
+
 namespace mok {
 namespace fs = std::filesystem;
 
@@ -34,43 +36,6 @@ uint64_t Corpus::content_hash() const {
     feed(d.text);
   }
   return h;
-}
-
-int64_t find_invalid_utf8(std::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return static_cast<int64_t>(i);  // stray continuation byte, C0/C1 or F5..FF
-    }
-    if (i + len > n) return static_cast<int64_t>(i);
-    for (int k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    const bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    const bool surrogate = cp >= 0xD800 && cp <= 0xDFFF;
-    if (overlong || surrogate || cp > 0x10FFFF) return static_cast<int64_t>(i);
-    i += len;
-  }
-  return -1;
 }
 
 namespace {
@@ -166,6 +131,8 @@ Corpus load_path(const std::string& spec) {
       std::string text = read_utf8_file(path / rel);
       if (!text.empty()) corpus.documents.push_back({rel, std::move(text)});
     }
+  } else if (const std::string what = special_file_description(spec); !what.empty()) {
+    throw CorpusError("corpus '" + spec + "' is " + what + ", not a regular file or folder");
   } else {
     throw CorpusError("corpus '" + spec + "' is neither \"brown\" nor an existing file or folder");
   }

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/util/utf8_text.h"  // find_invalid_utf8
+
 namespace mok {
 
 class CorpusError : public std::runtime_error {
@@ -49,8 +51,5 @@ std::string brown_detokenize_line(std::string_view tagged_line);
 // A whole Brown file: one output line per sentence line, a blank line between paragraphs.
 std::string brown_file_to_text(std::string_view tagged_file);
 
-// Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and code points
-// above U+10FFFF count as invalid), or -1 when the whole text is valid.
-int64_t find_invalid_utf8(std::string_view text);
 
 }  // namespace mok

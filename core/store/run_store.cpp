@@ -20,6 +20,8 @@
 #include "core/store/process_identity.h"
 #include "core/store/run_store_schema.h"
 #include "core/store/sqlite_connection.h"
+#include "core/store/store_integrity.h"
+#include "core/store/store_location.h"
 
 namespace mok {
 namespace {
@@ -309,9 +311,15 @@ RunStore RunStore::open(const std::string& path) {
     check_file_header(path);
     if (fs::file_size(path, ec) > 0) {
       // Look before writing anything: a foreign or newer database must stay untouched.
-      SqliteConnection probe(path, SQLITE_OPEN_READONLY);
+      // Immutable when no writer has the store open, so that a refused file gets no -wal
+      // and -shm files beside it either.
+      const bool no_writer = !fs::exists(path + "-wal", ec);
+      SqliteConnection probe(path, SQLITE_OPEN_READONLY | (no_writer ? SQLITE_OPEN_URI : 0),
+                             no_writer ? immutable_uri(path) : std::string());
       sqlite3_busy_timeout(probe.handle(), kBusyTimeoutMs);
-      check_run_store_usable(inspect_run_store(probe), path);
+      const StoreInspection found = inspect_run_store(probe);
+      check_run_store_usable(found, path);
+      if (found.kind == StoreInspection::Kind::ours) check_run_store_intact(probe, path);
     }
   } else {
     const fs::path parent = fs::path(path).parent_path();
@@ -325,6 +333,11 @@ RunStore RunStore::open(const std::string& path) {
   impl->path = path;
   impl->db = std::make_unique<SqliteConnection>(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   SqliteConnection& db = *impl->db;
+  // SQLite quietly opens a file it may not write read-only; a writer must know now, not
+  // after a run has trained with nowhere to record it.
+  if (sqlite3_db_readonly(db.handle(), "main") == 1) {
+    throw StoreError(path + " cannot be written (" + why_not_writable(path) + "); it was left unchanged");
+  }
   sqlite3_busy_timeout(db.handle(), kBusyTimeoutMs);
   for (int attempt = 0;; ++attempt) {
     try {
@@ -335,6 +348,11 @@ RunStore RunStore::open(const std::string& path) {
     } catch (const StoreBusyError&) {
       if (attempt + 1 >= kBusyRetries) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } catch (const StoreError& e) {
+      if (!folder_is_writable(path)) {
+        throw StoreError(path + " cannot be written (" + why_not_writable(path) + "): " + e.what());
+      }
+      throw;
     }
   }
   db.exec("PRAGMA synchronous=NORMAL");
@@ -345,7 +363,11 @@ RunStore RunStore::open(const std::string& path) {
   return store;
 }
 
-RunStore RunStore::open_readonly(const std::string& path) {
+RunStore RunStore::open_readonly(const std::string& path) { return open_reader(path, false); }
+
+RunStore RunStore::open_snapshot(const std::string& path) { return open_reader(path, true); }
+
+RunStore RunStore::open_reader(const std::string& path, bool snapshot) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (path.empty()) throw StoreError("no run store path given");
@@ -355,7 +377,18 @@ RunStore RunStore::open_readonly(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->read_only = true;
-  impl->db = std::make_unique<SqliteConnection>(path, SQLITE_OPEN_READONLY);
+  // Without a write-ahead log beside it no writer has the store open. Then a snapshot, or
+  // any read where no writer could start (a read-only folder or medium), reads the file as
+  // immutable: SQLite creates no -wal and -shm files beside it, which it could not on
+  // read-only media and would leave behind elsewhere. Otherwise a live read-only
+  // connection sees what a running trainer commits.
+  const bool no_writer = !fs::exists(path + "-wal", ec);
+  const bool immutable = no_writer && (snapshot || !folder_is_writable(path));
+  if (immutable) {
+    impl->db = std::make_unique<SqliteConnection>(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, immutable_uri(path));
+  } else {
+    impl->db = std::make_unique<SqliteConnection>(path, SQLITE_OPEN_READONLY);
+  }
   SqliteConnection& db = *impl->db;
   sqlite3_busy_timeout(db.handle(), kBusyTimeoutMs);
   const StoreInspection found = inspect_run_store(db);

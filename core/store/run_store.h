@@ -34,6 +34,11 @@ class RunStore {
   // Browse only; the file must exist. An older schema is read as it is (never migrated):
   // what later schemas added, such as run environments, reads as not recorded.
   static RunStore open_readonly(const std::string& path);
+  // Browse once, as the store is now (the one-shot `mok runs` commands): when no writer has
+  // the store open, the file is read as immutable and nothing is created beside it (no -wal
+  // or -shm files); while a trainer writes it, as open_readonly. A writer that starts and
+  // finishes during the read may make that read fail; read again.
+  static RunStore open_snapshot(const std::string& path);
   ~RunStore();
   RunStore(RunStore&&) noexcept;
   RunStore& operator=(RunStore&&) noexcept;
@@ -87,6 +92,7 @@ class RunStore {
  private:
   struct Impl;
   explicit RunStore(std::unique_ptr<Impl> impl);
+  static RunStore open_reader(const std::string& path, bool snapshot);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -21,7 +21,7 @@ void RunStoreSink::guarded(F&& f) {
     f();
   } catch (const std::exception& e) {
     last_error_ = e.what();
-    if (error_count_++ == 0) std::fprintf(stderr, "mok: run store: %s (training continues)\n", e.what());
+    if (error_count_++ == 0) std::fprintf(stderr, "mok: run store: %s\n", e.what());
   }
 }
 
@@ -74,11 +74,25 @@ void RunStoreSink::on_event(const std::string& text) {
 
 void RunStoreSink::commit_checkpoint(int64_t step, const std::string& path) {
   if (run_id_ == 0 || !writer_) return;
+  bool failed = false;
   guarded([&] {
-    writer_->flush_with_checkpoint(step, path);
+    try {
+      writer_->flush_with_checkpoint(step, path);
+    } catch (...) {
+      failed = true;
+      throw;
+    }
     committed_step_ = step;
     committed_path_ = path;
   });
+  // A checkpoint the store cannot list must not appear.
+  if (failed) throw StoreError("the run store cannot record the checkpoint of step " + std::to_string(step) + ": " +
+                               last_error_);
+}
+
+std::string RunStoreSink::failure() const {
+  if (error_count_ > 0) return last_error_;
+  return writer_ ? writer_->last_error() : std::string();
 }
 
 void RunStoreSink::on_checkpoint(int64_t step, const std::string& path) {

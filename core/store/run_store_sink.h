@@ -12,9 +12,10 @@
 // Metrics go through a MetricWriter (batched, flushed at least every max_delay_ms, and
 // before every event, checkpoint and the end of the run). A trainer that calls
 // commit_checkpoint before making a checkpoint visible gets the metrics and the checkpoint
-// row in the store first, in one transaction. A store failure never stops
-// training: the rows stay buffered for the next try, the message is kept in last_error()
-// and printed once to stderr. The RunStore must outlive the sink and stay where it is
+// row in the store first, in one transaction. A store failure is kept (failure(),
+// last_error()) and printed once to stderr; the rows stay buffered for a later try. The
+// trainer asks failure() after every step and stops a run whose results cannot be
+// recorded; commit_checkpoint throws, so that no checkpoint appears that the store lacks. The RunStore must outlive the sink and stay where it is
 // (the sink and its writer keep a reference to it).
 
 #include <cstdint>
@@ -51,9 +52,13 @@ class RunStoreSink : public MetricSink {
 
   // Before a checkpoint becomes visible: the buffered metric rows and the checkpoint row in
   // one transaction, so the store never lags a checkpoint on disk. The on_checkpoint that
-  // follows for the same step and path is then not recorded twice. A store failure is
-  // handled as everywhere here (kept, reported once, training continues).
+  // follows for the same step and path is then not recorded twice. Throws StoreError when
+  // the store cannot record them (the checkpoint must then not be published).
   void commit_checkpoint(int64_t step, const std::string& path);
+
+  // "" while every write has succeeded (or the background writer's retry has); else why the
+  // run's results cannot be recorded.
+  std::string failure() const;
 
   int64_t run_id() const { return run_id_; }
   void flush();

@@ -9,8 +9,8 @@
 
 namespace mok {
 
-SqliteConnection::SqliteConnection(const std::string& path, int flags) : path_(path) {
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+SqliteConnection::SqliteConnection(const std::string& path, int flags, const std::string& open_name) : path_(path) {
+  const int rc = sqlite3_open_v2((open_name.empty() ? path : open_name).c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close_v2(db_);

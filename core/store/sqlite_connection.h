@@ -47,8 +47,9 @@ class SqliteStatement {
 
 class SqliteConnection {
  public:
-  // flags: SQLITE_OPEN_* bits. Throws StoreError.
-  SqliteConnection(const std::string& path, int flags);
+  // flags: SQLITE_OPEN_* bits. `open_name`, when given, is what SQLite opens (a file: URI
+  // with SQLITE_OPEN_URI) while messages keep naming `path`. Throws StoreError.
+  SqliteConnection(const std::string& path, int flags, const std::string& open_name = {});
   ~SqliteConnection();
   SqliteConnection(const SqliteConnection&) = delete;
   SqliteConnection& operator=(const SqliteConnection&) = delete;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,25 @@ constexpr const char* kFormat1 = "mok-checkpoint-1";  // no file checksums
 constexpr const char* kFormat2 = "mok-checkpoint-2";
 
 [[noreturn]] void fail(const std::string& what) { throw CheckpointError(what); }
+
+// A weight that is NaN or infinite makes every output it touches NaN: generation would print
+// arbitrary bytes and a resume would fail at its first step, far from the cause.
+void require_finite_weights(const SafeTensorsFile& file, const std::string& name) {
+  const SafeTensor& t = file.get(name);
+  if (t.dtype != SafeDType::f32) return;  // read_into names the wrong dtype
+  const size_t n = t.bytes.size() / sizeof(float);
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, t.bytes.data() + i * sizeof(float), sizeof v);
+    bad += std::isfinite(v) ? 0 : 1;
+  }
+  if (bad > 0) {
+    fail(file.path() + ": tensor '" + name + "' holds " + std::to_string(bad) + " of " + std::to_string(n) +
+         " values that are not finite (NaN or infinity); these weights cannot be used (restore an earlier "
+         "checkpoint)");
+  }
+}
 
 void fsync_path(const fs::path& p, bool directory) {
   const int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
@@ -387,7 +407,10 @@ void load_model_weights(const std::string& dir, const std::vector<Parameter*>& p
 void load_model_weights(const std::string& dir, const std::vector<Parameter*>& params, size_t model_tensors) {
   verify_checkpoint_file(dir, CheckpointFiles::model);
   const SafeTensorsFile file = SafeTensorsFile::read((fs::path(dir) / CheckpointFiles::model).string());
-  for (Parameter* p : params) file.read_into(p->name, p->value);
+  for (Parameter* p : params) {
+    require_finite_weights(file, p->name);
+    file.read_into(p->name, p->value);
+  }
   if (file.tensors().size() != model_tensors) {
     fail(file.path() + ": holds " + std::to_string(file.tensors().size()) +
          " tensors, the model has " + std::to_string(model_tensors) +

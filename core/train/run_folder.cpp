@@ -4,6 +4,8 @@
 #include <ctime>
 #include <filesystem>
 
+#include "core/config/config_check.h"
+
 namespace mok {
 
 namespace fs = std::filesystem;
@@ -23,7 +25,10 @@ std::string timestamp_now() {
 
 std::string safe_run_name(const std::string& name) {
   std::string s;
-  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+  // At most kMaxRunNameBytes, so the folder name stays far below the 255-byte file name limit
+  // whatever name a front end passes.
+  for (char c : name.substr(0, kMaxRunNameBytes))
+    s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
   return s.empty() ? std::string("run") : s;
 }
 

@@ -8,7 +8,8 @@
 
 namespace mok {
 
-// A folder-name-safe version of a run name: letters, digits, '-' and '_' kept, others '_'.
+// A folder-name-safe version of a run name: letters, digits, '-' and '_' kept, others '_',
+// cut to its first kMaxRunNameBytes bytes (core/config/config_check.h).
 std::string safe_run_name(const std::string& name);
 
 // The folder (not created) for a new run named `name` with store id `run_id` (0: none).

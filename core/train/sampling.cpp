@@ -11,6 +11,14 @@ namespace mok {
 int32_t sample_token(std::span<const float> logits, const SamplingOptions& o, CounterRng& rng) {
   const int n = static_cast<int>(logits.size());
   if (n == 0) throw std::invalid_argument("sample_token: empty logits");
+  // A NaN sorts nowhere and an infinity makes every probability NaN: the draw would be
+  // arbitrary bytes, not text.
+  for (const float v : logits) {
+    if (!std::isfinite(v)) {
+      throw NonFiniteLogits("the model's logits are not finite (NaN or infinity): its weights are damaged or "
+                            "drove it out of float range; no token can be sampled");
+    }
+  }
   if (o.temperature < 0 || !(o.top_p > 0 && o.top_p <= 1) || o.top_k < 0) {
     throw std::invalid_argument("sample_token: temperature must be >= 0, top_p in (0, 1], top_k >= 0");
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 
 #include "core/util/counter_rng.h"
 
@@ -16,7 +17,13 @@ struct SamplingOptions {
   double top_p = 1.0;        // keep the smallest set whose probability reaches p; 1 → all
 };
 
-// logits: (vocab). Throws std::invalid_argument on bad options or empty logits.
+// Logits with a NaN or an infinity: no distribution to sample from.
+struct NonFiniteLogits : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// logits: (vocab). Throws std::invalid_argument on bad options or empty logits,
+// NonFiniteLogits when a logit is NaN or infinite.
 int32_t sample_token(std::span<const float> logits, const SamplingOptions& options, CounterRng& rng);
 
 }  // namespace mok

@@ -1,13 +1,18 @@
 #include "core/train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <new>
 #include <filesystem>
 #include <memory>
 #include <optional>
 
 #include "core/config/config_io.h"
+#include "core/config/model_footprint.h"
 #include "core/parallel/mpi_communicator.h"
 #include "core/model/language_model.h"
 #include "core/store/run_environment.h"
@@ -52,6 +57,33 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+double host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+// Why a CPU run's model cannot fit this machine's memory ("" when its parameters' state does).
+std::string model_too_large_reason(const ExperimentConfig& cfg) {
+  if (cfg.parallel.device != "cpu") return {};
+  const ModelFootprint fp = model_footprint(cfg);
+  const double memory = host_memory_bytes();
+  if (memory <= 0 || fp.training_bytes <= memory) return {};
+  char params[32];
+  std::snprintf(params, sizeof params, "%.3g", fp.parameters);
+  return "the model is too large for this machine: " + std::string(params) + " parameters (" + model_size_text(cfg) +
+         ") need " + format_footprint_bytes(fp.training_bytes) +
+         " for weights, gradients and AdamW moments alone, and this machine has " + format_footprint_bytes(memory);
+}
+
+// std::bad_alloc says nothing of what was being allocated: say what the model needs.
+std::string out_of_memory_message(const ExperimentConfig& cfg) {
+  return "out of memory: the model (" + model_size_text(cfg) + ") needs about " +
+         format_footprint_bytes(model_footprint(cfg).training_bytes) +
+         " for its parameters' state, plus activations for train.batch " + std::to_string(cfg.train.batch) +
+         " × data.seq_len " + std::to_string(cfg.data.seq_len) + "; make it smaller";
+}
+
 }  // namespace
 
 struct Trainer::Session {
@@ -79,6 +111,9 @@ struct Trainer::Session {
   int64_t session_tokens = 0;
 
   double wall_s() const { return wall_offset_s + seconds_between(started, Clock::now()) - paused_s; }
+
+  // Why the store cannot record the run ("" while it can); rank 0's thread only.
+  std::string store_failure() const { return store_sink ? store_sink->failure() : std::string(); }
 
   void event(const std::string& text) {
     for (MetricSink* s : sinks) s->on_event(text);
@@ -198,6 +233,7 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
 
   // Store and resume state first: what the run is, before any heavy work.
   if (const std::string why = unsupported_reason(config_); !why.empty()) return fail_early(why);
+  if (const std::string why = model_too_large_reason(config_); !why.empty()) return fail_early(why);
   if (runs_as_mpi_processes(config_)) {
     // One Trainer per process; the job's size is the rank count. Only rank 0 records.
     try {
@@ -275,10 +311,21 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
   for (MetricSink* sink : s.sinks) sink->on_run_started(started);
   s.run_id = s.store_sink ? s.store_sink->run_id() : started.run_id;
   result.run_id = s.run_id;
+  if (const std::string why = s.store_failure(); !why.empty()) {
+    // Nothing trains that cannot be recorded.
+    result.status = RunStatus::failed;
+    result.message = "the run store cannot record this run, so it was not started: " + why;
+    for (MetricSink* sink : s.sinks) sink->on_run_finished(result.status, result.message);
+    return result;
+  }
   if (resuming) record_resume(s);
 
   try {
     result = run_session(s);
+  } catch (const std::bad_alloc&) {
+    result.status = RunStatus::failed;
+    result.message = out_of_memory_message(config_);
+    s.event("error: " + result.message);
   } catch (const std::exception& e) {
     result.status = RunStatus::failed;
     result.message = e.what();
@@ -288,6 +335,11 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
   result.wall_s = s.wall_s();
   result.ranks = run_rank_count(config_, s.mpi_comm.get());
   result.rank = s.mpi_comm ? s.mpi_comm->rank() : 0;
+  if (s.store_sink) s.store_sink->flush();
+  if (const std::string why = s.store_failure(); !why.empty() && result.status != RunStatus::failed) {
+    result.status = RunStatus::failed;  // ended, but its last results are not in the store
+    result.message = "the run store cannot record this run's last results: " + why;
+  }
   for (MetricSink* sink : s.sinks) sink->on_run_finished(result.status, result.message);
   return result;
 }
@@ -409,14 +461,27 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
 
   MemoryPeaks peaks;
   RunStatus status = RunStatus::finished;
+  // Set when the store stopped recording: the run ends failed, and writes nothing more.
+  std::string store_failure;
   while (step < tc.steps) {
     if (rc.leader()) wait_while_paused(s);
     bool stop = stop_requested();
+    bool store_failed = false;
+    if (rc.leader()) {
+      store_failure = s.store_failure();
+      store_failed = !store_failure.empty();
+    }
     if (rc.parallel()) {
-      // Rank 0 decides, so every rank leaves the loop at the same step.
-      int64_t flag = rc.leader() && stop ? 1 : 0;
+      // Rank 0 decides, so every rank leaves the loop at the same step (and agrees whether
+      // the stop saves a checkpoint, a collective).
+      int64_t flag = rc.leader() ? (store_failed ? 2 : stop ? 1 : 0) : 0;
       rc.comm->broadcast(&flag, sizeof flag, 0, CommPurpose::control);
       stop = flag != 0;
+      store_failed = flag == 2;
+    }
+    if (store_failed) {
+      status = RunStatus::failed;
+      break;
     }
     if (stop) {
       status = RunStatus::stopped;
@@ -473,7 +538,12 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     if (status == RunStatus::stopped) break;
   }
 
-  if (status == RunStatus::stopped) {
+  if (status == RunStatus::failed) {
+    result.message = "the run store cannot record this run (" +
+                     (store_failure.empty() ? std::string("see rank 0") : store_failure) + "); stopped after step " +
+                     std::to_string(step) + " of " + std::to_string(tc.steps) +
+                     " with nothing more written (checkpoints already on disk are kept)";
+  } else if (status == RunStatus::stopped) {
     if (last_checkpoint_step != step && step > s.start_step) checkpoint();
     result.message = "stopped at step " + std::to_string(step) + " of " + std::to_string(tc.steps);
   } else if (s.start_step >= tc.steps) {

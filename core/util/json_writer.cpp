@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/util/utf8_text.h"
+
 namespace mok {
 
 void JsonWriter::separate() {
@@ -73,7 +75,9 @@ JsonWriter& JsonWriter::null() {
   return *this;
 }
 
-std::string JsonWriter::escape(std::string_view s) {
+std::string JsonWriter::escape(std::string_view raw) {
+  // JSON text is UTF-8: bytes that break it (a file name, a quoted config value) become U+FFFD.
+  const std::string s = replace_invalid_utf8(raw);
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {

@@ -25,7 +25,8 @@ class JsonWriter {
   JsonWriter& null();
   const std::string& str() const { return out_; }
 
-  static std::string escape(std::string_view s);  // with the quotes
+  // With the quotes; bytes that are not valid UTF-8 become U+FFFD (JSON must be UTF-8).
+  static std::string escape(std::string_view s);
 
  private:
   void separate();

@@ -1,5 +1,6 @@
 // Next-token sampling: greedy picks the argmax; top-k and top-p never pick outside their
-// sets; the same seed gives the same draws; frequencies follow the softmax.
+// sets; the same seed gives the same draws; frequencies follow the softmax; logits that are
+// not finite are refused.
 #include <QtTest>
 
 #include <cmath>
@@ -51,6 +52,16 @@ class TestTrainSampling : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, mok::sample_token(l, {-1.0, 0, 1.0}, rng));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, mok::sample_token(l, {1.0, 0, 0.0}, rng));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, mok::sample_token({}, {1.0, 0, 1.0}, rng));
+  }
+
+  // Logits of NaN weights were sampled into arbitrary ids (NUL bytes printed, exit 0).
+  void nonFiniteLogitsThrow() {
+    mok::CounterRng rng(4);
+    for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+      const std::vector<float> l{0.5f, bad, 1.0f};
+      QVERIFY_THROWS_EXCEPTION(mok::NonFiniteLogits, mok::sample_token(l, {1.0, 0, 1.0}, rng));
+      QVERIFY_THROWS_EXCEPTION(mok::NonFiniteLogits, mok::sample_token(l, {0.0, 0, 1.0}, rng));
+    }
   }
 };
 

@@ -1,0 +1,35 @@
+// A model far beyond any machine (valid by every config rule) failed with only
+// "std::bad_alloc", after the run was recorded. It is refused before anything is written,
+// with the sizes that make it large and the bytes it would need.
+#include <QtTest>
+
+#include <QTemporaryDir>
+
+#include <filesystem>
+
+#include "support/cli_process.h"
+
+class TestCliModelTooLarge : public QObject {
+  Q_OBJECT
+ private slots:
+  void absurdModelIsRefusedWithItsSizes() {
+    QTemporaryDir tmp;
+    const QString db = tmp.path() + "/runs.db";
+    // 1024 layers × 65536 experts of 3 × 65536 × 1048576 weights: ~1.4e19 parameters.
+    const auto r = mok::test::run_command(
+        MOK_CLI_PATH,
+        {"train", "experiments/quickstart.yaml", "--db", db, "--set", "model.layers=1024", "--set",
+         "model.d_model=65536", "--set", "model.heads=1024", "--set", "model.experts=65536", "--set",
+         "model.expert_hidden=1048576", "--set", "logging.checkpoint_dir=" + tmp.path() + "/ckpt", "--quiet"},
+        MOK_SOURCE_DIR);
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.err.contains("too large for this machine"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("model.d_model 65536") && r.err.contains("model.expert_hidden 1048576"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("EiB"), qPrintable(r.err));
+    QVERIFY(!r.err.contains("bad_alloc"));
+    QVERIFY(!std::filesystem::exists(db.toStdString()));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliModelTooLarge)
+#include "test_cli_model_too_large.moc"
