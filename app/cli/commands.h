@@ -8,5 +8,6 @@ int cmd_train(int argc, char** argv);     // cmd_train.cpp
 int cmd_config(int argc, char** argv);    // cmd_config.cpp
 int cmd_runs(int argc, char** argv);      // cmd_runs.cpp
 int cmd_generate(int argc, char** argv);  // cmd_generate.cpp
+int cmd_export(int argc, char** argv);    // cmd_export.cpp
 
 }  // namespace mok::cli

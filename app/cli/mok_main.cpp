@@ -3,6 +3,7 @@
 //   mok config validate|print|schema ...
 //   mok runs list|show|export-csv ...
 //   mok generate CHECKPOINT ...
+//   mok export CONFIG --slurm --nodes N --gpus-per-node G ...
 // Each subcommand lives in its own cmd_*.cpp; this file only dispatches.
 
 #include <cstdio>
@@ -27,6 +28,7 @@ const Command kCommands[] = {
     {"config", mok::cli::cmd_config, "validate, print or document experiment configs"},
     {"runs", mok::cli::cmd_runs, "list, show and export runs in a run store"},
     {"generate", mok::cli::cmd_generate, "sample text from a checkpoint"},
+    {"export", mok::cli::cmd_export, "write a folder that trains a config on a Slurm cluster"},
 };
 
 void print_usage(FILE* out) {
