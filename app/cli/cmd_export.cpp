@@ -80,9 +80,8 @@ int cmd_export(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
-    auto take = [&](const char* what, std::string* into) {
+    auto take = [&](std::string* into) {
       if (!next) return false;
-      (void)what;
       *into = next;
       ++i;
       return true;
@@ -114,16 +113,16 @@ int cmd_export(int argc, char** argv) {
       a.per_node = v;
       (arg == "--gpus-per-node" ? a.has_gpus : a.has_tasks) = true;
     } else if (arg == "--partition") {
-      if (!take("--partition", &a.job.partition)) return usage_error("--partition needs a name");
+      if (!take(&a.job.partition)) return usage_error("--partition needs a name");
     } else if (arg == "--account") {
-      if (!take("--account", &a.job.account)) return usage_error("--account needs a name");
+      if (!take(&a.job.account)) return usage_error("--account needs a name");
     } else if (arg == "--time") {
-      if (!take("--time", &a.job.time)) return usage_error("--time needs a time limit");
+      if (!take(&a.job.time)) return usage_error("--time needs a time limit");
     } else if (arg == "--out") {
-      if (!take("--out", &a.out) || a.out.empty()) return usage_error("--out needs a folder");
+      if (!take(&a.out) || a.out.empty()) return usage_error("--out needs a folder");
     } else if (arg == "--set") {
       std::string v;
-      if (!take("--set", &v)) return usage_error("--set needs key=value");
+      if (!take(&v)) return usage_error("--set needs key=value");
       a.overrides.push_back(v);
     } else if (arg.rfind("--set=", 0) == 0) {
       a.overrides.push_back(arg.substr(6));
