@@ -9,5 +9,6 @@ int cmd_config(int argc, char** argv);    // cmd_config.cpp
 int cmd_runs(int argc, char** argv);      // cmd_runs.cpp
 int cmd_generate(int argc, char** argv);  // cmd_generate.cpp
 int cmd_plan(int argc, char** argv);      // cmd_plan.cpp
+int cmd_export(int argc, char** argv);    // cmd_export.cpp
 
 }  // namespace mok::cli

@@ -4,6 +4,7 @@
 //   mok runs list|show|export-csv ...
 //   mok generate CHECKPOINT ...
 //   mok plan CONFIG [--device-memory SIZE] [--json]
+//   mok export CONFIG --slurm --nodes N --gpus-per-node G ...
 // Each subcommand lives in its own cmd_*.cpp; this file only dispatches.
 
 #include <cstdio>
@@ -29,6 +30,7 @@ const Command kCommands[] = {
     {"runs", mok::cli::cmd_runs, "list, show and export runs in a run store"},
     {"generate", mok::cli::cmd_generate, "sample text from a checkpoint"},
     {"plan", mok::cli::cmd_plan, "the memory a config needs per rank, and whether it fits"},
+    {"export", mok::cli::cmd_export, "write a folder that trains a config on a Slurm cluster"},
 };
 
 void print_usage(FILE* out) {

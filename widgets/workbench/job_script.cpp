@@ -1,36 +1,44 @@
 #include "widgets/workbench/job_script.h"
 
+#include <algorithm>
+
 #include <QFile>
 #include <QFileInfo>
-#include <QRegularExpression>
 #include <QSaveFile>
 
+#include "core/cluster/slurm_job.h"
 #include "core/config/config_io.h"
-
-// resources.qrc lives in the static mok_widgets library: register it explicitly, since the
-// linker may drop its static initializer.
-static void init_mok_resources() { Q_INIT_RESOURCE(resources); }
 
 namespace mok::gui {
 
+namespace {
+
+// The workbench's job: one node; CPU ranks over MPI get a task each, other ranks run as
+// threads of one task (local ranks, or GPUs of one process over NCCL).
+SlurmJobOptions slurm_options(const ExperimentConfig& c, const QString& script_name, const QString& config_name,
+                              const JobScriptOptions& options) {
+  SlurmJobOptions o;
+  o.nodes = 1;
+  o.tasks_per_node = c.parallel.comm == "mpi" ? std::max(1, c.parallel.ranks) : 1;
+  o.time = options.time.toStdString();
+  o.db = options.db.toStdString();
+  o.script_name = script_name.toStdString();
+  o.config_name = config_name.toStdString();
+  return o;
+}
+
+}  // namespace
+
+QString job_script_problem(const ExperimentConfig& c, const QString& script_name, const QString& config_name,
+                           const JobScriptOptions& options) {
+  return QString::fromStdString(slurm_job_problem(c, slurm_options(c, script_name, config_name, options)));
+}
+
 QString job_script_text(const ExperimentConfig& c, const QString& script_name, const QString& config_name,
                         const JobScriptOptions& options) {
-  init_mok_resources();
-  QFile f(":/templates/slurm_job.sh");
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  QString text = QString::fromUtf8(f.readAll());
-  QString job = QString::fromStdString(c.name);
-  job.replace(QRegularExpression("[^A-Za-z0-9_.-]"), "_");
-  const bool cuda = c.parallel.device == "cuda";
-  text.replace("{{NAME}}", QString::fromStdString(c.name));
-  text.replace("{{JOB_NAME}}", job);
-  text.replace("{{SCRIPT_NAME}}", script_name);
-  text.replace("{{CONFIG_NAME}}", config_name);
-  text.replace("{{DB}}", options.db);
-  text.replace("{{TIME}}", options.time);
-  text.replace("{{GPUS}}", QString::number(cuda ? std::max(1, c.parallel.ranks) : 0));
-  text.replace("{{CPUS}}", QString::number(std::max(1, c.parallel.threads * std::max(1, c.parallel.ranks))));
-  return text;
+  const SlurmJobOptions o = slurm_options(c, script_name, config_name, options);
+  if (!slurm_job_problem(c, o).empty()) return {};
+  return QString::fromStdString(slurm_job_script(c, o));
 }
 
 QStringList job_script_outputs(const QString& script_path) {
@@ -54,6 +62,10 @@ bool write_job_script(const ExperimentConfig& c, const QString& script_path, QSt
     if (error) *error = QStringLiteral("%1 already exists; nothing was written").arg(existing.join(QStringLiteral(" and ")));
     return false;
   }
+  if (const QString why = job_script_problem(c, info.fileName(), config_name, options); !why.isEmpty()) {
+    if (error) *error = why;
+    return false;
+  }
   try {
     save_experiment_config(c, config_path.toStdString());
   } catch (const std::exception& e) {
@@ -61,10 +73,6 @@ bool write_job_script(const ExperimentConfig& c, const QString& script_path, QSt
     return false;
   }
   const QString text = job_script_text(c, info.fileName(), config_name, options);
-  if (text.isEmpty()) {
-    if (error) *error = QStringLiteral("the job script template is missing from the resources");
-    return false;
-  }
   QSaveFile out(script_path);
   if (!out.open(QIODevice::WriteOnly)) {
     if (error) *error = out.errorString();

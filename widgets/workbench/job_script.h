@@ -1,6 +1,6 @@
 #pragma once
-// Cluster job scripts: the Slurm template (resources/templates/slurm_job.sh) filled for a
-// config. write_job_script() writes the script and the config YAML beside it.
+// Cluster job scripts for the Export menu: the core's Slurm job (core/cluster/slurm_job.h)
+// on one node for a config. write_job_script() writes the script and the config YAML beside it.
 
 #include <QString>
 #include <QStringList>
@@ -20,7 +20,11 @@ QStringList job_script_outputs(const QString& script_path);
 // Those of them that exist now (what writing would replace).
 QStringList existing_job_script_outputs(const QString& script_path);
 
-// The script text for `config`, whose YAML is saved as `config_name` beside the script.
+// Why no script can be written for `config` with these names and options ("" when one can).
+QString job_script_problem(const ExperimentConfig& config, const QString& script_name, const QString& config_name,
+                           const JobScriptOptions& options = {});
+// The script text for `config`, whose YAML is saved as `config_name` beside the script; ""
+// when job_script_problem() names a problem.
 QString job_script_text(const ExperimentConfig& config, const QString& script_name, const QString& config_name,
                         const JobScriptOptions& options = {});
 // Writes `script_path` (executable) and <script's folder>/<script's base name>.yaml; false
