@@ -15,6 +15,8 @@
 #include "core/cluster/job_folder.h"
 #include "core/cluster/slurm_job.h"
 #include "core/config/config_io.h"
+#include "core/plan/memory_plan.h"
+#include "core/util/byte_size.h"
 #include "core/util/json_writer.h"
 
 namespace mok::cli {
@@ -164,6 +166,22 @@ int cmd_export(int argc, char** argv) {
     std::fprintf(stderr, "mok export: %s\n", why.c_str());
     return 2;
   }
+  // The memory plan of the chosen layout, before anything is written (core/plan).
+  const MemoryEstimate plan = estimate_memory(job);
+  std::printf("memory plan: %s per rank (parameters %s, saved activations %s)",
+              format_byte_size(static_cast<int64_t>(plan.total_bytes())).c_str(),
+              format_byte_size(static_cast<int64_t>(plan.bytes_of("parameters"))).c_str(),
+              format_byte_size(static_cast<int64_t>(plan.bytes_of("saved_activations"))).c_str());
+  if (const auto limit = parse_byte_size(job.parallel.device_memory_limit); limit && *limit > 0) {
+    const double cap = static_cast<double>(*limit);
+    if (plan.total_bytes() <= cap)
+      std::printf(": fits parallel.device_memory_limit %s\n", format_byte_size(*limit).c_str());
+    else
+      std::printf(": does NOT fit parallel.device_memory_limit %s (the largest batch that fits: %d)\n",
+                  format_byte_size(*limit).c_str(), largest_batch_that_fits(job, cap));
+  } else {
+    std::printf(" (`mok plan %s --device-memory SIZE` checks it against a card)\n", a.config.c_str());
+  }
   const std::string folder = a.out.empty() ? slurm_job_name(job.name) + "-slurm" : a.out;
   std::error_code ec;
   if (!a.force && std::filesystem::exists(folder, ec)) {
@@ -200,6 +218,7 @@ int cmd_export(int argc, char** argv) {
     j.key("device").value(job.parallel.device);
     j.key("comm").value(job.parallel.comm);
     j.key("submit").value(submit);
+    j.key("planned_bytes_per_rank").value(plan.total_bytes());
     j.end_object();
     std::printf("%s\n", j.str().c_str());
   }

@@ -118,7 +118,10 @@ class TestCliExport : public QObject {
                      "dense_hidden: 64}\n"
                      "train:    {steps: 400, batch: 8, lr: 3.0e-3, warmup_steps: 5, eval_every: 100, "
                      "eval_batches: 1, checkpoint_every: 10}\n"
-                     "parallel: {device: cpu, ranks: 1, comm: local, threads: 1}\n"
+                     // A slow emulated link (slept, results unchanged) keeps each step a few
+                     // milliseconds long, so Slurm's USR1 lands well before the last step even on
+                     // a fast, idle machine.
+                     "parallel: {device: cpu, ranks: 1, comm: local, threads: 1, link_gbps: 0.02, link_sleep: true}\n"
                      "logging:  {progress: false, checkpoint_dir: /elsewhere/checkpoints}\n");
     // srun's options dropped, its tasks started by Open MPI, as the script's comment offers.
     bin_ = tmp_.path() + "/bin";
@@ -156,6 +159,10 @@ class TestCliExport : public QObject {
     QCOMPARE(r.json["ranks"].toInt(), 8);
     QCOMPARE(r.json["comm"].toString(), QString("nccl"));
     QCOMPARE(r.json["submit"].toString(), QString("cd gpu && sbatch job.sbatch"));
+    // The memory plan of the layout is said before the folder is written.
+    QVERIFY(r.json["planned_bytes_per_rank"].toDouble() > 0);
+    QVERIFY2(r.out.indexOf("memory plan: ") >= 0 && r.out.indexOf("memory plan: ") < r.out.indexOf("wrote "),
+             qPrintable(r.out));
 
     const QString script = QString::fromStdString(read_all((dir + "/job.sbatch").toStdString()));
     for (const char* line : {"#SBATCH --job-name=tiny\n", "#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=4\n",
