@@ -530,7 +530,8 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   for (const auto& pairs : shadow_pairs_) shadow_rows += static_cast<int64_t>(pairs.size());
   Tensor results = cx.activation({shadow_rows + sent_total, d});
   Tensor got_y = row_block(results, shadow_rows, sent_total);
-  Tensor ye = cx.activation({batch_rows, d});  // every local expert's outputs, expert-major
+  // Every local expert's outputs, expert-major (the grouped product makes its own).
+  Tensor ye = grouped_ ? Tensor() : cx.activation({batch_rows, d});
   DrainOnExit drain_on_exit{*worker_};
   std::vector<CommWorker::Ticket> arrived(static_cast<size_t>(C), 0);
   for (int c = 0; c < C && !rows_with_meta; ++c)  // 5. the token rows, chunk by chunk
@@ -667,7 +668,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
   for (const auto& pairs : shadow_pairs_) shadow_rows += static_cast<int64_t>(pairs.size());
   Tensor results = cx.activation({shadow_rows + sent_total, d});
   Tensor got_dx = row_block(results, shadow_rows, sent_total);
-  Tensor dxe = cx.activation({batch_rows, d});      // every local expert's dx, expert-major
+  Tensor dxe = grouped_ ? Tensor() : cx.activation({batch_rows, d});  // every local expert's dx, expert-major
   Tensor dge = cx.empty({batch_rows}, kRealDType);  // … and its gate gradients
   DrainOnExit drain_on_exit{*worker_};
   std::vector<CommWorker::Ticket> arrived(static_cast<size_t>(C));
