@@ -234,12 +234,15 @@ int cmd_train(int argc, char** argv) {
       std::fprintf(stderr, "mok train: %s\n", e.what());
       return 1;
     }
-  } else if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && std::atoi(n) > 1) {
-    const std::string msg = std::string("launched as ") + n +
-                            " MPI processes but parallel.comm is '" + config.parallel.comm +
-                            "'; add --set parallel.comm=mpi (CPU) or nccl (GPUs), or run one process";
+  } else if (const int n = launched_task_count(); n > 1) {
+    // Several processes, but the config is not one rank of them: each would train alone
+    // into the same store and checkpoint folder.
+    const std::string msg = "launched as " + std::to_string(n) + " processes (mpirun or srun) but parallel.comm is '" +
+                            config.parallel.comm +
+                            (mpi_launch_detected() ? "'" : "' and no MPI launcher is seen (srun without --mpi=pmix?)") +
+                            "; add --set parallel.comm=mpi (CPU) or nccl (GPUs) under an MPI launcher, or run one process";
     std::fprintf(stderr, "mok train: %s\n", msg.c_str());
-    if (a.json && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK") : "0") == 0) {
+    if (a.json && launched_task_index() == 0) {
       TrainResult none;
       print_json(none, msg);
     }

@@ -26,6 +26,27 @@ bool mpi_launch_detected() {
   return false;
 }
 
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+}  // namespace
+
+int launched_task_count() {
+  int n = std::max(env_int("OMPI_COMM_WORLD_SIZE", 1), env_int("PMI_SIZE", 1));
+  if (std::getenv("SLURM_PROCID")) n = std::max(n, env_int("SLURM_STEP_NUM_TASKS", 1));
+  return std::max(n, 1);
+}
+
+int launched_task_index() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
+  return 0;
+}
+
 #if defined(MOK_HAVE_MPI)
 
 namespace {

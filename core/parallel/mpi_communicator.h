@@ -26,6 +26,14 @@ bool mpi_available();
 // OMPI_COMM_WORLD_SIZE), srun (PMIX_RANK or PMI_SIZE) or Hydra (PMI_SIZE).
 bool mpi_launch_detected();
 
+// How many processes a launcher started together with this one, as its environment says
+// (mpirun: OMPI_COMM_WORLD_SIZE; srun: SLURM_STEP_NUM_TASKS inside a step; Hydra/PMI-2:
+// PMI_SIZE), with this one's index among them; 1 and 0 when none did. Also seen when srun
+// has no MPI plugin, where mpi_launch_detected() is false: a config that is not one rank of
+// such a job must then be refused, or every task would train alone into the same store.
+int launched_task_count();
+int launched_task_index();
+
 // MPI_Init_thread on construction (unless MPI is already initialized), asking for
 // MPI_THREAD_SERIALIZED so that a rank's CommWorker may run its collectives; MPI_Finalize on
 // destruction (only if this object initialized it). One per process, in main().

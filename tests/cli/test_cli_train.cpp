@@ -135,6 +135,24 @@ class TestCliTrain : public QObject {
     QVERIFY2(bad.err.contains("parallel.device_memory_limit") && bad.err.contains("not a size"), qPrintable(bad.err));
   }
 
+  // Started as one of several tasks (srun without an MPI plugin here) with a config that is not
+  // one rank of them: refused before anything is written, instead of each task training alone
+  // into the same store.
+  void severalLaunchedTasksOfAOneProcessConfigAreRefused() {
+    const QString cfg = write_config("tasks.yaml", tiny_yaml(3, "tasks"));
+    const QString db = tmp_.path() + "/tasks.db";
+    qputenv("SLURM_PROCID", "0");
+    qputenv("SLURM_STEP_NUM_TASKS", "2");
+    const Result r = run_mok({"train", cfg, "--db", db, "--json", "--quiet"}, tmp_.path());
+    qunsetenv("SLURM_PROCID");
+    qunsetenv("SLURM_STEP_NUM_TASKS");
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("launched as 2 processes") && r.err.contains("srun without --mpi=pmix"), qPrintable(r.err));
+    QVERIFY(!r.json["error"].toString().isEmpty());
+    QVERIFY(!QFile::exists(db));
+    QVERIFY(!QDir(tmp_.path() + "/tasks").exists());
+  }
+
   void jsonSummaryIsTheLastLine() {
     const QString cfg = write_config("tiny.yaml", tiny_yaml(10, "json"));
     const QString db = tmp_.path() + "/json.db";
