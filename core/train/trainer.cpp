@@ -330,6 +330,10 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
     result.status = RunStatus::failed;
     result.message = e.what();
     s.event(std::string("error: ") + e.what());
+    // How far memory got before the failure (one rank per process: its tracker), e.g. when
+    // parallel.device_memory_limit stopped the run.
+    result.peak_bytes = std::max(result.peak_bytes, s.tracker.peak_total());
+    result.peak_device_bytes = std::max(result.peak_device_bytes, s.tracker.peak_total(DeviceType::cuda));
   }
   result.run_id = s.run_id;
   result.wall_s = s.wall_s();

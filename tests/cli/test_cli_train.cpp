@@ -118,6 +118,8 @@ class TestCliTrain : public QObject {
     QCOMPARE(r.json["status"].toString(), QString("failed"));
     QVERIFY2(r.err.contains("parallel.device_memory_limit (200 KiB on the CPU) reached"), qPrintable(r.err));
     QVERIFY2(r.err.contains(" more for ") && r.err.contains("parameters"), qPrintable(r.err));
+    // How far memory got before the limit stopped it: some, and not past the limit.
+    QVERIFY(r.json["peak_bytes"].toDouble() > 0 && r.json["peak_bytes"].toDouble() <= 200 * 1024);
     {
       mok::RunStore store = mok::RunStore::open_readonly(db.toStdString());
       const mok::RunRecord run = store.get_run(r.json["run_id"].toInteger());
