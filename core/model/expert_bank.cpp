@@ -25,4 +25,21 @@ ExpertBank make_stacked_expert_bank(const std::vector<GroupedSwiGlu::ExpertSpec>
   return bank;
 }
 
+std::vector<int64_t> stacked_row_offsets(const ExpertBank& bank, const std::vector<int>& experts,
+                                         const std::vector<int64_t>& rows) {
+  std::vector<int64_t> rows_of(static_cast<size_t>(bank.size()), 0);
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int e = experts[i];
+    if (rows[i] > 0 && !bank.experts.at(static_cast<size_t>(e)))
+      throw std::logic_error("ExpertBank: rows for expert " + std::to_string(e) + ", which is not held here");
+    rows_of[static_cast<size_t>(e)] = rows[i];
+  }
+  std::vector<int64_t> offsets(1, 0);
+  for (int e = 0; e < bank.size(); ++e)
+    if (bank.experts[e]) offsets.push_back(offsets.back() + rows_of[static_cast<size_t>(e)]);
+  if (!bank.grouped || static_cast<int>(offsets.size()) != bank.grouped->groups() + 1)
+    throw std::logic_error("ExpertBank: the stack and the experts held here disagree");
+  return offsets;
+}
+
 MOK_NN_END

@@ -23,6 +23,12 @@ struct ExpertBank {
   int size() const { return static_cast<int>(experts.size()); }
 };
 
+// Row offsets (G + 1) of `bank`'s stacked groups for one grouped product: experts[i] gets
+// rows[i] rows, every other expert held here none. Throws std::logic_error for rows of an
+// expert not held here, or a stack that does not match the experts held.
+std::vector<int64_t> stacked_row_offsets(const ExpertBank& bank, const std::vector<int>& experts,
+                                         const std::vector<int64_t>& rows);
+
 // experts: one spec per global expert; local: which of them this rank holds (empty = all).
 ExpertBank make_stacked_expert_bank(const std::vector<GroupedSwiGlu::ExpertSpec>& experts,
                                     const std::vector<bool>& local, int64_t d, int64_t f, double init_std,

@@ -3,56 +3,24 @@
 #include <stdexcept>
 
 #include "core/backend/exec_context.h"
+#include "core/parallel/row_moves.h"
 
 MOK_NN_BEGIN
 
-namespace {
-
-Tensor upload_i32(const std::vector<int32_t>& v) {
-  return ExecContext::current().upload(v.data(), {static_cast<int64_t>(v.size())}, DType::i32);
-}
-
-// out[i] = rows[index[i]] for a 2-D tensor of rows or a 1-D one of values.
-Tensor gather(const Tensor& rows, const Tensor& index) {
-  const ExecContext& cx = ExecContext::current();
-  std::vector<int64_t> shape = rows.shape();
-  shape[0] = index.numel();
-  Tensor out = cx.empty(shape, rows.dtype());
-  if (index.numel() == 0) return out;
-  if (rows.rank() == 1)
-    cx.ops().pairs_to_rows(rows, index, out);
-  else
-    cx.ops().gather_rows(rows, index, 1, out);
-  return out;
-}
-
-}  // namespace
-
 ClassicDispatcher::ClassicDispatcher(DataPlane& plane, ExpertPlacement placement)
     : plane_(plane), placement_(std::move(placement)) {
-  if (placement_.ranks() != plane_.size())
-    throw std::invalid_argument("ClassicDispatcher: placement for " + std::to_string(placement_.ranks()) +
-                                " ranks, communicator has " + std::to_string(plane_.size()));
+  check_setup();
 }
 
 ClassicDispatcher::ClassicDispatcher(Communicator& comm, ExpertPlacement placement)
     : own_plane_(std::make_unique<HostDataPlane>(comm)), plane_(*own_plane_), placement_(std::move(placement)) {
+  check_setup();
+}
+
+void ClassicDispatcher::check_setup() const {
   if (placement_.ranks() != plane_.size())
     throw std::invalid_argument("ClassicDispatcher: placement for " + std::to_string(placement_.ranks()) +
                                 " ranks, communicator has " + std::to_string(plane_.size()));
-}
-
-Tensor ClassicDispatcher::to_send_order(Tensor rows) const {
-  return send_perm_.empty() ? std::move(rows) : gather(rows, send_perm_);
-}
-Tensor ClassicDispatcher::from_send_order(Tensor rows) const {
-  return send_inv_.empty() ? std::move(rows) : gather(rows, send_inv_);
-}
-Tensor ClassicDispatcher::to_expert_major(Tensor rows) const {
-  return recv_perm_.empty() ? std::move(rows) : gather(rows, recv_perm_);
-}
-Tensor ClassicDispatcher::to_source_major(Tensor rows) const {
-  return recv_inv_.empty() ? std::move(rows) : gather(rows, recv_inv_);
 }
 
 Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool keep) {
@@ -91,16 +59,7 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
       for (int64_t i = off[e]; i < off[e + 1]; ++i) send_perm.push_back(static_cast<int32_t>(i));
     }
   }
-  bool send_identity = true;
-  for (size_t i = 0; i < send_perm.size() && send_identity; ++i) send_identity = send_perm[i] == static_cast<int32_t>(i);
-  send_perm_ = Tensor();
-  send_inv_ = Tensor();
-  if (!send_identity) {
-    std::vector<int32_t> inv(send_perm.size());
-    for (size_t i = 0; i < send_perm.size(); ++i) inv[static_cast<size_t>(send_perm[i])] = static_cast<int32_t>(i);
-    send_perm_ = upload_i32(send_perm);
-    send_inv_ = upload_i32(inv);
-  }
+  send_order_ = make_row_permutation(send_perm);
 
   // 1. counts: rank s tells me how many rows it sends for each of my experts.
   std::vector<int64_t> recv_counts(static_cast<size_t>(R) * L, 0);  // [s·L + l]
@@ -128,34 +87,17 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
       local_rows[l] += c;
     }
   }
-  bool recv_identity = true;
-  for (size_t i = 0; i < recv_perm.size() && recv_identity; ++i) recv_identity = recv_perm[i] == static_cast<int32_t>(i);
-  recv_perm_ = Tensor();
-  recv_inv_ = Tensor();
-  if (!recv_identity) {
-    std::vector<int32_t> inv(recv_perm.size());
-    for (size_t i = 0; i < recv_perm.size(); ++i) inv[static_cast<size_t>(recv_perm[i])] = static_cast<int32_t>(i);
-    recv_perm_ = upload_i32(recv_perm);
-    recv_inv_ = upload_i32(inv);
-  }
+  expert_major_ = make_row_permutation(recv_perm);
   // Row offsets of the bank's stacked experts (those held here but placed elsewhere get none).
   counts_ = DispatchCounts{};
   counts_.expert_rows.assign(E, 0);
-  group_offsets_.assign(1, 0);
-  for (int e = 0, l = 0; e < E; ++e) {
-    if (!bank.experts[e]) continue;
-    const bool placed_here = l < L && mine[l] == e;
-    const int64_t rows = placed_here ? local_rows[l++] : 0;
-    counts_.expert_rows[e] = rows;
-    group_offsets_.push_back(group_offsets_.back() + rows);
-  }
-  if (static_cast<int>(group_offsets_.size()) != bank.grouped->groups() + 1)
-    throw std::logic_error("ClassicDispatcher: the bank's experts and its stack disagree");
+  for (int l = 0; l < L; ++l) counts_.expert_rows[mine[l]] = local_rows[l];
+  group_offsets_ = stacked_row_offsets(bank, mine, local_rows);
 
   // 2. ship the token rows, one per pair.
   Tensor xs = cx.activation({m, d});
   if (m) ops.gather_rows(x, r.pairs.order, k, xs);
-  Tensor send_x = to_send_order(std::move(xs));
+  Tensor send_x = send_order_.apply(std::move(xs));
   Tensor recv_x = cx.activation({recv_total, d});
   plane_.all_to_all_rows(send_x, send_rows_, recv_x, recv_rows_, CommPurpose::dispatch);
   send_x.reset();
@@ -164,22 +106,22 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   if (keep) {
     Tensor gate_rows = cx.empty({m}, kRealDType);
     if (m) ops.pairs_to_rows(r.gate, r.pairs.order, gate_rows);
-    Tensor send_gate = to_send_order(std::move(gate_rows));
+    Tensor send_gate = send_order_.apply(std::move(gate_rows));
     Tensor got = cx.empty({recv_total}, kRealDType);
     plane_.all_to_all_rows(send_gate, send_rows_, got, recv_rows_, CommPurpose::control);
-    recv_gate_ = to_expert_major(std::move(got));
+    recv_gate_ = expert_major_.apply(std::move(got));
   }
 
   // 4. every local expert on its rows (source order, token order within a source).
-  Tensor xe = to_expert_major(std::move(recv_x));
+  Tensor xe = expert_major_.apply(std::move(recv_x));
   Tensor ye = bank.grouped->forward(std::move(xe), group_offsets_, keep);
-  Tensor back_y = to_source_major(std::move(ye));
+  Tensor back_y = expert_major_.undo(std::move(ye));
 
   // 5. outputs back to the sources, in their send order.
   Tensor got_y = cx.activation({m, d});
   plane_.all_to_all_rows(back_y, recv_rows_, got_y, send_rows_, CommPurpose::combine);
   back_y.reset();
-  got_y = from_send_order(std::move(got_y));
+  got_y = send_order_.undo(std::move(got_y));
 
   // 6. gated combine, slots in order.
   Tensor y = cx.activation({n, d});
@@ -213,18 +155,18 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& d
   // dy of every shipped pair to the expert's owner (the reverse of the combine).
   Tensor dys = cx.activation({m, d});
   if (m) ops.gather_rows(dy, order_, k, dys);
-  Tensor send_dy = to_send_order(std::move(dys));
+  Tensor send_dy = send_order_.apply(std::move(dys));
   Tensor recv_dy = cx.activation({recv_total, d});
   plane_.all_to_all_rows(send_dy, send_rows_, recv_dy, recv_rows_, CommPurpose::combine);
   send_dy.reset();
 
   // Gated expert backward on the owner, rows in the forward's order.
-  Tensor dye = to_expert_major(std::move(recv_dy));
+  Tensor dye = expert_major_.apply(std::move(recv_dy));
   Tensor dge = cx.empty({recv_total}, kRealDType);
   Tensor dxe = bank.grouped->backward_gated(dye, recv_gate_, dge);
   dye.reset();
-  Tensor back_dx = to_source_major(std::move(dxe));
-  Tensor back_dgate = to_source_major(std::move(dge));
+  Tensor back_dx = expert_major_.undo(std::move(dxe));
+  Tensor back_dgate = expert_major_.undo(std::move(dge));
 
   // dx rows (the reverse of the dispatch) and dgate back to the sources.
   Tensor got_dx = cx.activation({m, d});
@@ -232,8 +174,8 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& d
   back_dx.reset();
   Tensor got_dgate = cx.empty({m}, kRealDType);
   plane_.all_to_all_rows(back_dgate, recv_rows_, got_dgate, send_rows_, CommPurpose::control);
-  got_dx = from_send_order(std::move(got_dx));
-  got_dgate = from_send_order(std::move(got_dgate));
+  got_dx = send_order_.undo(std::move(got_dx));
+  got_dgate = send_order_.undo(std::move(got_dgate));
 
   dgate = cx.empty({n * k}, kRealDType);
   ops.rows_to_pairs(got_dgate, order_, dgate);  // 0 for dropped pairs

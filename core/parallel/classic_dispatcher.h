@@ -34,6 +34,7 @@
 #include "core/parallel/communicator.h"
 #include "core/parallel/data_plane.h"
 #include "core/parallel/expert_placement.h"
+#include "core/parallel/row_moves.h"
 #include "core/model/expert_dispatcher.h"
 #include "core/real.h"
 
@@ -64,13 +65,7 @@ class ClassicDispatcher final : public ExpertDispatcher {
   const ExpertPlacement& placement() const { return placement_; }
 
  private:
-  // Moves rows between the send order and the router's expert-major order (null when they
-  // are the same: a placement whose ranks own ascending blocks of experts), and between the
-  // receive layout (source-major) and the experts' (expert-major).
-  Tensor to_send_order(Tensor rows) const;
-  Tensor from_send_order(Tensor rows) const;
-  Tensor to_expert_major(Tensor rows) const;
-  Tensor to_source_major(Tensor rows) const;
+  void check_setup() const;
 
   std::unique_ptr<DataPlane> own_plane_;  // the CPU constructor's
   DataPlane& plane_;
@@ -83,8 +78,10 @@ class ClassicDispatcher final : public ExpertDispatcher {
   std::vector<int64_t> send_rows_;    // (R) rows to each rank
   std::vector<int64_t> recv_rows_;    // (R) rows from each rank
   std::vector<int64_t> group_offsets_;  // (G + 1) rows of each stacked expert, expert-major
-  Tensor send_perm_, send_inv_;       // (m) i32 send row ↔ expert-major row; empty: identity
-  Tensor recv_perm_, recv_inv_;       // (recv rows) i32 expert-major ↔ source-major; empty: identity
+  // The router's expert-major rows → send order (identity for a placement whose ranks own
+  // ascending blocks of experts), and the received (source-major) rows → the local experts'
+  // expert-major batch.
+  RowPermutation send_order_, expert_major_;
   Tensor order_, row_of_pair_;        // the router's pair order (kept for backward)
   Tensor recv_gate_;                  // gates of the received rows, expert-major
   bool kept_ = false;

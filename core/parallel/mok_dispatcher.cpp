@@ -5,33 +5,12 @@
 #include <stdexcept>
 
 #include "core/backend/exec_context.h"
+#include "core/parallel/row_moves.h"
 #include "core/routing/routing_decision.h"
 
 MOK_NN_BEGIN
 
 namespace {
-
-Tensor upload_i32(const std::vector<int32_t>& v) {
-  return ExecContext::current().upload(v.data(), {static_cast<int64_t>(v.size())}, DType::i32);
-}
-Tensor upload_real(const std::vector<real>& v) {
-  return ExecContext::current().upload(v.data(), {static_cast<int64_t>(v.size())}, kRealDType);
-}
-
-// out[i] = src[index[i] / div] for i < index.size(): rows of src gathered on its device.
-Tensor gather(const Tensor& src, const std::vector<int64_t>& index, int div) {
-  const ExecContext& cx = ExecContext::current();
-  Tensor out = cx.empty({static_cast<int64_t>(index.size()), src.dim(1)}, src.dtype());
-  if (index.empty()) return out;
-  std::vector<int32_t> idx(index.begin(), index.end());
-  cx.ops().gather_rows(src, upload_i32(idx), div, out);
-  return out;
-}
-
-// Rows [first, first + count) of a (rows, d) tensor, sharing its storage.
-Tensor row_block(const Tensor& t, int64_t first, int64_t count) {
-  return t.view(first * t.dim(1), {count, t.dim(1)});
-}
 
 // Chunk keys of rows listed peer by peer (rows_per_peer[q] rows whose experts live on the
 // rank computing peer q's rows, which holds experts_at[q] experts): the chunk of the row's
@@ -511,18 +490,13 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   for (int l = 0; l < L; ++l) expert_start_.push_back(expert_start_.back() + static_cast<int64_t>(expert_entries_[l].size()));
   const int64_t batch_rows = expert_start_.back();
   if (grouped_) {
-    group_offsets_.assign(1, 0);
-    for (int e = 0, l = 0; e < E; ++e) {
-      if (!bank.experts[e]) continue;
-      const bool placed_here = l < L && mine[l] == e;
-      group_offsets_.push_back(group_offsets_.back() + (placed_here ? static_cast<int64_t>(expert_entries_[l++].size()) : 0));
-    }
-    if (static_cast<int>(group_offsets_.size()) != bank.grouped->groups() + 1)
-      throw std::logic_error("MokDispatcher: the bank's experts and its stack disagree");
+    std::vector<int64_t> rows(static_cast<size_t>(L));
+    for (int l = 0; l < L; ++l) rows[l] = static_cast<int64_t>(expert_entries_[l].size());
+    group_offsets_ = stacked_row_offsets(bank, mine, rows);
   }
 
   // send_fwd_ layout; with one chunk the rows have already gone.
-  Tensor send_x = rows_with_meta ? Tensor() : gather(x, layout_order(send_fwd_, send_token_), 1);
+  Tensor send_x = rows_with_meta ? Tensor() : gather_by(x, layout_order(send_fwd_, send_token_), 1);
   Tensor back_y = cx.activation({recv_total, d});  // recv_cmb_ layout: one reduced row per received row
   // The groups' results, combined at the end: the shadowed pairs' gated rows first (in
   // my_shadowed_ order, pairs in order), then the returned rows (send_cmb_ layout).
@@ -552,15 +526,10 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       }
     if (grouped_ && shadow_rows > 0) {  // all shadow copies in one grouped product
       GroupedSwiGlu& stack = *shadow_bank_->grouped;
-      std::vector<int64_t> offsets(1, 0);
-      for (int e = 0, i = 0; e < E; ++e) {
-        if (!shadow_bank_->experts[e]) continue;
-        const bool used = i < static_cast<int>(my_shadowed_.size()) && my_shadowed_[i] == e;
-        offsets.push_back(offsets.back() + (used ? static_cast<int64_t>(shadow_pairs_[i++].size()) : 0));
-      }
-      if (static_cast<int>(offsets.size()) != stack.groups() + 1)
-        throw std::logic_error("MokDispatcher: the shadow stack and the placement disagree");
-      Tensor ys = stack.forward(gather(x, all_pairs, k), offsets, keep);
+      std::vector<int64_t> rows;
+      for (const auto& pairs : shadow_pairs_) rows.push_back(static_cast<int64_t>(pairs.size()));
+      const std::vector<int64_t> offsets = stacked_row_offsets(*shadow_bank_, my_shadowed_, rows);
+      Tensor ys = stack.forward(gather_by(x, all_pairs, k), offsets, keep);
       Tensor dst = row_block(results, 0, shadow_rows);
       ops.scale_rows(ys, upload_real(g), dst);
     } else {
@@ -568,7 +537,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
       for (size_t i = 0; i < my_shadowed_.size(); ++i) {
         const auto& pairs = shadow_pairs_[i];
         const int64_t m = static_cast<int64_t>(pairs.size());
-        Tensor yse = shadows_.at(my_shadowed_[i])->forward(gather(x, pairs, k), keep);
+        Tensor yse = shadows_.at(my_shadowed_[i])->forward(gather_by(x, pairs, k), keep);
         Tensor dst = row_block(results, at, m);
         std::vector<real> g_i(g.begin() + at, g.begin() + at + m);
         if (m) ops.scale_rows(yse, upload_real(g_i), dst);
@@ -587,11 +556,11 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
         const std::vector<int64_t> r_l = entry_rows(expert_entries_[l], k, recv_fwd_);
         rows.insert(rows.end(), r_l.begin(), r_l.end());
       }
-      ye = bank.grouped->forward(gather(recv_x, rows, 1), group_offsets_, keep);
+      ye = bank.grouped->forward(gather_by(recv_x, rows, 1), group_offsets_, keep);
     } else {
       for (int l = 0; l < L; ++l) {
         if (expert_chunk(l, L, C) != c || expert_entries_[l].empty()) continue;
-        Tensor xe = gather(recv_x, entry_rows(expert_entries_[l], k, recv_fwd_), 1);
+        Tensor xe = gather_by(recv_x, entry_rows(expert_entries_[l], k, recv_fwd_), 1);
         Tensor out = bank.experts[mine[l]]->forward(xe, keep);
         cx.allocator().copy_within(row_block(ye, expert_start_[l], out.dim(0)).raw(), out.raw(), out.bytes());
       }
@@ -659,7 +628,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
   // whose highest expert is in group c or later. A row's dx goes back (the reverse of the
   // dispatch) in the chunk of its lowest expert, once that group is done.
   const int C = chunks_;
-  Tensor send_dy = gather(dy, layout_order(send_cmb_, send_token_), 1);  // send_cmb_ layout
+  Tensor send_dy = gather_by(dy, layout_order(send_cmb_, send_token_), 1);  // send_cmb_ layout
   Tensor recv_dy = cx.activation({recv_total, d});  // recv_cmb_ layout
   Tensor back_dx = cx.activation({recv_total, d});  // recv_fwd_ layout
   // The groups' input gradients, combined at the end: the shadowed pairs' rows first, then
@@ -699,7 +668,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
       const std::vector<int64_t> pairs(all_pairs.begin(), all_pairs.end());
       Tensor ge = cx.empty({shadow_rows}, kRealDType);
       ops.pairs_to_rows(gate_, upload_i32(all_pairs), ge);
-      Tensor dxs = shadow_bank_->grouped->backward_gated(gather(dy, pairs, k), ge, shadow_dgate);
+      Tensor dxs = shadow_bank_->grouped->backward_gated(gather_by(dy, pairs, k), ge, shadow_dgate);
       mem.copy_within(row_block(results, 0, shadow_rows).raw(), dxs.raw(), dxs.bytes());
     } else {
       int64_t at = 0;
@@ -711,7 +680,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
         Tensor ge = cx.empty({m}, kRealDType);
         Tensor dg = shadow_dgate.view(at, {m});
         if (m) ops.pairs_to_rows(gate_, upload_i32(pair_idx), ge);
-        Tensor dxs = sc.backward_gated(gather(dy, pairs, k), &ge, &dg);
+        Tensor dxs = sc.backward_gated(gather_by(dy, pairs, k), &ge, &dg);
         mem.copy_within(row_block(results, at, m).raw(), dxs.raw(), dxs.bytes());
         at += m;
       }
@@ -736,13 +705,13 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
         const std::vector<real> g_l = entry_gates(l);
         g.insert(g.end(), g_l.begin(), g_l.end());
       }
-      dxe = bank.grouped->backward_gated(gather(recv_dy, rows, 1), upload_real(g), dge);
+      dxe = bank.grouped->backward_gated(gather_by(recv_dy, rows, 1), upload_real(g), dge);
     } else {
       for (int l = 0; l < L; ++l) {
         const auto& entries = expert_entries_[l];
         if (expert_chunk(l, L, C) != c || entries.empty()) continue;
         const int64_t m = static_cast<int64_t>(entries.size());
-        Tensor dye = gather(recv_dy, entry_rows(entries, k, recv_cmb_), 1);
+        Tensor dye = gather_by(recv_dy, entry_rows(entries, k, recv_cmb_), 1);
         Tensor ge = upload_real(entry_gates(l));
         Tensor dg = dge.view(expert_start_[l], {m});
         Tensor dx_l = bank.experts[mine[l]]->backward_gated(dye, &ge, &dg);
