@@ -41,7 +41,7 @@ void StackedMemoryPlot::set_planned_mib(double mib) {
     plan_line_ = new QCPItemStraightLine(plot());
     plan_line_->setPen(QPen(QColor(90, 90, 90), 1.2, Qt::DotLine));
     plan_label_ = new QCPItemText(plot());
-    plan_label_->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+    plan_label_->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);  // at the right: past the first steps' spike
     plan_label_->setColor(QColor(90, 90, 90));
     plan_label_->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
     plan_label_->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
@@ -53,7 +53,7 @@ void StackedMemoryPlot::set_planned_mib(double mib) {
   if (show) {
     plan_line_->point1->setCoords(0.0, mib);
     plan_line_->point2->setCoords(1.0, mib);
-    plan_label_->position->setCoords(0.01, mib);
+    plan_label_->position->setCoords(0.99, mib);
     plan_label_->setText(tr("plan %1 MiB").arg(mib, 0, 'f', mib < 10 ? 1 : 0));
   }
   autoscale_y();
