@@ -23,6 +23,7 @@
 #include "kernels/moe_routing.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/row_quantize.h"
 #include "kernels/swiglu.h"
 #include "kernels/transpose_add.h"
 
@@ -458,6 +459,28 @@ void CudaOps::scale_rows(const Tensor& x, const Tensor& s, Tensor& out) {
   by_type(x.dtype(), "scale_rows", [&]<typename T>() {
     cuda::scale_rows<T>(static_cast<const T*>(x.raw()), s.ptr<float>(), x.dim(0), x.dim(1), static_cast<T*>(out.raw()),
                         stream_);
+  });
+}
+
+// --- low-bit copies
+
+void CudaOps::quantize_rows(const Tensor& x, const mok::QuantizeOptions& options, Tensor& codes, Tensor& scales,
+                            Tensor* error_terms) {
+  const int64_t cols = x.dim(-1), rows = cols ? x.numel() / cols : 0;
+  const cuda::RowQuantizeParams p{options.bits, options.stochastic, options.seed, options.stream};
+  Tensor workspace = scratch(cuda::quantize_rows_workspace_bytes(rows, error_terms != nullptr));
+  double* terms = error_terms ? error_terms->ptr<double>() : nullptr;
+  by_type(x.dtype(), "quantize_rows", [&]<typename T>() {
+    cuda::quantize_rows<T>(static_cast<const T*>(x.raw()), rows, cols, p, codes.ptr<uint8_t>(), scales.ptr<float>(),
+                           terms, workspace.raw(), stream_);
+  });
+}
+
+void CudaOps::dequantize_rows(const Tensor& codes, const Tensor& scales, int bits, Tensor& out) {
+  const int64_t cols = out.dim(-1), rows = cols ? out.numel() / cols : 0;
+  by_type(out.dtype(), "dequantize_rows", [&]<typename T>() {
+    cuda::dequantize_rows<T>(codes.ptr<uint8_t>(), scales.ptr<float>(), rows, cols, bits, static_cast<T*>(out.raw()),
+                             stream_);
   });
 }
 

@@ -87,6 +87,9 @@ class CudaOps final : public mok::Ops {
   void rows_to_pairs(const mok::Tensor& per_row, const mok::Tensor& order, mok::Tensor& per_pair) override;
   void row_dot(const mok::Tensor& a, const mok::Tensor& b, mok::Tensor& out) override;
   void scale_rows(const mok::Tensor& x, const mok::Tensor& s, mok::Tensor& out) override;
+  void quantize_rows(const mok::Tensor& x, const mok::QuantizeOptions& options, mok::Tensor& codes,
+                     mok::Tensor& scales, mok::Tensor* error_terms) override;
+  void dequantize_rows(const mok::Tensor& codes, const mok::Tensor& scales, int bits, mok::Tensor& out) override;
 
   void adamw_step(const std::vector<mok::Parameter*>& params, std::vector<mok::Tensor>& m,
                   std::vector<mok::Tensor>& v, const mok::AdamWStep& step) override;

@@ -1,3 +1,4 @@
+#include "kernels/counter_rng.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/sketch_projection.h"
 
@@ -8,21 +9,9 @@ namespace {
 
 constexpr int kTile = 16;
 
-// The same arithmetic as core/util/counter_rng.h (mix64, counter_bits, Box-Muller in double).
-__device__ inline uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-__device__ inline double uniform01(uint64_t seed, uint64_t stream, uint64_t counter) {
-  const uint64_t bits = mix64(mix64(seed ^ mix64(stream + 0x632BE59BD9B4E019ull)) + counter);
-  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
-}
+// Q's entries: the CPU's counter_normal (kernels/counter_rng.cuh), scaled.
 __device__ inline float sketch_entry(uint64_t seed, uint64_t stream, uint64_t index, float scale) {
-  const double u1 = uniform01(seed, stream, 2 * index);
-  const double u2 = uniform01(seed, stream, 2 * index + 1);
-  return static_cast<float>(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)) * scale;
+  return static_cast<float>(counter_normal01(seed, stream, index)) * scale;
 }
 
 // P (n, r) = X (n, d) · Qᵀ; a 16×16 tile of P per block, Q tiles generated into shared memory.

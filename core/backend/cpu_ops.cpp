@@ -9,6 +9,7 @@
 #include "core/backend/gemm.h"
 #include "core/backend/rms_norm_kernel.h"
 #include "core/backend/rope.h"
+#include "core/backend/row_quantize.h"
 #include "core/backend/swiglu_kernel.h"
 #include "core/model/parameter.h"
 #include "core/routing/locality_policy.h"
@@ -389,6 +390,26 @@ void CpuOps::scale_rows(const Tensor& x, const Tensor& s, Tensor& out) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t j = 0; j < d; ++j) op[r * d + j] = xp[r * d + j] * sp[r];
   });
+}
+
+// --- low-bit copies
+
+void CpuOps::quantize_rows(const Tensor& x, const QuantizeOptions& options, Tensor& codes, Tensor& scales,
+                           Tensor* error_terms) {
+  const int64_t cols = x.dim(-1), rows = cols ? x.numel() / cols : 0;
+  const double err = quantize_rows_cpu(x.data(), rows, cols, options, codes.ptr<uint8_t>(), scales.ptr<float>());
+  if (error_terms) {
+    double xx = 0.0;  // in element order, as one thread
+    const real* xp = x.data();
+    for (int64_t i = 0; i < x.numel(); ++i) xx += static_cast<double>(xp[i]) * static_cast<double>(xp[i]);
+    error_terms->ptr<double>()[0] = err;
+    error_terms->ptr<double>()[1] = xx;
+  }
+}
+
+void CpuOps::dequantize_rows(const Tensor& codes, const Tensor& scales, int bits, Tensor& out) {
+  const int64_t cols = out.dim(-1), rows = cols ? out.numel() / cols : 0;
+  dequantize_rows_cpu(codes.ptr<uint8_t>(), scales.ptr<float>(), rows, cols, bits, out.data());
 }
 
 // --- optimizer

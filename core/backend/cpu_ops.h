@@ -57,6 +57,9 @@ class CpuOps final : public Ops {
   void rows_to_pairs(const Tensor& per_row, const Tensor& order, Tensor& per_pair) override;
   void row_dot(const Tensor& a, const Tensor& b, Tensor& out) override;
   void scale_rows(const Tensor& x, const Tensor& s, Tensor& out) override;
+  void quantize_rows(const Tensor& x, const QuantizeOptions& options, Tensor& codes, Tensor& scales,
+                     Tensor* error_terms) override;
+  void dequantize_rows(const Tensor& codes, const Tensor& scales, int bits, Tensor& out) override;
 
   void adamw_step(const std::vector<Parameter*>& params, std::vector<Tensor>& m, std::vector<Tensor>& v,
                   const AdamWStep& step) override;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/backend/cross_entropy_kernel.h"
+#include "core/backend/row_quantize.h"
 #include "core/tensor/tensor.h"
 
 MOK_NN_BEGIN
@@ -142,6 +143,15 @@ class Ops {
   // out[r] = Σ_j a[r, j]·b[r, j];  out[r, :] = s[r]·x[r, :]  (out may be x).
   virtual void row_dot(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void scale_rows(const Tensor& x, const Tensor& s, Tensor& out) = 0;
+
+  // --- low-bit copies (kitten activations; core/backend/row_quantize.h has the format)
+  // x (rows, cols) in the compute dtype (leading dimensions are rows) → codes (rows, quantized_row_bytes(cols, bits)) u8 and
+  // scales (rows) f32. error_terms, when given: (2) f64 [Σ (x − x̃)², Σ x²] in a fixed
+  // summation order, left on the device so that a save never waits for it.
+  virtual void quantize_rows(const Tensor& x, const QuantizeOptions& options, Tensor& codes, Tensor& scales,
+                             Tensor* error_terms) = 0;
+  // out (rows, cols) = x̃, in the compute dtype.
+  virtual void dequantize_rows(const Tensor& codes, const Tensor& scales, int bits, Tensor& out) = 0;
 
   // --- optimizer (core/train/adamw.h, core/train/grad_clip.h); m, v index-aligned with params.
   // Writes each parameter's compute copy (if it has one) from the updated value.

@@ -10,16 +10,15 @@ double CompactFactor::keep(Tensor&& p, int bits, const QuantizeOptions& rounding
   }
   QuantizeOptions q = rounding;
   q.bits = bits;
-  const double err = quantized_.quantize(p.data(), p.dim(0), p.dim(1), q, tag);
+  quantized_.quantize(p, q, tag, true);
   p.reset();
-  return err;
+  return QuantizedMatrix::read_error_terms(quantized_.error_terms())[0];
 }
 
-const real* CompactFactor::dense(Tensor& scratch) const {
-  if (quantized_.empty()) return dense_.data();
-  scratch = Tensor({quantized_.rows(), quantized_.cols()});
-  quantized_.dequantize(scratch.data());
-  return scratch.data();
+const Tensor& CompactFactor::dense(Tensor& scratch) const {
+  if (quantized_.empty()) return dense_;
+  scratch = quantized_.dequantized();
+  return scratch;
 }
 
 MOK_NN_END

@@ -16,7 +16,7 @@ class CompactFactor {
   // Returns Σ (p − p̃)² (0 when kept as is).
   double keep(Tensor&& p, int bits, const QuantizeOptions& rounding, const MemTag& tag);
   // P̃ (rows, cols): the kept tensor itself, or its dequantized copy written into `scratch`.
-  const real* dense(Tensor& scratch) const;
+  const Tensor& dense(Tensor& scratch) const;
   int64_t rows() const { return quantized_.empty() ? (dense_.empty() ? 0 : dense_.dim(0)) : quantized_.rows(); }
   int64_t held_bytes() const { return dense_.bytes() + quantized_.held_bytes(); }
   void reset() { dense_.reset(); quantized_.reset(); }

@@ -89,7 +89,33 @@ std::string kitten_config_problem(const KittensConfig& c) {
   return rank_schedule_problem(c);
 }
 
-// Per-layer sums of the relative errors measured by saves of the current step.
+std::string kitten_gpu_problem(const KittensConfig& c) {
+  if (c.mode == "exact") return {};
+  const auto low_rank = [](const std::string& m) { return m == "sketch" || m == "rsvd" || m == "subspace"; };
+  const auto refuse = [](const std::string& key, const std::string& m) {
+    return key + ": '" + m + "' keeps low-rank factors, which run on the CPU so far; on a GPU use lowbit " +
+           "(what kittens.mode: kitten chooses) or exact";
+  };
+  std::map<std::string, KittenKindOverride> kinds;
+  if (c.mode == "kitten") kinds = kitten_preset();
+  for (const auto& [kind, o] : c.kinds) kinds[kind] = o;
+  // Kinds without an entry of their own (and entries that name no method) take kittens.method.
+  bool takes_method = !kinds.count("");
+  for (const auto& [kind, o] : kinds) {
+    if (o.method.empty() || o.method == "lowrank") takes_method = true;
+    else if (low_rank(o.method)) return refuse("kittens.kinds." + (kind.empty() ? std::string("\"\"") : kind) + ".method", o.method);
+  }
+  if (takes_method) {
+    if (low_rank(c.method)) return refuse("kittens.method", c.method);
+    for (const auto& [layer, o] : c.layers)
+      if (low_rank(o.method)) return refuse("kittens.layers." + std::to_string(layer) + ".method", o.method);
+  }
+  return {};
+}
+
+// Per-layer sums of the relative errors measured by saves of the current step. A save on a
+// GPU leaves its error terms on the device (pending); they are read in one copy when a sum
+// is next asked for, so that no save waits for the device.
 struct KittenPolicy::Stats {
   std::mutex mutex;
   struct Sum {
@@ -97,29 +123,63 @@ struct KittenPolicy::Stats {
     int64_t count = 0;
     double mean() const { return count ? static_cast<double>(fixed) / kFixedOne / count : -1.0; }
   };
+  struct Pending {
+    int layer;
+    bool low_rank;
+    Tensor terms;  // (2) f64 [Σ (x − x̃)², Σ x²]
+  };
   std::vector<Sum> low_rank, other;
+  std::vector<Pending> pending;
 
   void record(int layer, bool low_rank_save, double error) {
-    if (error < 0.0 || layer < 0) return;
     std::lock_guard lock(mutex);
-    auto& v = low_rank_save ? low_rank : other;
-    if (layer >= static_cast<int>(v.size())) return;
-    v[layer].fixed += std::llround(error * kFixedOne);
-    ++v[layer].count;
+    record_locked(layer, low_rank_save, error);
+  }
+  void record_pending(int layer, bool low_rank_save, Tensor terms) {
+    std::lock_guard lock(mutex);
+    pending.push_back({layer, low_rank_save, std::move(terms)});
   }
   double error(int layer) {
     std::lock_guard lock(mutex);
+    settle_locked();
     if (layer < 0 || layer >= static_cast<int>(low_rank.size())) return -1.0;
     return low_rank[layer].count ? low_rank[layer].mean() : other[layer].mean();
   }
   double low_rank_error(int layer) {
     std::lock_guard lock(mutex);
+    settle_locked();
     return low_rank[layer].mean();
   }
   void clear() {
     std::lock_guard lock(mutex);
+    pending.clear();
     std::fill(low_rank.begin(), low_rank.end(), Sum{});
     std::fill(other.begin(), other.end(), Sum{});
+  }
+
+ private:
+  void record_locked(int layer, bool low_rank_save, double error) {
+    if (error < 0.0 || layer < 0) return;
+    auto& v = low_rank_save ? low_rank : other;
+    if (layer >= static_cast<int>(v.size())) return;
+    v[layer].fixed += std::llround(error * kFixedOne);
+    ++v[layer].count;
+  }
+  // Reads every pending pair of sums: gathered on their device, then one copy to the host.
+  void settle_locked() {
+    if (pending.empty()) return;
+    const int64_t count = static_cast<int64_t>(pending.size());
+    std::vector<double> host(static_cast<size_t>(2 * count));
+    Allocator& allocator = pending.front().terms.allocator();
+    Tensor all = Tensor::empty({2 * count}, DType::f64, allocator);
+    for (int64_t i = 0; i < count; ++i)
+      allocator.copy_within(static_cast<double*>(all.raw()) + 2 * i, pending[i].terms.raw(), 2 * sizeof(double));
+    all.copy_to_host(host.data(), all.bytes());
+    for (int64_t i = 0; i < count; ++i) {
+      const double err = host[2 * i], xx = host[2 * i + 1];
+      record_locked(pending[i].layer, pending[i].low_rank, xx > 0.0 ? std::sqrt(err / xx) : 0.0);
+    }
+    pending.clear();
   }
 };
 
@@ -133,7 +193,10 @@ class RecordingSavedLinearInput final : public SavedLinearInput {
       : inner_(std::move(inner)), stats_(std::move(stats)), layer_(layer), low_rank_(low_rank) {}
   void save(const Tensor& x, const MemTag& tag) override {
     inner_->save(x, tag);
-    stats_->record(layer_, low_rank_, inner_->last_relative_error());
+    if (Tensor terms = inner_->error_terms(); !terms.empty())
+      stats_->record_pending(layer_, low_rank_, std::move(terms));
+    else
+      stats_->record(layer_, low_rank_, inner_->last_relative_error());
   }
   void accumulate_weight_grad(const Tensor& dy, Tensor& dw, real scale) override {
     inner_->accumulate_weight_grad(dy, dw, scale);
@@ -141,6 +204,7 @@ class RecordingSavedLinearInput final : public SavedLinearInput {
   int64_t held_bytes() const override { return inner_->held_bytes(); }
   Tensor restore() const override { return inner_->restore(); }
   double last_relative_error() const override { return inner_->last_relative_error(); }
+  Tensor error_terms() const override { return inner_->error_terms(); }
   std::string describe() const override { return inner_->describe(); }
 
  private:

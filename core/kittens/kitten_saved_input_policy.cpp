@@ -24,6 +24,7 @@ class StepwiseSavedInput final : public SavedLinearInput {
   int64_t held_bytes() const override { return inner_ ? inner_->held_bytes() : 0; }
   Tensor restore() const override { return inner_ ? inner_->restore() : Tensor{}; }
   double last_relative_error() const override { return inner_ ? inner_->last_relative_error() : 0.0; }
+  Tensor error_terms() const override { return inner_ ? inner_->error_terms() : Tensor{}; }
   std::string describe() const override { return inner_ ? inner_->describe() : "kitten (nothing saved)"; }
 
  private:

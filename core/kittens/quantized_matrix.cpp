@@ -1,22 +1,11 @@
 #include "core/kittens/quantized_matrix.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
-#include "core/util/counter_rng.h"
-#include "core/util/thread_pool.h"
+#include "core/backend/exec_context.h"
 
 MOK_NN_BEGIN
-
-namespace {
-constexpr int64_t kRowGrain = 16;
-
-int qmax_for(int bits) { return bits == 8 ? 127 : 7; }
-}  // namespace
 
 int64_t QuantizedMatrix::bytes_for(int64_t rows, int64_t cols, int bits) {
   return rows * row_bytes(cols, bits) + rows * static_cast<int64_t>(sizeof(float));
@@ -25,91 +14,54 @@ int64_t QuantizedMatrix::bytes_for(int64_t rows, int64_t cols, int bits) {
 void QuantizedMatrix::reset() {
   codes_.reset();
   scales_.reset();
+  error_terms_.reset();
   rows_ = cols_ = 0;
 }
 
 float QuantizedMatrix::scale(int64_t row) const {
-  float s;
-  std::memcpy(&s, scales_.data() + row * sizeof(float), sizeof(float));
+  float s = 0.0f;
+  scales_.view(row, {1}).copy_to_host(&s, sizeof(float));
   return s;
 }
 
-double QuantizedMatrix::quantize(const real* x, int64_t rows, int64_t cols,
-                                 const QuantizeOptions& options, const MemTag& tag) {
+void QuantizedMatrix::quantize(const Tensor& x, const QuantizeOptions& options, const MemTag& tag,
+                               bool measure_error) {
   if (options.bits != 8 && options.bits != 4)
     throw std::invalid_argument("QuantizedMatrix: bits must be 8 or 4, got " + std::to_string(options.bits));
+  if (x.rank() < 1) throw std::invalid_argument("QuantizedMatrix: scalar tensor");
   reset();
-  rows_ = rows;
-  cols_ = cols;
+  cols_ = x.dim(-1);
+  rows_ = cols_ ? x.numel() / cols_ : 0;
   bits_ = options.bits;
-  const int64_t rb = row_bytes(cols, bits_);
-  codes_ = ByteBuffer(rows * rb, tag);
-  scales_ = ByteBuffer(rows * static_cast<int64_t>(sizeof(float)), tag);
-  const int qmax = qmax_for(bits_);
-  std::vector<double> row_err(rows, 0.0);
-
-  parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const real* xr = x + r * cols;
-      double absmax = 0.0;
-      for (int64_t c = 0; c < cols; ++c) absmax = std::max(absmax, std::fabs(static_cast<double>(xr[c])));
-      const float s = static_cast<float>(absmax / qmax);
-      std::memcpy(scales_.data() + r * sizeof(float), &s, sizeof(float));
-      uint8_t* codes = codes_.data() + r * rb;
-      double err = 0.0;
-      for (int64_t c = 0; c < cols; ++c) {
-        int q = 0;
-        if (s > 0.0f) {
-          const double t = static_cast<double>(xr[c]) / static_cast<double>(s);
-          double qd;
-          if (options.stochastic) {
-            const double u = counter_uniform(options.seed, options.stream,
-                                             static_cast<uint64_t>(r * cols + c));
-            qd = std::floor(t + u);
-          } else {
-            qd = std::nearbyint(t);
-          }
-          q = static_cast<int>(std::clamp(qd, -static_cast<double>(qmax), static_cast<double>(qmax)));
-        }
-        const double d = static_cast<double>(xr[c]) - static_cast<double>(q) * static_cast<double>(s);
-        err += d * d;
-        if (bits_ == 8) {
-          codes[c] = static_cast<uint8_t>(static_cast<int8_t>(q));
-        } else {
-          const uint8_t nib = static_cast<uint8_t>(q + 8);  // 1..15
-          codes[c / 2] |= (c % 2 == 0) ? nib : static_cast<uint8_t>(nib << 4);
-        }
-      }
-      row_err[r] = err;
-    }
-  });
-  double total = 0.0;
-  for (double e : row_err) total += e;
-  return total;
+  const ExecContext& cx = ExecContext::current();
+  if (rows_ == 0) {  // nothing kept, nothing lost: both sums are 0
+    if (measure_error) error_terms_ = cx.zeros({2}, DType::f64);
+    return;
+  }
+  codes_ = cx.empty({rows_, row_bytes(cols_, bits_)}, DType::u8, tag);
+  scales_ = cx.empty({rows_}, DType::f32, tag);
+  if (measure_error) error_terms_ = cx.empty({2}, DType::f64);
+  cx.ops().quantize_rows(x, options, codes_, scales_, measure_error ? &error_terms_ : nullptr);
 }
 
-void QuantizedMatrix::dequantize_rows(int64_t r0, int64_t r1, real* out) const {
-  const int64_t rb = row_bytes(cols_, bits_);
-  parallel_for(r1 - r0, kRowGrain, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) {
-      const int64_t r = r0 + i;
-      const double s = scale(r);
-      const uint8_t* codes = codes_.data() + r * rb;
-      real* o = out + i * cols_;
-      if (bits_ == 8) {
-        for (int64_t c = 0; c < cols_; ++c)
-          o[c] = static_cast<real>(static_cast<int8_t>(codes[c]) * s);
-      } else {
-        for (int64_t c = 0; c < cols_; ++c) {
-          const uint8_t byte = codes[c / 2];
-          const int nib = (c % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
-          o[c] = static_cast<real>((nib - 8) * s);
-        }
-      }
-    }
-  });
+void QuantizedMatrix::dequantize(Tensor& out) const {
+  if (out.numel() != rows_ * cols_)
+    throw std::invalid_argument("QuantizedMatrix: dequantize into " + out.shape_string() + ", but the copy is (" +
+                                std::to_string(rows_) + ", " + std::to_string(cols_) + ")");
+  if (rows_ == 0) return;
+  ExecContext::current().ops().dequantize_rows(codes_, scales_, bits_, out);
 }
 
-void QuantizedMatrix::dequantize(real* out) const { dequantize_rows(0, rows_, out); }
+Tensor QuantizedMatrix::dequantized() const {
+  Tensor out = ExecContext::current().activation({rows_, cols_});
+  dequantize(out);
+  return out;
+}
+
+std::array<double, 2> QuantizedMatrix::read_error_terms(const Tensor& terms) {
+  std::array<double, 2> v{0.0, 0.0};
+  if (!terms.empty()) terms.copy_to_host(v.data(), sizeof(v));
+  return v;
+}
 
 MOK_NN_END

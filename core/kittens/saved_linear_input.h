@@ -35,6 +35,10 @@ class SavedLinearInput {
   // Measured relative reconstruction error ‖X − X̃‖/‖X‖ of the last save (0 when exact);
   // negative when the policy does not measure it.
   virtual double last_relative_error() const { return 0.0; }
+  // The same measurement before it is read: (2) f64 [Σ (X − X̃)², Σ X²] on the save's device,
+  // so that a caller can collect it without waiting for the device (a GPU save); empty when
+  // the policy has no such terms (then last_relative_error() is already on the host).
+  virtual Tensor error_terms() const { return {}; }
   virtual std::string describe() const = 0;  // e.g. "exact", "sketch r=16"
 };
 

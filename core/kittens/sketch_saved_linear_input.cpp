@@ -39,7 +39,7 @@ class SketchSavedLinearInput final : public SavedLinearInput {
     if (n_ > 0) {
       Tensor q = sketch();  // regenerated: the same Q forward used
       Tensor scratch;
-      const real* p = p_.dense(scratch);
+      const real* p = p_.dense(scratch).data();
       Tensor t({static_cast<int64_t>(r_), d_out});
       matmul_tn(p, dy.data(), t.data(), r_, n_, d_out);  // T = Pᵀ·dY  (r, d_out)
       // dW += scale · Qᵀ·T  (d_in, d_out)
@@ -68,7 +68,7 @@ class SketchSavedLinearInput final : public SavedLinearInput {
   double measure_error(const Tensor& x, const Tensor& q) const {
     if (n_ == 0) return 0.0;
     Tensor scratch;
-    const real* p = p_.dense(scratch);
+    const real* p = p_.dense(scratch).data();
     const int64_t stride = error_row_stride(n_);
     const int64_t rows = (n_ + stride - 1) / stride;
     Tensor ps({rows, static_cast<int64_t>(r_)}), xh({rows, d_in_});

@@ -65,7 +65,7 @@ class SubspaceSavedLinearInput final : public SavedLinearInput {
     const int64_t d_out = rows_cols(dy).second;
     if (r_ > 0 && n_ > 0) {
       Tensor scratch;
-      const real* p = p_.dense(scratch);
+      const real* p = p_.dense(scratch).data();
       Tensor t({static_cast<int64_t>(r_), d_out});
       matmul_tn(p, dy.data(), t.data(), r_, n_, d_out);  // T = Pᵀ·dY  (r, d_out)
       // dW += scale · V·T  (d_in, d_out)

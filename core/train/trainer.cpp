@@ -13,6 +13,7 @@
 
 #include "core/config/config_io.h"
 #include "core/config/model_footprint.h"
+#include "core/kittens/kitten_policy.h"
 #include "core/parallel/mpi_communicator.h"
 #include "core/model/language_model.h"
 #include "core/store/run_environment.h"
@@ -175,10 +176,7 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::
              std::to_string(head) + ")";
     if (m.experts > 256 || (m.experts > 0 && m.top_k > 8))
       return "model.experts: on a GPU the router takes up to 256 experts and top_k up to 8";
-    bool kittens = cfg.kittens.mode != "exact";
-    for (const auto& [layer, o] : cfg.kittens.layers) kittens = kittens || o.mode == "kitten" || o.mode == "custom";
-    if (kittens)
-      return "kittens.mode: compact saved activations (kittens) run on the CPU so far; on a GPU use kittens.mode: exact";
+    if (const std::string why = kitten_gpu_problem(cfg.kittens); !why.empty()) return why;
     if (!gpu_unavailable_reason.empty()) return "parallel.device: cuda: " + gpu_unavailable_reason;
   } else if (cfg.parallel.device != "cpu") {
     return "parallel.device: '" + cfg.parallel.device + "' is not a device; use cpu or cuda";

@@ -9,7 +9,7 @@
 namespace mok::cuda {
 
 const std::vector<std::string>& cuda_check_groups() {
-  static const std::vector<std::string> groups = {"elementwise", "gemm", "moe", "attention", "sketch", "model", "parallel"};
+  static const std::vector<std::string> groups = {"elementwise", "gemm", "moe", "attention", "sketch", "kittens", "model", "parallel"};
   return groups;
 }
 
@@ -26,6 +26,7 @@ std::vector<OpCheck> run_cuda_op_checks(unsigned long long seed, const std::vect
   if (wanted("moe")) check_moe_routing(in, out);
   if (wanted("attention")) check_attention(in, out);
   if (wanted("sketch")) check_sketch(in, out);
+  if (wanted("kittens")) check_kittens(in, out);
   if (wanted("model")) check_model_training(in, out);
   if (wanted("parallel")) check_parallel(in, out);
   return out;

@@ -16,7 +16,8 @@ struct OpCheck {
   bool passed() const { return relative_error <= tolerance; }
 };
 
-// Check groups: elementwise, gemm, moe, attention, sketch, model (the whole training step),
+// Check groups: elementwise, gemm, moe, attention, sketch, kittens (low-bit saved copies),
+// model (the whole training step),
 // parallel (two GPUs as two ranks).
 const std::vector<std::string>& cuda_check_groups();
 

@@ -35,6 +35,7 @@ struct Case {
 struct RunResult {
   std::vector<double> losses, grad_norms;
   std::vector<float> weights;  // every parameter, concatenated (host copy)
+  int64_t saved_peak = 0;      // peak bytes of saved activations (the tracker's, on the run's device)
 };
 
 // A learnable byte stream: each token follows from the previous one with a little noise.
@@ -71,6 +72,7 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps) {
     adam.step(2e-3);
     r.losses.push_back(st.loss);
   }
+  r.saved_peak = tracker.peak_bytes(mok::MemCategory::saved_activations, cx.device().type);
   for (const mok::Parameter* p : params) {
     std::vector<float> host(static_cast<size_t>(p->value.numel()));
     p->value.copy_to_host(host.data(), p->value.bytes());
@@ -113,6 +115,8 @@ mok::ModelOptions small_options(int experts, bool shared, double capacity) {
 
 }  // namespace
 
+void check_kitten_training(std::vector<OpCheck>& out);
+
 void check_model_training(CheckInputs&, std::vector<OpCheck>& out) {
   const std::vector<Case> cases = {
       {"dense", small_options(0, false, 0.0), 4, 96},
@@ -137,6 +141,40 @@ void check_model_training(CheckInputs&, std::vector<OpCheck>& out) {
                   gpu32.losses.back(), a.losses.front(), a.losses.back());
     });
   }
+  check_kitten_training(out);
+}
+
+// Kitten activations (kittens.mode: kitten — 4-bit linear inputs, 8-bit elementwise copies,
+// recomputed norm outputs) in the same step:
+//   fp32 on the GPU tracks the CPU within 1e-3 relative (the codes are the CPU's on equal
+//     inputs, but a GEMM's rounding can move a value across a 4-bit rounding boundary);
+//   bf16 repeats bitwise;
+//   saved-activation bytes (the tracker's peak) are at most half of exact's in bf16.
+void check_kitten_training(std::vector<OpCheck>& out) {
+  run_guarded(out, "model.kitten", [&] {
+    constexpr int kSteps = 20;
+    const Case exact{"moe", small_options(4, true, 0.0), 4, 96};
+    Case kitten = exact;
+    kitten.options.kittens.mode = "kitten";
+    kitten.options.train_steps = kSteps;
+    const RunResult cpu = train(kitten, mok::cpu_context(), kSteps);
+    auto fp32 = mok::make_exec_context(mok::Device::cuda(0), mok::DType::f32);
+    const RunResult gpu32 = train(kitten, *fp32, kSteps);
+    out.push_back({"model.kitten.fp32_vs_cpu.loss", max_relative(gpu32.losses, cpu.losses), 1e-3});
+    auto bf16 = mok::make_exec_context(mok::Device::cuda(0), mok::DType::bf16);
+    const RunResult a = train(kitten, *bf16, kSteps);
+    const RunResult b = train(kitten, *bf16, kSteps);
+    const RunResult e = train(exact, *bf16, kSteps);
+    out.push_back({"model.kitten.bf16.repeat (bitwise)", same_bits(a, b) ? 0.0 : INFINITY, 0.0});
+    out.push_back({"model.kitten.bf16_vs_exact.loss", max_relative(a.losses, e.losses), 5e-2});
+    const double ratio = e.saved_peak ? static_cast<double>(a.saved_peak) / static_cast<double>(e.saved_peak) : INFINITY;
+    out.push_back({"model.kitten.bf16.saved_bytes_vs_exact", ratio, 0.5});
+    std::printf("  kitten        loss step 1 / %d: cpu %.5f → %.5f, gpu fp32 %.5f → %.5f, bf16 %.5f → %.5f "
+                "(exact bf16 → %.5f); saved peak bf16 %.2f MiB vs exact %.2f MiB (%.3f)\n",
+                kSteps, cpu.losses.front(), cpu.losses.back(), gpu32.losses.front(), gpu32.losses.back(),
+                a.losses.front(), a.losses.back(), e.losses.back(), a.saved_peak / 1048576.0,
+                e.saved_peak / 1048576.0, ratio);
+  });
 }
 
 void print_model_timings() {

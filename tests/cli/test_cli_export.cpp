@@ -205,7 +205,7 @@ class TestCliExport : public QObject {
   void badInputExitsTwoAndWritesNothing() {
     QTemporaryDir work;
     write_file(work.path() + "/broken.yaml", "name: b\nmodel:\n  layers: 2\n  d_modl: 32\n");
-    write_file(work.path() + "/gpu-kittens.yaml", "name: k\nkittens: {mode: kitten}\nmodel: {heads: 4}\n");
+    write_file(work.path() + "/gpu-kittens.yaml", "name: k\nkittens: {mode: custom, method: subspace}\nmodel: {heads: 4}\n");
     const QStringList ok = {"--slurm", "--nodes", "1", "--gpus-per-node", "2", "--out", "x", "--set", "model.heads=1"};
     struct Case {
       QStringList args;
@@ -226,7 +226,7 @@ class TestCliExport : public QObject {
         // Eight rows per micro-batch do not split over 3 ranks.
         {QStringList{cfg_, "--slurm", "--cpu", "--nodes", "3", "--tasks-per-node", "1", "--out", "x"}, "parallel.ranks (3)"},
         {QStringList{work.path() + "/gpu-kittens.yaml", "--slurm", "--nodes", "1", "--gpus-per-node", "1", "--out", "x"},
-         "kittens.mode"},
+         "kittens.method: 'subspace'"},
     };
     for (const Case& c : cases) {
       const Result r = run_mok(QStringList{"export"} + c.args, work.path());

@@ -130,9 +130,18 @@ class TestTrain : public QObject {
     };
     QCOMPARE(Trainer::unsupported_reason(c, ""), std::string());
     QVERIFY(Trainer::unsupported_reason(c, "no NVIDIA GPU and driver").find("no NVIDIA GPU") != std::string::npos);
+    // Kittens: the preset (low-bit copies) runs on a GPU; low-rank factors do not yet.
     mok::ExperimentConfig k = c;
     k.kittens.mode = "kitten";
-    QVERIFY(said(k, "kittens.mode"));
+    QCOMPARE(Trainer::unsupported_reason(k, ""), std::string());
+    k.kittens.mode = "custom";
+    k.kittens.method = "sketch";
+    QVERIFY(said(k, "kittens.method: 'sketch'"));
+    k.kittens.method = "lowbit";
+    QCOMPARE(Trainer::unsupported_reason(k, ""), std::string());
+    k.kittens.mode = "kitten";
+    k.kittens.kinds["moe.expert"] = mok::KittenKindOverride{"rsvd", 8, -1};
+    QVERIFY(said(k, "kittens.kinds.moe.expert.method: 'rsvd'"));
     // Transports: NCCL is for GPUs, and GPU ranks exchange over NCCL.
     mok::ExperimentConfig t = c;
     t.parallel.device = "cpu";

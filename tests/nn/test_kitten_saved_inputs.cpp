@@ -212,9 +212,9 @@ class TestKittenSavedInputs : public QObject {
       for (bool stochastic : {false, true}) {
         QuantizedMatrix q;
         QuantizeOptions opt{bits, stochastic, 5, 6};
-        q.quantize(x.data(), 17, 33, opt, MemTag{});
+        q.quantize(x, opt, MemTag{}, false);
         Tensor xr({17, 33});
-        q.dequantize(xr.data());
+        q.dequantize(xr);
         const int qmax = bits == 8 ? 127 : 7;
         for (int64_t r = 0; r < 17; ++r) {
           double absmax = 0;
@@ -236,14 +236,14 @@ class TestKittenSavedInputs : public QObject {
     const int draws = 2000;
     for (int s = 0; s < draws; ++s) {
       QuantizedMatrix q;
-      q.quantize(x.data(), 8, 16, QuantizeOptions{4, true, static_cast<uint64_t>(s), 1}, MemTag{});
-      q.dequantize(xr.data());
+      q.quantize(x, QuantizeOptions{4, true, static_cast<uint64_t>(s), 1}, MemTag{}, false);
+      q.dequantize(xr);
       for (int64_t i = 0; i < x.numel(); ++i) mean[i] += xr[i] / draws;
     }
     // Nearest rounding has a fixed bias; the stochastic mean is far closer.
     QuantizedMatrix qn;
-    qn.quantize(x.data(), 8, 16, QuantizeOptions{4, false, 0, 0}, MemTag{});
-    qn.dequantize(xr.data());
+    qn.quantize(x, QuantizeOptions{4, false, 0, 0}, MemTag{}, false);
+    qn.dequantize(xr);
     QVERIFY(frob_diff(mean, x) < 0.25 * frob_diff(xr, x));
   }
 

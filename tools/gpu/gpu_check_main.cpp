@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: mok-gpu-check [--checks GROUP,...] [--no-timings]\n"
-                   "  groups: elementwise, gemm, moe, attention, sketch, model, parallel (default: all)\n");
+                   "  groups: elementwise, gemm, moe, attention, sketch, kittens, model, parallel (default: all)\n");
       return 2;
     }
   }
