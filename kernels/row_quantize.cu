@@ -23,20 +23,24 @@ __device__ inline int code_of(double v, float s, int qmax, const RowQuantizePara
   return static_cast<int>(fmin(fmax(qd, -static_cast<double>(qmax)), static_cast<double>(qmax)));
 }
 
-// One block per row: absmax → scale, then codes and the row's two sums.
+// One warp per row (kRowsPerBlock rows per block): absmax → scale, then codes and the row's
+// two sums. Rows are short (d_model or a few times it), so a warp's shuffles beat a block's
+// barriers.
+constexpr int kRowsPerBlock = kThreads / 32;
+
 template <typename T>
-__global__ void quantize_rows_kernel(const T* x, long long cols, RowQuantizeParams p, uint8_t* codes, float* scales,
-                                     double* row_terms) {
-  __shared__ float part_f[kThreads / 32];
-  __shared__ double part_d[kThreads / 32];
-  const long long r = blockIdx.x;
+__global__ void quantize_rows_kernel(const T* x, long long rows, long long cols, RowQuantizeParams p, uint8_t* codes,
+                                     float* scales, double* row_terms) {
+  const long long r = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;  // the whole warp: no block-wide barrier follows
+  const int lane = threadIdx.x % 32;
   const T* xr = x + r * cols;
   float m = 0.0f;
-  for (long long c = threadIdx.x; c < cols; c += kThreads) m = fmaxf(m, fabsf(to_float(xr[c])));
-  m = block_max<kThreads>(m, part_f);
+  for (long long c = lane; c < cols; c += 32) m = fmaxf(m, fabsf(to_float(xr[c])));
+  m = warp_max(m);
   const int qmax = p.bits == 8 ? 127 : 7;
   const float s = static_cast<float>(static_cast<double>(m) / qmax);
-  if (threadIdx.x == 0) scales[r] = s;
+  if (lane == 0) scales[r] = s;
   const long long rb = (cols * p.bits + 7) / 8;
   uint8_t* rc = codes + r * rb;
   double err = 0.0, xx = 0.0;
@@ -49,18 +53,18 @@ __global__ void quantize_rows_kernel(const T* x, long long cols, RowQuantizePara
     return q;
   };
   if (p.bits == 8) {
-    for (long long c = threadIdx.x; c < cols; c += kThreads) rc[c] = static_cast<uint8_t>(static_cast<int8_t>(one(c)));
+    for (long long c = lane; c < cols; c += 32) rc[c] = static_cast<uint8_t>(static_cast<int8_t>(one(c)));
   } else {
-    for (long long j = threadIdx.x; j < rb; j += kThreads) {
+    for (long long j = lane; j < rb; j += 32) {
       uint8_t byte = static_cast<uint8_t>(one(2 * j) + 8);
       if (2 * j + 1 < cols) byte |= static_cast<uint8_t>((one(2 * j + 1) + 8) << 4);
       rc[j] = byte;
     }
   }
   if (row_terms) {
-    err = block_sum<kThreads>(err, part_d);
-    xx = block_sum<kThreads>(xx, part_d);
-    if (threadIdx.x == 0) {
+    err = warp_sum(err);
+    xx = warp_sum(xx);
+    if (lane == 0) {
       row_terms[2 * r] = err;
       row_terms[2 * r + 1] = xx;
     }
@@ -116,8 +120,8 @@ void quantize_rows(const T* x, int64_t rows, int64_t cols, const RowQuantizePara
                    float* scales, double* terms, void* workspace, cudaStream_t stream) {
   if (rows <= 0) return;
   double* row_terms = terms ? static_cast<double*>(workspace) : nullptr;
-  quantize_rows_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, params, codes, scales,
-                                                                                 row_terms);
+  const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  quantize_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, cols, params, codes, scales, row_terms);
   MOK_CUDA_CHECK_LAUNCH();
   if (terms) {
     sum_row_terms_kernel<<<1, kThreads, 0, stream>>>(row_terms, rows, terms);

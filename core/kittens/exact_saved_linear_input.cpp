@@ -34,6 +34,7 @@ class ExactSavedLinearInput final : public SavedLinearInput {
   }
 
   int64_t held_bytes() const override { return x_.bytes(); }
+  void release() override { x_.reset(); }
   Tensor restore() const override { return x_.clone(MemTag{}); }
   std::string describe() const override { return "exact"; }
 

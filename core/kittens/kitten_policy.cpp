@@ -202,6 +202,7 @@ class RecordingSavedLinearInput final : public SavedLinearInput {
     inner_->accumulate_weight_grad(dy, dw, scale);
   }
   int64_t held_bytes() const override { return inner_->held_bytes(); }
+  void release() override { inner_->release(); }
   Tensor restore() const override { return inner_->restore(); }
   double last_relative_error() const override { return inner_->last_relative_error(); }
   Tensor error_terms() const override { return inner_->error_terms(); }

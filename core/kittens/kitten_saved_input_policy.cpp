@@ -22,6 +22,7 @@ class StepwiseSavedInput final : public SavedLinearInput {
     inner_.reset();
   }
   int64_t held_bytes() const override { return inner_ ? inner_->held_bytes() : 0; }
+  void release() override { inner_.reset(); }
   Tensor restore() const override { return inner_ ? inner_->restore() : Tensor{}; }
   double last_relative_error() const override { return inner_ ? inner_->last_relative_error() : 0.0; }
   Tensor error_terms() const override { return inner_ ? inner_->error_terms() : Tensor{}; }
@@ -44,6 +45,12 @@ KittenSavedInputPolicy::KittenSavedInputPolicy(const KittensConfig& config, int 
 
 std::unique_ptr<SavedLinearInput> KittenSavedInputPolicy::make(int layer, const std::string& kind) {
   return std::make_unique<StepwiseSavedInput>(policy_, layer, kind);
+}
+
+bool KittenSavedInputPolicy::row_wise(int layer, const std::string& kind) const {
+  const SavedTensorChoice c =
+      is_elementwise_kind(kind) ? policy_->choose_elementwise(layer, kind) : policy_->choose_linear(layer, kind);
+  return !c.is_low_rank();
 }
 
 bool kitten_wants_recompute(const KittensConfig& config) {

@@ -24,6 +24,8 @@ class KittenSavedInputPolicy final : public SavedInputPolicy {
   KittenSavedInputPolicy(const KittensConfig& config, int layers, uint64_t seed, int64_t total_steps);
   std::unique_ptr<SavedLinearInput> make(int layer, const std::string& kind) override;
   void set_step(int64_t step) override { policy_->set_step(step); }
+  // Exact and low-bit copies are row-wise; sketch, rsvd and subspace are not.
+  bool row_wise(int layer, const std::string& kind) const override;
   KittenPolicy& policy() { return *policy_; }
   const KittenPolicy& policy() const { return *policy_; }
 

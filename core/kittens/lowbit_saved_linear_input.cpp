@@ -44,6 +44,7 @@ class LowbitSavedLinearInput final : public SavedLinearInput {
   }
 
   int64_t held_bytes() const override { return codes_.held_bytes(); }
+  void release() override { codes_.reset(); }
   Tensor error_terms() const override { return error_terms_.empty() ? Tensor{} : error_terms_.view(0, {2}); }
   double last_relative_error() const override {
     if (error_terms_.empty()) return -1.0;

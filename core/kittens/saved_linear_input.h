@@ -27,8 +27,11 @@ class SavedLinearInput {
   virtual void save_owned(Tensor&& x, const MemTag& tag) { save(x, tag); }
   // dW += scale · X̃ᵀ·dY, where X̃ is what was kept. Frees what save() kept.
   virtual void accumulate_weight_grad(const Tensor& dy, Tensor& dw, real scale) = 0;
-  // Bytes held now (0 after accumulate_weight_grad).
+  // Bytes held now (0 after accumulate_weight_grad or release).
   virtual int64_t held_bytes() const = 0;
+  // Frees what save() kept, for a caller that used restore() instead of
+  // accumulate_weight_grad. Default: nothing kept to free.
+  virtual void release() {}
   // For policies that keep the whole X (exact, low-bit): X̃ as a dense tensor, for layers
   // whose backward needs X itself. Compact low-rank policies return an empty tensor.
   virtual Tensor restore() const { return {}; }

@@ -15,7 +15,7 @@ MemTag saved_tag(int layer, const std::string& kind) { return MemTag{MemCategory
 
 GroupedSwiGlu::GroupedSwiGlu(const std::vector<ExpertSpec>& experts, int64_t d, int64_t f, double init_std,
                              double out_std, int layer, const std::string& kind)
-    : specs_(experts), d_(d), f_(f), layer_(layer), kind_(kind) {
+    : specs_(experts), d_(d), f_(f), layer_(layer), kind_(kind), act_slot_(layer, kind + ".act.input") {
   const ExecContext& cx = ExecContext::current();
   const int64_t G = groups();
   const MemTag value_tag{MemCategory::parameters, -1, ""}, grad_tag{MemCategory::gradients, -1, ""};
@@ -39,10 +39,8 @@ GroupedSwiGlu::GroupedSwiGlu(const std::vector<ExpertSpec>& experts, int64_t d, 
     auto [down_value, down_compute] = block(down_, g, f, d);
     draw_parameter_into(specs_[g].prefix + ".w_down", out_std, specs_[g].seed, down_value, down_compute);
   }
-  act_slots_.reserve(G);
-  for (int g = 0; g < G; ++g) act_slots_.emplace_back(layer_, kind_ + ".act.input");
-  up_keepers_.resize(G);
-  down_keepers_.resize(G);
+  xs_saved_.per_expert.resize(G);
+  h_saved_.per_expert.resize(G);
 }
 
 std::unique_ptr<SwiGluMlp> GroupedSwiGlu::expert_view(int g) const {
@@ -62,34 +60,46 @@ std::unique_ptr<SwiGluMlp> GroupedSwiGlu::expert_view(int g) const {
 
 void GroupedSwiGlu::set_policy(SavedInputPolicy* policy) {
   policy_ = policy;
-  for (auto& k : up_keepers_) k.reset();
-  for (auto& k : down_keepers_) k.reset();
-  for (auto& slot : act_slots_) slot.set_policy(policy);
+  for (SavedRows* saved : {&xs_saved_, &h_saved_}) {
+    saved->all.reset();
+    for (auto& k : saved->per_expert) k.reset();
+  }
+  act_slot_.set_policy(policy);
   reset_saved();
 }
 
-void GroupedSwiGlu::save_input(Tensor&& x, const std::string& kind, Tensor& whole,
-                               std::vector<std::unique_ptr<SavedLinearInput>>& keepers) {
+void GroupedSwiGlu::save_input(Tensor&& x, const std::string& kind, SavedRows& saved) {
+  const MemTag tag = saved_tag(layer_, kind);
   if (!policy_) {
-    whole = x.retag(saved_tag(layer_, kind)) ? std::move(x) : x.clone(saved_tag(layer_, kind));
+    saved.whole = x.retag(tag) ? std::move(x) : x.clone(tag);
+    return;
+  }
+  saved.one_copy = policy_->row_wise(layer_, kind);
+  if (saved.one_copy) {
+    if (!saved.all) saved.all = policy_->make(layer_, kind);
+    saved.all->save(x, tag);
     return;
   }
   const int64_t cols = x.dim(1);
   for (int g = 0; g < groups(); ++g) {
     const int64_t r0 = offsets_[g], rows = offsets_[g + 1] - r0;
     if (rows == 0) continue;
-    if (!keepers[g]) keepers[g] = policy_->make(layer_, kind);
-    keepers[g]->save(x.view(r0 * cols, {rows, cols}), saved_tag(layer_, kind));
+    if (!saved.per_expert[g]) saved.per_expert[g] = policy_->make(layer_, kind);
+    saved.per_expert[g]->save(x.view(r0 * cols, {rows, cols}), tag);
   }
 }
 
-void GroupedSwiGlu::weight_grad(const Tensor& dy, Tensor& whole,
-                                std::vector<std::unique_ptr<SavedLinearInput>>& keepers, Stack& w,
-                                const Tensor* recomputed) {
+void GroupedSwiGlu::weight_grad(const Tensor& dy, SavedRows& saved, Stack& w, const Tensor* recomputed) {
   Ops& ops = ExecContext::current().ops();
   if (recomputed || !policy_) {
-    ops.grouped_weight_grad(offsets_, recomputed ? *recomputed : whole, dy, w.grad);
-    whole.reset();
+    ops.grouped_weight_grad(offsets_, recomputed ? *recomputed : saved.whole, dy, w.grad);
+    saved.whole.reset();
+    return;
+  }
+  if (saved.one_copy) {
+    const Tensor x = saved.all->restore();
+    saved.all->release();
+    ops.grouped_weight_grad(offsets_, x, dy, w.grad);
     return;
   }
   const int64_t rows_w = w.grad.dim(1), cols_w = w.grad.dim(2), cols = dy.dim(1);
@@ -97,7 +107,7 @@ void GroupedSwiGlu::weight_grad(const Tensor& dy, Tensor& whole,
     const int64_t r0 = offsets_[g], rows = offsets_[g + 1] - r0;
     if (rows == 0) continue;
     Tensor dw = w.grad.view(g * rows_w * cols_w, {rows_w, cols_w});
-    keepers[g]->accumulate_weight_grad(dy.view(r0 * cols, {rows, cols}), dw, real(1));
+    saved.per_expert[g]->accumulate_weight_grad(dy.view(r0 * cols, {rows, cols}), dw, real(1));
   }
 }
 
@@ -113,21 +123,15 @@ Tensor GroupedSwiGlu::forward(Tensor xs, const std::vector<int64_t>& offsets, bo
   if (keep) offsets_ = offsets;
   Tensor a = cx.activation({m, 2 * f_}, keep && !policy_ ? saved_tag(layer_, kind_ + ".act.input") : MemTag{});
   ops.grouped_gemm(false, offsets, xs, up_.weights(), 0.0, a);  // (m, 2f)
-  if (keep) save_input(std::move(xs), kind_ + ".up.input", xs_kept_, up_keepers_);
+  if (keep) save_input(std::move(xs), kind_ + ".up.input", xs_saved_);
   Tensor h = cx.activation({m, f_});
   ops.swiglu_forward(a, h);
   Tensor ys = cx.activation({m, d_});
   ops.grouped_gemm(false, offsets, h, down_.weights(), 0.0, ys);  // (m, d)
-  if (keep && keep_hidden) save_input(std::move(h), kind_ + ".down.input", h_kept_, down_keepers_);
+  if (keep && keep_hidden) save_input(std::move(h), kind_ + ".down.input", h_saved_);
   if (keep) {
-    if (!policy_) {
-      a_kept_ = std::move(a);
-    } else {
-      for (int g = 0; g < groups(); ++g) {
-        const int64_t r0 = offsets[g], rows = offsets[g + 1] - r0;
-        if (rows > 0) act_slots_[g].keep(a.view(r0 * 2 * f_, {rows, 2 * f_}));
-      }
-    }
+    if (!policy_) a_kept_ = std::move(a);
+    else act_slot_.keep(std::move(a));
     hidden_kept_ = keep_hidden;
   }
   return ys;
@@ -135,17 +139,9 @@ Tensor GroupedSwiGlu::forward(Tensor xs, const std::vector<int64_t>& offsets, bo
 
 Tensor GroupedSwiGlu::restore_act() {
   if (!policy_) return a_kept_.view(0, a_kept_.shape());
-  // Each expert's restored copy into one (m, 2f) tensor.
-  const ExecContext& cx = ExecContext::current();
-  Tensor a = cx.activation({offsets_.back(), 2 * f_});
-  for (int g = 0; g < groups(); ++g) {
-    const int64_t r0 = offsets_[g], rows = offsets_[g + 1] - r0;
-    if (rows == 0) continue;
-    const Tensor& part = act_slots_[g].get();
-    Tensor dst = a.view(r0 * 2 * f_, {rows, 2 * f_});
-    a.allocator().copy_within(dst.raw(), part.raw(), part.bytes());
-    act_slots_[g].reset();  // the compact copy and its restored rows are no longer needed
-  }
+  const Tensor& restored = act_slot_.get();
+  Tensor a = restored.view(0, restored.shape());  // keeps the restored rows alive
+  act_slot_.reset();                              // and frees the compact copy
   return a;
 }
 
@@ -164,27 +160,30 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, const Tensor& gate, Tens
   ops.scale_rows(dh, gate, dh);
   Tensor dy_gated = cx.activation({m, d_});
   ops.scale_rows(dys, gate, dy_gated);
-  weight_grad(dy_gated, h_kept_, down_keepers_, down_, hidden_kept_ ? nullptr : &h);
+  weight_grad(dy_gated, h_saved_, down_, hidden_kept_ ? nullptr : &h);
   h.reset();
   dy_gated.reset();
   Tensor da = cx.activation({m, 2 * f_});
   ops.swiglu_backward(a, dh, da);
   a.reset();
   a_kept_.reset();
-  for (auto& slot : act_slots_) slot.reset();
   dh.reset();
   Tensor dxs = cx.activation({m, d_});
   ops.grouped_gemm(true, offsets_, da, up_.weights(), 0.0, dxs);  // da·W_upᵀ
-  weight_grad(da, xs_kept_, up_keepers_, up_, nullptr);
+  weight_grad(da, xs_saved_, up_, nullptr);
   reset_saved();
   return dxs;
 }
 
 void GroupedSwiGlu::reset_saved() {
-  xs_kept_.reset();
-  h_kept_.reset();
+  for (SavedRows* saved : {&xs_saved_, &h_saved_}) {
+    saved->whole.reset();
+    if (saved->all) saved->all->release();
+    for (auto& k : saved->per_expert)
+      if (k) k->release();
+  }
   a_kept_.reset();
-  for (auto& slot : act_slots_) slot.reset();
+  act_slot_.reset();
 }
 
 MOK_NN_END

@@ -12,9 +12,11 @@
 //             and returns dxs (m, d).
 // Saved for backward, under the kinds separate experts use ("moe.expert.up.input",
 // "moe.expert.act.input", "moe.expert.down.input"): xs, a and h (h not when the hidden is
-// recomputed) — whole tensors when kept exactly, per expert through the policy's keepers
-// when a saved-input policy (kittens) is set, so each expert keeps its own compact copy as a
-// separate SwiGluMlp would.
+// recomputed) — whole tensors when kept exactly; with a saved-input policy (kittens), one
+// copy of all rows when the policy's copy is row-wise (low-bit: a row's codes depend on that
+// row alone, so one copy equals per-expert copies and costs one launch), else per expert
+// through the policy's keepers (low-rank factors are fitted to each expert's rows, as a
+// separate SwiGluMlp's would be).
 
 #include <memory>
 #include <string>
@@ -57,13 +59,18 @@ class GroupedSwiGlu {
     Tensor value, grad, compute;  // (G, rows, cols); compute empty when the master is computed with
     const Tensor& weights() const { return compute.empty() ? value : compute; }
   };
-  // Keeps x (m, cols) for a weight gradient: whole (taken over), or per expert through `keepers`.
-  void save_input(Tensor&& x, const std::string& kind, Tensor& whole,
-                  std::vector<std::unique_ptr<SavedLinearInput>>& keepers);
+  // One kind's saved input (xs or h) between forward and backward.
+  struct SavedRows {
+    Tensor whole;                                // no policy: the tensor itself
+    bool one_copy = false;                       // with a policy: `all` holds every row this step
+    std::unique_ptr<SavedLinearInput> all;       // row-wise copy of every row
+    std::vector<std::unique_ptr<SavedLinearInput>> per_expert;  // copies fitted to each expert's rows
+  };
+  // Keeps x (m, cols) for a weight gradient: whole (taken over), in one copy, or per expert.
+  void save_input(Tensor&& x, const std::string& kind, SavedRows& saved);
   // dW += Xᵀ·dY per expert from what save_input kept (or from `recomputed` x when given).
-  void weight_grad(const Tensor& dy, Tensor& whole, std::vector<std::unique_ptr<SavedLinearInput>>& keepers,
-                   Stack& w, const Tensor* recomputed);
-  Tensor restore_act();  // a (m, 2f); with a policy, frees each expert's copy as it goes
+  void weight_grad(const Tensor& dy, SavedRows& saved, Stack& w, const Tensor* recomputed);
+  Tensor restore_act();  // a (m, 2f); with a policy, frees the compact copy
   void reset_saved();
 
   std::vector<ExpertSpec> specs_;
@@ -77,9 +84,9 @@ class GroupedSwiGlu {
   // Kept between forward and backward.
   std::vector<int64_t> offsets_;
   bool hidden_kept_ = true;
-  Tensor xs_kept_, h_kept_, a_kept_;  // exact
-  std::vector<std::unique_ptr<SavedLinearInput>> up_keepers_, down_keepers_;  // with a policy, one per expert
-  std::vector<SavedTensorSlot> act_slots_;                                     // with a policy, one per expert
+  SavedRows xs_saved_, h_saved_;
+  Tensor a_kept_;            // exact
+  SavedTensorSlot act_slot_;  // with a policy (elementwise copies are row-wise: one for all rows)
 };
 
 MOK_NN_END

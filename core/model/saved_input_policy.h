@@ -23,6 +23,11 @@ class SavedInputPolicy {
   virtual std::unique_ptr<SavedLinearInput> make(int layer, const std::string& kind) = 0;
   // Training step about to run (kitten rank schedules, sketch redraws); default: ignored.
   virtual void set_step(int64_t /*step*/) {}
+  // Whether what (layer, kind) keeps at the current step treats rows independently (a row's
+  // copy depends on that row alone: exact, low-bit), so that the rows of all of a layer's
+  // experts can be kept as one tensor (core/model/grouped_swiglu.h); false for copies fitted
+  // to a whole matrix (low-rank), which each expert must keep of its own rows.
+  virtual bool row_wise(int /*layer*/, const std::string& /*kind*/) const { return true; }
 };
 
 // Every linear layer keeps X exactly.
