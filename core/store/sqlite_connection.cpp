@@ -103,6 +103,12 @@ SqliteStatement& SqliteStatement::bind_null(int index) {
   return *this;
 }
 
+SqliteStatement& SqliteStatement::bind_column(int index, const SqliteStatement& row, int col) {
+  const int rc = sqlite3_bind_value(stmt_, index, sqlite3_column_value(row.stmt_, col));
+  if (rc != SQLITE_OK) db_->fail(rc, "binding a value");
+  return *this;
+}
+
 bool SqliteStatement::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
