@@ -15,6 +15,6 @@ std::string new_run_uid();
 // created it), so it is the same read from an old store as it is and after that store was
 // upgraded (migration 3 fills the column with it).
 inline constexpr const char* kLegacyRunUidSql =
-    "('legacy-' || CAST(created_at * 1000000 AS INTEGER) || '-' || id)";
+    "('legacy-' || CAST(round(created_at * 1000000) AS INTEGER) || '-' || id)";
 
 }  // namespace mok
