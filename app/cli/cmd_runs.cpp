@@ -649,6 +649,8 @@ void json_imported_runs(JsonWriter& j, const char* key, const std::vector<Import
     if (with_rows) {
       j.key("metric_values").value(r.metric_values).key("events").value(r.events);
       j.key("checkpoints").value(r.checkpoints);
+    } else {
+      j.key("changed_at_source").value(r.changed_at_source);
     }
     j.end_object();
   }
@@ -690,8 +692,9 @@ int runs_import(int argc, char** argv) {
   if (skipped > 0) {
     std::printf("skipped %zu run%s already here\n", skipped, skipped == 1 ? "" : "s");
     for (const ImportedRun& i : r.skipped) {
-      std::printf("  #%lld %s = #%lld here\n", static_cast<long long>(i.source_id), i.name.c_str(),
-                  static_cast<long long>(i.id));
+      std::printf("  #%lld %s = #%lld here%s\n", static_cast<long long>(i.source_id), i.name.c_str(),
+                  static_cast<long long>(i.id),
+                  i.changed_at_source ? " (changed there since; delete it here and import again to refresh)" : "");
     }
   }
   return 0;

@@ -131,6 +131,17 @@ int64_t local_run_with_uid(SqliteConnection& dst, const std::string& uid) {
   return st.step() ? st.int64(0) : 0;
 }
 
+// Whether source run `from` and local run `to` differ in status or last step.
+bool run_moved_on(SqliteConnection& src, int64_t from, SqliteConnection& dst, int64_t to) {
+  const std::string sql = "SELECT status, coalesce(last_step, -1) FROM runs WHERE id = ?1";
+  SqliteStatement a = src.prepare(sql);
+  a.bind(1, from);
+  SqliteStatement b = dst.prepare(sql);
+  b.bind(1, to);
+  if (!a.step() || !b.step()) return false;
+  return a.text(0) != b.text(0) || a.int64(1) != b.int64(1);
+}
+
 // Copies the source's runs row as a new local run (new id, same uid, where it came from).
 int64_t copy_run_row(SqliteConnection& src, SqliteConnection& dst, const SourceRun& run,
                      const std::string& source_path) {
@@ -193,7 +204,9 @@ void copy_runs(SqliteConnection& src, SqliteConnection& dst, const std::vector<S
       {"metrics", "name_id, step"}, {"events", "id"}, {"checkpoints", "id"}, {"tags", "tag"}, {"environments", "run_id"}};
   for (const SourceRun& run : runs) {
     if (const int64_t here = local_run_with_uid(dst, run.uid)) {
-      result.skipped.push_back({run.id, here, run.name});
+      ImportedRun skipped{run.id, here, run.name};
+      skipped.changed_at_source = run_moved_on(src, run.id, dst, here);
+      result.skipped.push_back(skipped);
       continue;
     }
     current_source_run = run.id;

@@ -36,6 +36,9 @@ struct ImportedRun {
   int64_t metric_values = 0;
   int64_t events = 0;
   int64_t checkpoints = 0;
+  // For a skipped run: the source's has moved on since it was copied (another status or last
+  // step), e.g. it was imported while still training. The copy here is not updated.
+  bool changed_at_source = false;
 };
 
 struct RunImportResult {

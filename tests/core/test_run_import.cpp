@@ -156,6 +156,7 @@ class TestRunImport : public QObject {
     for (size_t k = 0; k < 3; ++k) {
       QCOMPARE(second.skipped[k].source_id, first.imported[k].source_id);
       QCOMPARE(second.skipped[k].id, first.imported[k].id);  // the copy already here
+      QVERIFY(!second.skipped[k].changed_at_source);
     }
     QCOMPARE(table_counts(local), counts);
     QCOMPARE(home.list_runs({.include_archived = true}).size(), size_t(4));
@@ -303,7 +304,15 @@ class TestRunImport : public QObject {
     const RunImportResult r = mok::import_runs(home, live);
     QCOMPARE(r.imported.size(), size_t(1));
     QCOMPARE(home.metric_row_count(r.imported[0].id), writer.metric_row_count(id));
-    writer.append_event(id, "info", "still writable");
+    // The run trains on: a second import keeps the copy and says it is behind.
+    mok::MetricRow later;
+    later.step = 9;
+    later.values = {{"train/loss", 3.0}};
+    writer.append_metrics(id, later);
+    const RunImportResult again = mok::import_runs(home, live);
+    QCOMPARE(again.skipped.size(), size_t(1));
+    QVERIFY(again.skipped[0].changed_at_source);
+    QCOMPARE(home.get_run(r.imported[0].id).summary.last_step, int64_t(8));
   }
 
   // Runs of a store from before uids (schema 1) keep one identity whether the store is read
