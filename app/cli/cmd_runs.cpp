@@ -376,12 +376,12 @@ int runs_show(int argc, char** argv) {
   std::printf("  host      %s (pid %lld)   device %s   code %s\n", rec.host.c_str(), static_cast<long long>(rec.pid),
               rec.device.empty() ? "-" : rec.device.c_str(), rec.code_version.c_str());
   std::printf("  machine   %s\n", environment_summary(rec.environment).c_str());
+  if (rec.environment.recorded && !rec.environment.blas_config.empty())
+    std::printf("  blas      %s\n", rec.environment.blas_config.c_str());
   if (!rec.imported_from.empty()) {
     std::printf("  imported  from %s (run %lld there) on %s\n", rec.imported_from.c_str(),
                 static_cast<long long>(rec.imported_run_id), format_time(rec.imported_at).c_str());
   }
-  if (rec.environment.recorded && !rec.environment.blas_config.empty())
-    std::printf("  blas      %s\n", rec.environment.blas_config.c_str());
   std::printf("  model     %s   routing %s   kittens %s\n", format_model(s.shape).c_str(),
               format_routing(s.shape).c_str(), s.shape.kittens.empty() ? "-" : s.shape.kittens.c_str());
   if (!s.tags.empty()) std::printf("  tags      %s\n", join(s.tags, ", ").c_str());
@@ -681,16 +681,17 @@ int runs_import(int argc, char** argv) {
     std::printf("%s\n", j.str().c_str());
     return 0;
   }
-  const size_t n = r.imported.size(), skipped = r.skipped.size();
-  std::printf("imported %zu run%s from %s into %s\n", n, n == 1 ? "" : "s", source_path.c_str(), db.c_str());
+  // "1 run", "2 runs"
+  auto count = [](int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); };
+  const int64_t n = static_cast<int64_t>(r.imported.size()), skipped = static_cast<int64_t>(r.skipped.size());
+  std::printf("imported %s from %s into %s\n", count(n, "run").c_str(), source_path.c_str(), db.c_str());
   for (const ImportedRun& i : r.imported) {
-    std::printf("  #%lld %s -> #%lld  (%lld metric values, %lld events, %lld checkpoints)\n",
-                static_cast<long long>(i.source_id), i.name.c_str(), static_cast<long long>(i.id),
-                static_cast<long long>(i.metric_values), static_cast<long long>(i.events),
-                static_cast<long long>(i.checkpoints));
+    std::printf("  #%lld %s -> #%lld  (%s, %s, %s)\n", static_cast<long long>(i.source_id), i.name.c_str(),
+                static_cast<long long>(i.id), count(i.metric_values, "metric value").c_str(),
+                count(i.events, "event").c_str(), count(i.checkpoints, "checkpoint").c_str());
   }
   if (skipped > 0) {
-    std::printf("skipped %zu run%s already here\n", skipped, skipped == 1 ? "" : "s");
+    std::printf("skipped %s already here\n", count(skipped, "run").c_str());
     for (const ImportedRun& i : r.skipped) {
       std::printf("  #%lld %s = #%lld here%s\n", static_cast<long long>(i.source_id), i.name.c_str(),
                   static_cast<long long>(i.id),

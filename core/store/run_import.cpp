@@ -91,6 +91,7 @@ int64_t copy_run_rows(SqliteConnection& src, SqliteConnection& dst, const std::s
     if (remapped) ins.bind(param++, remapped->value(sel, 0));
     for (size_t c = 0; c < columns.size(); ++c) ins.bind_column(param++, sel, first_copied + static_cast<int>(c));
     ins.run();
+    ins.reset();
     ++rows;
   }
   return rows;

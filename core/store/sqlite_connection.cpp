@@ -123,6 +123,8 @@ void SqliteStatement::run() {
   }
 }
 
+void SqliteStatement::reset() { sqlite3_reset(stmt_); }
+
 bool SqliteStatement::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 int64_t SqliteStatement::int64(int col) const { return sqlite3_column_int64(stmt_, col); }
 double SqliteStatement::real(int col) const {

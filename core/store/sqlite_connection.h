@@ -37,6 +37,7 @@ class SqliteStatement {
 
   bool step();  // true: a row is ready; false: done. Throws StoreError (SQLITE_BUSY included).
   void run();   // step() to completion, for statements without result rows
+  void reset();  // ready to bind and run again (bindings stay until rebound)
 
   bool is_null(int col) const;
   int64_t int64(int col) const;

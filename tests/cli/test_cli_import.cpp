@@ -64,9 +64,9 @@ class TestCliImport : public QObject {
     QCOMPARE(show.json["imported_run_id"].toInteger(), beta_);
     QCOMPARE(show.json["name"].toString(), QString("beta"));
     CliResult text = mok({"runs", "show", QString::number(beta_here), "--db", home});
-    QVERIFY2(text.out.contains("imported  from " + fs::absolute(cluster_.toStdString()).string() + " (run " +
-                               std::to_string(beta_) + " there)"),
-             qPrintable(text.out));
+    const QString origin = QString::fromStdString("imported  from " + fs::absolute(cluster_.toStdString()).string() +
+                                                  " (run " + std::to_string(beta_) + " there)");
+    QVERIFY2(text.out.contains(origin), qPrintable(text.out));
 
     // Again: nothing new, in words and in JSON.
     r = mok({"runs", "import", cluster_, "--db", home});

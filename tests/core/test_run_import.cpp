@@ -273,7 +273,8 @@ class TestRunImport : public QObject {
   void importThatFailsPartWayLeavesTheDestinationAsItWas() {
     const std::string broken = path("broken.db");
     fs::copy_file(cluster_, broken);
-    raw_exec(broken, "UPDATE metrics SET name_id = 999 WHERE run_id = " + std::to_string(beta_) + " AND step = 7");
+    raw_exec(broken, "UPDATE metrics SET name_id = 999 WHERE run_id = " + std::to_string(beta_) +
+                         " AND step = 7 AND name_id = (SELECT id FROM metric_names WHERE name = 'train/loss')");
     const std::string local = path("intact.db");
     RunStore home = RunStore::open(local);
     const int64_t mine = home.create_run({.name = "mine"});

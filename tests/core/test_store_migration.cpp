@@ -124,7 +124,7 @@ class TestStoreMigration : public QObject {
       QCOMPARE(env.threads, 4);
     }
     QCOMPARE(mok::test::raw_count(path, "PRAGMA user_version"), int64_t(mok::kRunStoreSchemaVersion));
-    QCOMPARE(mok::test::raw_count(path, "SELECT count(*) FROM environments"), int64_t(1));
+    QCOMPARE(mok::test::raw_count(path, "SELECT count(*) FROM environments"), int64_t(2));  // "new", "another"
     // Reopened (read-only and read-write), both runs are as they were.
     RunStore again = RunStore::open_readonly(path);
     check_old_run(again);

@@ -56,7 +56,7 @@ void choose_in_next_file_dialog(const QString& path, bool* seen) {
       return;
     }
     dialog->selectFile(path);
-    dialog->accept();
+    static_cast<QDialog*>(dialog)->accept();  // QFileDialog::accept, protected there
   });
 }
 

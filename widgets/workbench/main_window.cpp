@@ -178,9 +178,7 @@ bool MainWindow::open_database(const QString& path) {
       check_run_store_readable(path.toStdString());
     } catch (const std::exception& e) {
       QMessageBox::warning(this, tr("Cannot open the run database"),
-                           tr("%1
-
-The workbench keeps using %2.").arg(QString::fromUtf8(e.what()), current));
+                           tr("%1\n\nThe workbench keeps using %2.").arg(QString::fromUtf8(e.what()), current));
       return false;
     }
   }
@@ -204,9 +202,7 @@ bool MainWindow::import_runs_from(const QString& path) {
   } catch (const std::exception& e) {
     QApplication::restoreOverrideCursor();
     QMessageBox::warning(this, tr("Runs not imported"),
-                         tr("%1
-
-Nothing was imported into %2.").arg(QString::fromUtf8(e.what()), here));
+                         tr("%1\n\nNothing was imported into %2.").arg(QString::fromUtf8(e.what()), here));
     return false;
   }
   QApplication::restoreOverrideCursor();
