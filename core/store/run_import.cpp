@@ -51,10 +51,10 @@ std::string joined(const std::vector<std::string>& words) {
   return out;
 }
 
-// "?2, ?3, …" for `count` parameters after the first `after`.
-std::string placeholders(size_t count, size_t after) {
+// "?1, ?2, …, ?count".
+std::string placeholders(size_t count) {
   std::string out;
-  for (size_t i = 0; i < count; ++i) out += (i ? ", ?" : "?") + std::to_string(after + i + 1);
+  for (size_t i = 1; i <= count; ++i) out += (i > 1 ? ", ?" : "?") + std::to_string(i);
   return out;
 }
 
@@ -82,7 +82,7 @@ int64_t copy_run_rows(SqliteConnection& src, SqliteConnection& dst, const std::s
                                     " WHERE run_id = ?1 ORDER BY " + order_by);
   sel.bind(1, from);
   SqliteStatement ins =
-      dst.prepare("INSERT INTO " + table + "(" + joined(written) + ") VALUES (" + placeholders(written.size(), 0) + ")");
+      dst.prepare("INSERT INTO " + table + "(" + joined(written) + ") VALUES (" + placeholders(written.size()) + ")");
   const int first_copied = remapped ? 1 : 0;
   int64_t rows = 0;
   while (sel.step()) {
@@ -154,7 +154,7 @@ int64_t copy_run_row(SqliteConnection& src, SqliteConnection& dst, const SourceR
   std::vector<std::string> written = columns;
   written.insert(written.end(), {"uid", "imported_from", "imported_run_id", "imported_at"});
   SqliteStatement ins =
-      dst.prepare("INSERT INTO runs(" + joined(written) + ") VALUES (" + placeholders(written.size(), 0) + ")");
+      dst.prepare("INSERT INTO runs(" + joined(written) + ") VALUES (" + placeholders(written.size()) + ")");
   const int n = static_cast<int>(columns.size());
   for (int c = 0; c < n; ++c) ins.bind_column(c + 1, sel, c);
   std::error_code ec;
