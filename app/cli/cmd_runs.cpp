@@ -8,8 +8,9 @@
 //   mok runs delete ID --yes [--db PATH] [--json]
 //   mok runs compare ID ID... [--metrics A,B,...] [--skip N] [--db PATH] [--json|--markdown]
 //   mok runs record ID NAME=VALUE... [--step S] [--db PATH] [--json]
+//   mok runs import OTHER.db [--run ID]... [--db PATH] [--json]
 // Browsing opens the store read-only (never writes, never creates); editing opens it
-// read-write. Exit codes: 0 ok, 1 store error (message on stderr), 2 bad usage.
+// read-write; importing reads the other store only and writes this one. Exit codes: 0 ok, 1 store error (message on stderr), 2 bad usage.
 
 #include <cmath>
 #include <cstdio>
@@ -24,6 +25,7 @@
 
 #include "app/cli/commands.h"
 #include "core/store/run_comparison.h"
+#include "core/store/run_import.h"
 #include "core/store/run_store.h"
 #include "core/util/json_writer.h"
 
@@ -50,6 +52,9 @@ const char* kUsage =
     "                                                       a note names runs from other hardware\n"
     "  record ID NAME=VALUE... [--step S]                   add measured figures to a run (e.g. infer/*),\n"
     "                                                       at step S (default: the run's last step)\n"
+    "  import OTHER.db [--run ID]...                        copy runs of another store (a cluster's) with their\n"
+    "                                                       metrics, events, config and checkpoint paths; runs\n"
+    "                                                       already here are skipped (--run: only these)\n"
     "\n"
     "every subcommand takes --db PATH (default runs/mok.db).\n";
 
@@ -57,14 +62,20 @@ struct UsageError {
   std::string message;
 };
 
-// Parsed command line: positional words and --options (flags map to "").
+// Parsed command line: positional words and --options (flags map to ""). An option given
+// twice keeps its last value in `opts` and every value in `repeated`.
 struct Args {
   std::vector<std::string> words;
   std::map<std::string, std::string> opts;
+  std::map<std::string, std::vector<std::string>> repeated;
   bool has(const std::string& k) const { return opts.count(k) > 0; }
   std::string get(const std::string& k, const std::string& fallback = {}) const {
     auto it = opts.find(k);
     return it == opts.end() ? fallback : it->second;
+  }
+  std::vector<std::string> all(const std::string& k) const {
+    auto it = repeated.find(k);
+    return it == repeated.end() ? std::vector<std::string>{} : it->second;
   }
 };
 
@@ -86,6 +97,7 @@ Args parse_args(int argc, char** argv, const std::set<std::string>& with_value, 
         throw UsageError{"unknown option --" + key};
       }
       a.opts[key] = value;
+      a.repeated[key].push_back(value);
     } else {
       a.words.push_back(s);
     }
@@ -93,13 +105,16 @@ Args parse_args(int argc, char** argv, const std::set<std::string>& with_value, 
   return a;
 }
 
-int64_t parse_id(const Args& a, size_t index) {
-  if (a.words.size() <= index) throw UsageError{"missing run ID"};
-  const std::string& s = a.words[index];
+int64_t parse_id_text(const std::string& s) {
   char* end = nullptr;
   const long long v = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || v <= 0) throw UsageError{"'" + s + "' is not a run ID (a positive number)"};
   return v;
+}
+
+int64_t parse_id(const Args& a, size_t index) {
+  if (a.words.size() <= index) throw UsageError{"missing run ID"};
+  return parse_id_text(a.words[index]);
 }
 
 void no_extra_words(const Args& a, size_t expected) {
@@ -325,6 +340,11 @@ int runs_show(int argc, char** argv) {
     j.key("device").value(rec.device);
     j.key("code_version").value(rec.code_version);
     json_environment(j, rec.environment);
+    j.key("uid").value(rec.uid);
+    j.key("imported_from");
+    if (rec.imported_from.empty()) j.null(); else j.value(rec.imported_from);
+    j.key("imported_run_id");
+    if (rec.imported_from.empty()) j.null(); else j.value(rec.imported_run_id);
     j.key("notes").value(rec.notes);
     j.key("config_yaml").value(rec.config_yaml);
     j.key("last_metrics").begin_object();
@@ -358,6 +378,10 @@ int runs_show(int argc, char** argv) {
   std::printf("  machine   %s\n", environment_summary(rec.environment).c_str());
   if (rec.environment.recorded && !rec.environment.blas_config.empty())
     std::printf("  blas      %s\n", rec.environment.blas_config.c_str());
+  if (!rec.imported_from.empty()) {
+    std::printf("  imported  from %s (run %lld there) on %s\n", rec.imported_from.c_str(),
+                static_cast<long long>(rec.imported_run_id), format_time(rec.imported_at).c_str());
+  }
   std::printf("  model     %s   routing %s   kittens %s\n", format_model(s.shape).c_str(),
               format_routing(s.shape).c_str(), s.shape.kittens.empty() ? "-" : s.shape.kittens.c_str());
   if (!s.tags.empty()) std::printf("  tags      %s\n", join(s.tags, ", ").c_str());
@@ -618,6 +642,65 @@ int runs_record(int argc, char** argv) {
   return 0;
 }
 
+void json_imported_runs(JsonWriter& j, const char* key, const std::vector<ImportedRun>& runs, bool with_rows) {
+  j.key(key).begin_array();
+  for (const ImportedRun& r : runs) {
+    j.begin_object().key("source_id").value(r.source_id).key("id").value(r.id).key("name").value(r.name);
+    if (with_rows) {
+      j.key("metric_values").value(r.metric_values).key("events").value(r.events);
+      j.key("checkpoints").value(r.checkpoints);
+    } else {
+      j.key("changed_at_source").value(r.changed_at_source);
+    }
+    j.end_object();
+  }
+  j.end_array();
+}
+
+int runs_import(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db", "run"}, {"json"});
+  if (a.words.empty()) throw UsageError{"give the run store to import from (e.g. cluster.db)"};
+  no_extra_words(a, 1);
+  const std::string source_path = a.words[0];
+  std::vector<int64_t> ids;
+  for (const std::string& id : a.all("run")) ids.push_back(parse_id_text(id));
+  const std::string db = a.get("db", kDefaultDb);
+  // The source first: a refused one must not leave a new, empty local store behind.
+  CheckedStoreReader source = open_import_source(source_path, db);
+  RunStore store = RunStore::open(db);
+  const RunImportResult r = import_runs(store, source, ids);
+
+  if (a.has("json")) {
+    JsonWriter j;
+    j.begin_object().key("source").value(source_path).key("db").value(db);
+    j.key("imported_count").value(static_cast<int64_t>(r.imported.size()));
+    j.key("skipped_count").value(static_cast<int64_t>(r.skipped.size()));
+    json_imported_runs(j, "imported", r.imported, true);
+    json_imported_runs(j, "skipped", r.skipped, false);
+    j.end_object();
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+  // "1 run", "2 runs"
+  auto count = [](int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); };
+  const int64_t n = static_cast<int64_t>(r.imported.size()), skipped = static_cast<int64_t>(r.skipped.size());
+  std::printf("imported %s from %s into %s\n", count(n, "run").c_str(), source_path.c_str(), db.c_str());
+  for (const ImportedRun& i : r.imported) {
+    std::printf("  #%lld %s -> #%lld  (%s, %s, %s)\n", static_cast<long long>(i.source_id), i.name.c_str(),
+                static_cast<long long>(i.id), count(i.metric_values, "metric value").c_str(),
+                count(i.events, "event").c_str(), count(i.checkpoints, "checkpoint").c_str());
+  }
+  if (skipped > 0) {
+    std::printf("skipped %s already here\n", count(skipped, "run").c_str());
+    for (const ImportedRun& i : r.skipped) {
+      std::printf("  #%lld %s = #%lld here%s\n", static_cast<long long>(i.source_id), i.name.c_str(),
+                  static_cast<long long>(i.id),
+                  i.changed_at_source ? " (changed there since; delete it here and import again to refresh)" : "");
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_runs(int argc, char** argv) {
@@ -634,7 +717,7 @@ int cmd_runs(int argc, char** argv) {
   const std::map<std::string, Fn> subs = {{"list", runs_list},     {"show", runs_show},  {"export-csv", runs_export_csv},
                                           {"tag", runs_tag},       {"note", runs_note},  {"archive", runs_archive},
                                           {"delete", runs_delete}, {"compare", runs_compare},
-                                          {"record", runs_record}};
+                                          {"record", runs_record},   {"import", runs_import}};
   auto it = subs.find(sub);
   if (it == subs.end()) {
     std::fprintf(stderr, "mok runs: unknown subcommand '%s'\n\n%s", sub.c_str(), kUsage);

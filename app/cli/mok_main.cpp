@@ -1,7 +1,7 @@
 // mok: the headless command-line front end of the training core (no Qt).
 //   mok train CONFIG [--db PATH] [--set key=value]... [--json]
 //   mok config validate|print|schema ...
-//   mok runs list|show|export-csv ...
+//   mok runs list|show|export-csv|import ...
 //   mok generate CHECKPOINT ...
 //   mok plan CONFIG [--device-memory SIZE] [--json]
 //   mok export CONFIG --slurm --nodes N --gpus-per-node G ...
@@ -27,7 +27,7 @@ struct Command {
 const Command kCommands[] = {
     {"train", mok::cli::cmd_train, "train a model from an experiment config"},
     {"config", mok::cli::cmd_config, "validate, print or document experiment configs"},
-    {"runs", mok::cli::cmd_runs, "list, show and export runs in a run store"},
+    {"runs", mok::cli::cmd_runs, "list, show, export and import runs of a run store"},
     {"generate", mok::cli::cmd_generate, "sample text from a checkpoint"},
     {"plan", mok::cli::cmd_plan, "the memory a config needs per rank, and whether it fits"},
     {"export", mok::cli::cmd_export, "write a folder that trains a config on a Slurm cluster"},

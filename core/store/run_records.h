@@ -72,6 +72,13 @@ struct RunRecord {
   int64_t pid = 0;
   std::string notes;
   RunEnvironment environment;  // recorded = false for runs from before schema 2
+  // Identity across stores (run_uid.h); empty when read from a store before schema 3.
+  std::string uid;
+  // For a run copied from another store (run_import.h): that file, the run's id there and
+  // when it was copied; "", 0, 0 for a run recorded here.
+  std::string imported_from;
+  int64_t imported_run_id = 0;
+  double imported_at = 0;
 };
 
 struct RunFilter {

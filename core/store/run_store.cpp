@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <mutex>
 #include <ostream>
@@ -19,6 +17,7 @@
 #include "core/store/csv_field.h"
 #include "core/store/process_identity.h"
 #include "core/store/run_store_schema.h"
+#include "core/store/run_uid.h"
 #include "core/store/sqlite_connection.h"
 #include "core/store/store_integrity.h"
 #include "core/store/store_location.h"
@@ -43,24 +42,6 @@ RunStatus status_from_text(const std::string& text) {
   RunStatus s = RunStatus::interrupted;
   parse_run_status(text, &s);
   return s;
-}
-
-// Refuses a path that is a folder or a file that does not start like an SQLite database.
-// Reads at most 16 bytes; never writes.
-void check_file_header(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw StoreError(path + " is a folder, not a MoK run store file");
-  const auto size = fs::file_size(path, ec);
-  if (ec || size == 0) return;
-  static const char kMagic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f', 'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
-  char head[16] = {};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw StoreError(path + " cannot be read (check its permissions)");
-  in.read(head, sizeof(head));
-  if (in.gcount() < 16 || std::memcmp(head, kMagic, 16) != 0) {
-    throw StoreError(path + " is not a MoK run store (not an SQLite database)");
-  }
 }
 
 std::string like_pattern(const std::string& text) {
@@ -169,6 +150,19 @@ struct RunStore::Impl {
     const auto& fields = environment_text_fields();
     for (size_t i = 0; i < fields.size(); ++i) env.*fields[i].member = st.text(static_cast<int>(i + 2));
     return env;
+  }
+
+  // The run's uid and where it was imported from; empty for a store before schema 3.
+  void read_origin(int64_t run_id, RunRecord& rec) {
+    if (version < 3) return;
+    SqliteStatement st =
+        db->prepare("SELECT uid, imported_from, imported_run_id, imported_at FROM runs WHERE id = ?1");
+    st.bind(1, run_id);
+    if (!st.step()) return;
+    rec.uid = st.text(0);
+    rec.imported_from = st.text(1);
+    rec.imported_run_id = st.is_null(2) ? 0 : st.int64(2);
+    rec.imported_at = st.is_null(3) ? 0 : st.real(3);
   }
 
   // Metric name id, inserting the name when new. `pending` collects ids created in the open
@@ -308,7 +302,7 @@ RunStore RunStore::open(const std::string& path) {
   if (path.empty()) throw StoreError("no run store path given");
   std::error_code ec;
   if (fs::exists(path, ec)) {
-    check_file_header(path);
+    check_run_store_header(path);
     if (fs::file_size(path, ec) > 0) {
       // Look before writing anything: a foreign or newer database must stay untouched.
       // Immutable when no writer has the store open, so that a refused file gets no -wal
@@ -372,7 +366,7 @@ RunStore RunStore::open_reader(const std::string& path, bool snapshot) {
   std::error_code ec;
   if (path.empty()) throw StoreError("no run store path given");
   if (!fs::exists(path, ec)) throw StoreError(path + " does not exist (no run store there)");
-  check_file_header(path);
+  check_run_store_header(path);
   if (fs::file_size(path, ec) == 0) throw StoreError(path + " is an empty file, not a MoK run store");
   auto impl = std::make_unique<Impl>();
   impl->path = path;
@@ -467,12 +461,12 @@ int64_t RunStore::create_run(const NewRun& run) {
     SqliteStatement st = s.db->prepare(
         "INSERT INTO runs(name, status, created_at, started_at, updated_at, config_yaml, host, device, "
         "code_version, pid, process_start, boot_id, model_layers, model_d_model, model_experts, "
-        "model_top_k, dispatcher, policy, kittens_mode) "
-        "VALUES (?1, 'running', ?2, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+        "model_top_k, dispatcher, policy, kittens_mode, uid) "
+        "VALUES (?1, 'running', ?2, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
     st.bind(1, run.name).bind(2, t).bind(3, run.config_yaml).bind(4, host).bind(5, run.device).bind(6, code);
     st.bind(7, s.me.pid).bind(8, s.me.start_ticks).bind(9, s.me.boot_id);
     st.bind(10, shape.layers).bind(11, shape.d_model).bind(12, shape.experts).bind(13, shape.top_k);
-    st.bind(14, shape.dispatcher).bind(15, shape.policy).bind(16, shape.kittens);
+    st.bind(14, shape.dispatcher).bind(15, shape.policy).bind(16, shape.kittens).bind(17, new_run_uid());
     st.run();
     id = s.db->last_insert_id();
     if (env.recorded) s.insert_environment(id, env);
@@ -612,8 +606,8 @@ void RunStore::delete_run(int64_t run_id) {
   Impl& s = *impl_;
   s.write_txn([&] {
     s.require_run(run_id);
-    for (const char* table : {"metrics", "events", "checkpoints", "tags", "environments"}) {
-      s.db->prepare(std::string("DELETE FROM ") + table + " WHERE run_id = ?1").bind(1, run_id).run();
+    for (const std::string& table : per_run_tables()) {
+      s.db->prepare("DELETE FROM " + table + " WHERE run_id = ?1").bind(1, run_id).run();
     }
     s.db->prepare("DELETE FROM runs WHERE id = ?1").bind(1, run_id).run();
   });
@@ -702,6 +696,7 @@ std::optional<RunRecord> RunStore::find_run(int64_t run_id) {
   rec.code_version = st.text(c + 5);
   rec.notes = st.text(c + 6);
   rec.environment = s.read_environment(run_id);
+  s.read_origin(run_id, rec);
   if (rec.summary.status == RunStatus::interrupted && st.text(2) != "interrupted") {
     rec.status_message = "process " + std::to_string(rec.pid) + " on " + rec.host +
                          " is gone (recorded at the next read-write open)";
@@ -779,6 +774,12 @@ void RunStore::export_csv(int64_t run_id, std::ostream& out) {
         << ',' << csv_number(st.real(4)) << '\n';
   }
   if (!out) throw StoreError("writing the CSV export of run " + std::to_string(run_id) + " failed");
+}
+
+void RunStore::write_transaction(const std::function<void(SqliteConnection&)>& body) {
+  std::lock_guard lock(impl_->mu);
+  Impl& s = *impl_;
+  s.write_txn([&] { body(*s.db); });
 }
 
 int64_t RunStore::data_version() {

@@ -16,6 +16,7 @@
 // docs/run_store.md.
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -27,6 +28,8 @@
 #include "core/store/store_error.h"
 
 namespace mok {
+
+class SqliteConnection;
 
 class RunStore {
  public:
@@ -69,6 +72,11 @@ class RunStore {
   void remove_tag(int64_t run_id, const std::string& tag);
   void archive(int64_t run_id, bool archived);
   void delete_run(int64_t run_id);  // the run and all its rows
+  // For store modules that write many rows of several tables as one change (run_import.h):
+  // runs `body` on the store's connection inside one write transaction, with the store's
+  // lock held; an exception rolls everything back. A transaction SQLite keeps busy is rolled
+  // back and tried again, so `body` may run more than once and must start afresh each time.
+  void write_transaction(const std::function<void(SqliteConnection&)>& body);
   // Runs on this host in running/paused whose process is gone become interrupted (with an
   // event). Called by open(); returns the ids it changed.
   std::vector<int64_t> mark_interrupted_runs();

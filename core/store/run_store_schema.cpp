@@ -1,5 +1,6 @@
 #include "core/store/run_store_schema.h"
 
+#include "core/store/run_uid.h"
 #include "core/store/sqlite_connection.h"
 #include "core/store/store_error.h"
 
@@ -98,8 +99,24 @@ CREATE TABLE environments (
   nccl_version   TEXT NOT NULL DEFAULT ''
 );
 )sql"},
+      // 3: a run's identity across stores (run_uid.h), so importing a store twice copies each
+      // run once; runs made before get one derived from their creation time and id. An
+      // imported run records where it came from (the source file, its id there, when).
+      {3, std::string(R"sql(
+ALTER TABLE runs ADD COLUMN uid TEXT;
+UPDATE runs SET uid = )sql") + kLegacyRunUidSql + R"sql(;
+CREATE UNIQUE INDEX runs_uid ON runs(uid);
+ALTER TABLE runs ADD COLUMN imported_from TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN imported_run_id INTEGER;
+ALTER TABLE runs ADD COLUMN imported_at REAL;
+)sql"},
   };
   return migrations;
+}
+
+const std::vector<std::string>& per_run_tables() {
+  static const std::vector<std::string> tables = {"metrics", "events", "checkpoints", "tags", "environments"};
+  return tables;
 }
 
 StoreInspection inspect_run_store(SqliteConnection& db) {

@@ -10,14 +10,18 @@ namespace mok {
 
 class SqliteConnection;
 
-inline constexpr int kRunStoreSchemaVersion = 2;   // the newest schema this build reads and writes
+inline constexpr int kRunStoreSchemaVersion = 3;   // the newest schema this build reads and writes
 inline constexpr const char* kRunStoreAppId = "mok-run-store";
 
 struct Migration {
   int version;      // the schema version after this migration
-  const char* sql;  // statements run inside the migration transaction
+  std::string sql;  // statements run inside the migration transaction
 };
 const std::vector<Migration>& run_store_migrations();
+
+// The tables whose rows belong to one run (a run_id column), besides `runs` itself: what
+// deleting a run removes and importing a run copies.
+const std::vector<std::string>& per_run_tables();
 
 // What an existing database holds, found with reads only.
 struct StoreInspection {

@@ -103,6 +103,12 @@ SqliteStatement& SqliteStatement::bind_null(int index) {
   return *this;
 }
 
+SqliteStatement& SqliteStatement::bind_column(int index, const SqliteStatement& row, int col) {
+  const int rc = sqlite3_bind_value(stmt_, index, sqlite3_column_value(row.stmt_, col));
+  if (rc != SQLITE_OK) db_->fail(rc, "binding a value");
+  return *this;
+}
+
 bool SqliteStatement::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
@@ -116,6 +122,8 @@ void SqliteStatement::run() {
   while (step()) {
   }
 }
+
+void SqliteStatement::reset() { sqlite3_reset(stmt_); }
 
 bool SqliteStatement::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 int64_t SqliteStatement::int64(int col) const { return sqlite3_column_int64(stmt_, col); }

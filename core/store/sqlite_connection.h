@@ -31,9 +31,13 @@ class SqliteStatement {
   SqliteStatement& bind(int index, const char* v) { return bind(index, std::string_view(v)); }
   SqliteStatement& bind(int index, const std::string& v) { return bind(index, std::string_view(v)); }
   SqliteStatement& bind_null(int index);
+  // Column `col` of `row`'s current result exactly as stored (type and bytes), for copying
+  // rows between databases.
+  SqliteStatement& bind_column(int index, const SqliteStatement& row, int col);
 
   bool step();  // true: a row is ready; false: done. Throws StoreError (SQLITE_BUSY included).
   void run();   // step() to completion, for statements without result rows
+  void reset();  // ready to bind and run again (bindings stay until rebound)
 
   bool is_null(int col) const;
   int64_t int64(int col) const;

@@ -36,7 +36,10 @@ std::string why_not_writable(const std::string& path) {
   return "SQLite could open it for reading only";
 }
 
-std::string immutable_uri(const std::string& path) {
+namespace {
+
+// "file:" and the absolute path, percent-encoded where a URI needs it.
+std::string file_uri(const std::string& path) {
   std::error_code ec;
   fs::path abs = fs::absolute(path, ec);
   if (ec) abs = path;
@@ -50,7 +53,15 @@ std::string immutable_uri(const std::string& path) {
       uri += static_cast<char>(c);
     }
   }
-  return uri + "?immutable=1";
+  return uri;
+}
+
+}  // namespace
+
+std::string immutable_uri(const std::string& path) { return file_uri(path) + "?immutable=1"; }
+
+std::string readonly_uri(const std::string& path, bool immutable) {
+  return file_uri(path) + (immutable ? "?mode=ro&immutable=1" : "?mode=ro");
 }
 
 }  // namespace mok

@@ -17,4 +17,8 @@ std::string why_not_writable(const std::string& path);
 // "file:/abs/path?immutable=1": SQLite then takes no locks and creates no -wal or -shm file.
 std::string immutable_uri(const std::string& path);
 
+// "file:/abs/path?mode=ro", with "&immutable=1" when `immutable`: a connection that cannot
+// write whatever flags it is opened with.
+std::string readonly_uri(const std::string& path, bool immutable);
+
 }  // namespace mok

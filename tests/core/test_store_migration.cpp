@@ -1,7 +1,8 @@
-// A run store written by schema 1 (before run environments): a read-only open reads it as it
-// is, without changing a byte, and shows its runs' environments as not recorded; a
-// read-write open upgrades it to the current schema in place, keeping every row, and new
-// runs then record their environment.
+// A run store written by schema 1 (before run environments) or 2 (before run uids): a
+// read-only open reads it as it is, without changing a byte, and shows its runs' environments
+// as not recorded; a read-write open upgrades it to the current schema in place, keeping every
+// row, giving old runs a uid derived from their creation time and id, and new runs then record
+// their environment and a random uid.
 #include <QtTest>
 
 // Designated initializers leave the other members at their defaults, on purpose.
@@ -111,20 +112,52 @@ class TestStoreMigration : public QObject {
       check_old_run(store);
       for (size_t i = 0; i < std::size(tables); ++i)
         QCOMPARE(mok::test::raw_count(path, std::string("SELECT count(*) FROM ") + tables[i]), counts[i]);
+      QCOMPARE(store.get_run(1).uid, std::string("legacy-1700000000000000-1"));
       fresh = store.create_run({.name = "new", .config_yaml = kConfig});
+      const std::string uid = store.get_run(fresh).uid;
+      QCOMPARE(uid.size(), size_t(36));
+      QCOMPARE(uid[14], '4');  // a version-4 UUID
+      QVERIFY(uid != store.get_run(store.create_run({.name = "another"})).uid);
       const mok::RunEnvironment env = store.get_run(fresh).environment;
       QVERIFY(env.recorded);
       QVERIFY(!env.cpu_model.empty() && !env.blas_library.empty());
       QCOMPARE(env.threads, 4);
     }
     QCOMPARE(mok::test::raw_count(path, "PRAGMA user_version"), int64_t(mok::kRunStoreSchemaVersion));
-    QCOMPARE(mok::test::raw_count(path, "SELECT count(*) FROM environments"), int64_t(1));
+    QCOMPARE(mok::test::raw_count(path, "SELECT count(*) FROM environments"), int64_t(2));  // "new", "another"
     // Reopened (read-only and read-write), both runs are as they were.
     RunStore again = RunStore::open_readonly(path);
     check_old_run(again);
     QVERIFY(again.get_run(fresh).environment.recorded);
     RunStore rw = RunStore::open(path);
-    QCOMPARE(rw.list_runs().size(), size_t(2));
+    QCOMPARE(rw.list_runs().size(), size_t(3));
+  }
+
+  void schema2StoreGetsUidsKeepingItsEnvironments() {
+    QVERIFY(mok::kRunStoreSchemaVersion >= 3);
+    const std::string path = (dir_.path() + "/v2-upgrade.db").toStdString();
+    write_schema1_store(path);
+    raw_exec(path, mok::run_store_migrations()[1].sql + "PRAGMA user_version = 2;"
+                   "INSERT INTO environments(run_id, cpu_model, cpu_count, threads, blas_library) "
+                   "VALUES (1, 'Old CPU', 8, 4, 'OpenBLAS 0.3.20');");
+    {
+      RunStore before = RunStore::open_readonly(path);
+      QCOMPARE(before.schema_version(), 2);
+      QVERIFY(before.get_run(1).uid.empty());  // read as it is: no uid column yet
+    }
+    RunStore store = RunStore::open(path);
+    QCOMPARE(store.schema_version(), mok::kRunStoreSchemaVersion);
+    const mok::RunRecord rec = store.get_run(1);
+    QCOMPARE(rec.summary.name, std::string("old"));
+    QCOMPARE(rec.notes, std::string("kept notes"));
+    QCOMPARE(store.metric_series(1, "train/loss").size(), size_t(3));
+    QCOMPARE(store.checkpoints(1).size(), size_t(1));
+    QVERIFY(rec.environment.recorded);
+    QCOMPARE(rec.environment.cpu_model, std::string("Old CPU"));
+    QCOMPARE(rec.environment.threads, 4);
+    QCOMPARE(rec.uid, std::string("legacy-1700000000000000-1"));
+    QVERIFY(rec.imported_from.empty());
+    QCOMPARE(mok::test::raw_count(path, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_uid'"), int64_t(1));
   }
 };
 

@@ -19,6 +19,9 @@
 #include <qcustomplot.h>
 
 #include "core/config/config_io.h"
+#include "core/store/checked_store_reader.h"
+#include "core/store/run_import.h"
+#include "core/store/run_store.h"
 #include "widgets/config/experiment_editor.h"
 #include "widgets/dashboard/live_dashboard.h"
 #include "widgets/plot/coalesced_plot.h"
@@ -159,12 +162,59 @@ QString MainWindow::about_text() {
            QStringLiteral(QT_VERSION_STR), QStringLiteral(QCUSTOMPLOT_VERSION_STR), docs_dir());
 }
 
-void MainWindow::open_database(const QString& path) {
+bool MainWindow::open_database(const QString& path) {
+  const QString current = runs_->db_path();
+  // Runs in flight record into the store they started in, and the queue's run ids are its.
+  if (const int in_flight = runs_->in_flight_count(); in_flight > 0 && path != current) {
+    QMessageBox::warning(this, tr("Run database not switched"),
+                         tr("%n run(s) still train or wait to train into %1. Switch stores once they end.",
+                            nullptr, in_flight)
+                             .arg(current));
+    return false;
+  }
+  const QFileInfo file(path);
+  if (file.exists() && (file.isDir() || file.size() > 0)) {
+    try {
+      check_run_store_readable(path.toStdString());
+    } catch (const std::exception& e) {
+      QMessageBox::warning(this, tr("Cannot open the run database"),
+                           tr("%1\n\nThe workbench keeps using %2.").arg(QString::fromUtf8(e.what()), current));
+      return false;
+    }
+  }
   runs_->set_db_path(path);
   setWindowTitle(tr("MoK Workbench — %1").arg(path));
   runs_page_->refresh();
   compare_->refresh_run_list();
   statusBar()->showMessage(tr("Run store: %1").arg(path));
+  return true;
+}
+
+bool MainWindow::import_runs_from(const QString& path) {
+  const QString here = runs_->db_path();
+  RunImportResult result;
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  try {
+    // The source first, so that a refused one leaves no new, empty store behind either.
+    CheckedStoreReader source = open_import_source(path.toStdString(), here.toStdString());
+    RunStore store = RunStore::open(here.toStdString());
+    result = import_runs(store, source);
+  } catch (const std::exception& e) {
+    QApplication::restoreOverrideCursor();
+    QMessageBox::warning(this, tr("Runs not imported"),
+                         tr("%1\n\nNothing was imported into %2.").arg(QString::fromUtf8(e.what()), here));
+    return false;
+  }
+  QApplication::restoreOverrideCursor();
+  runs_page_->refresh();
+  compare_->refresh_run_list();
+  const qsizetype imported = qsizetype(result.imported.size()), skipped = qsizetype(result.skipped.size());
+  QString text = tr("Imported %1 %2 from %3")
+                     .arg(imported)
+                     .arg(imported == 1 ? tr("run") : tr("runs"), QFileInfo(path).fileName());
+  if (skipped > 0) text += tr(" (%1 already here, skipped)").arg(skipped);
+  statusBar()->showMessage(text, 15000);
+  return true;
 }
 
 bool MainWindow::export_job_script(const QString& path) {
@@ -217,6 +267,12 @@ void MainWindow::build_menus() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open a run database"), runs_->db_path(),
                                                       tr("Run store (*.db);;All files (*)"));
     if (!path.isEmpty()) open_database(path);
+  });
+  import_action_ = file->addAction(tr("Import runs from…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Import runs from a run database"),
+                                                      QFileInfo(runs_->db_path()).absolutePath(),
+                                                      tr("Run store (*.db);;All files (*)"));
+    if (!path.isEmpty()) import_runs_from(path);
   });
   file->addAction(tr("New run database…"), this, [this] {
     const QString path = QFileDialog::getSaveFileName(this, tr("New run database"), QFileInfo(runs_->db_path()).absolutePath(),

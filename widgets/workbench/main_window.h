@@ -1,7 +1,7 @@
 #pragma once
 // MainWindow: the workbench. A sidebar picks the page (Setup, Runs, Live, Compare); a dock
 // lists this session's runs with progress, time left and pause/resume/stop; the File menu
-// opens or creates a run store and exports the config as YAML, a Slurm job script (asking
+// opens or creates a run store, imports the runs of another (a cluster's), and exports the config as YAML, a Slurm job script (asking
 // before it replaces a file) and the live plots as PNG or PDF; Help → About gives versions
 // and where the documentation is. Closing with runs in flight asks first.
 
@@ -42,11 +42,20 @@ class MainWindow : public QMainWindow {
   // Writes the job script and its config, asking first when that replaces a file; false
   // when the user declines or writing fails (the message says which).
   bool export_job_script(const QString& path);
-  void open_database(const QString& path);
+  // Switches the workbench to the run store at `path` (a missing or empty file becomes one at
+  // its first run). A file that is not an intact MoK run store, or a switch while runs train
+  // into the current store, gets a message box and keeps the current store; false then.
+  bool open_database(const QString& path);
+  // Copies the runs of the store at `path` that the current one lacks into it
+  // (core/store/run_import.h), refreshes the run lists and says in the status bar how many
+  // came and how many were here already. A refused store or failed import gets a message box
+  // and changes nothing; false then.
+  bool import_runs_from(const QString& path);
 
   RunQueueView* queue() const { return queue_; }
   QAction* launch_action() const { return launch_action_; }
   QAction* open_database_action() const { return open_db_action_; }
+  QAction* import_runs_action() const { return import_action_; }
   QAction* about_action() const { return about_action_; }
   // Versions of the workbench, Qt and QCustomPlot, and where the documentation is.
   static QString about_text();
@@ -65,6 +74,7 @@ class MainWindow : public QMainWindow {
   RunQueueView* queue_ = nullptr;
   QAction* launch_action_ = nullptr;
   QAction* open_db_action_ = nullptr;
+  QAction* import_action_ = nullptr;
   QAction* about_action_ = nullptr;
   SetupPage* setup_ = nullptr;
   RunsPage* runs_page_ = nullptr;
