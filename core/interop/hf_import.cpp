@@ -112,6 +112,9 @@ Planned plan(const std::string& folder, const HfImportOptions& o) {
     } catch (const TokenizerError& e) {
       throw HfImportRefused(e.what());
     }
+    if (p.tokenizer->name() == "bpe")
+      r.notes.push_back("tokenizer.json read as mok's BPE: mok cuts text into its own pieces (ws-class-1), which "
+                        "matches the Split pre-tokenizer `mok export --hf` writes, not necessarily another one");
   } else {
     throw HfImportRefused(folder + ": no mok_tokenizer.txt or tokenizer.json; mok needs the model's tokenizer to train it");
   }
