@@ -75,7 +75,8 @@ struct Args {
   int per_node = 0;
   std::string hf;  // --hf DIR
   HfExportOptions hf_options;
-  bool hf_only_options = false;  // --dtype, --prompt or --greedy-tokens given
+  bool hf_only_options = false;     // --dtype, --prompt or --greedy-tokens given
+  bool slurm_only_options = false;  // --partition, --account or --time given
   bool has_nodes = false, has_gpus = false, has_tasks = false;
   SlurmJobOptions job;
 };
@@ -103,6 +104,9 @@ int export_hf(const Args& a) {
                  a.hf.c_str());
     return 2;
   }
+  const std::filesystem::path weights = std::filesystem::path(a.hf) / "model.safetensors";
+  const auto weights_time = std::filesystem::exists(weights, ec) ? std::filesystem::last_write_time(weights, ec)
+                                                                  : std::filesystem::file_time_type::min();
   HfExportResult r;
   try {
     r = export_hugging_face(a.config, a.hf, a.hf_options);
@@ -113,8 +117,8 @@ int export_hf(const Args& a) {
     std::fprintf(stderr, "mok export: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {
-    // Unreadable checkpoints are the common case; I/O failures while writing say so.
-    const bool writing = std::filesystem::exists(std::filesystem::path(a.hf) / "model.safetensors", ec);
+    // Unreadable checkpoints (exit 2) fail before the weights are written; later failures are I/O (exit 1).
+    const bool writing = std::filesystem::exists(weights, ec) && std::filesystem::last_write_time(weights, ec) != weights_time;
     std::fprintf(stderr, "mok export: %s\n", e.what());
     return writing ? 1 : 2;
   }
@@ -201,10 +205,13 @@ int cmd_export(int argc, char** argv) {
       a.per_node = v;
       (arg == "--gpus-per-node" ? a.has_gpus : a.has_tasks) = true;
     } else if (arg == "--partition") {
+      a.slurm_only_options = true;
       if (!take(&a.job.partition)) return usage_error("--partition needs a name");
     } else if (arg == "--account") {
+      a.slurm_only_options = true;
       if (!take(&a.job.account)) return usage_error("--account needs a name");
     } else if (arg == "--time") {
+      a.slurm_only_options = true;
       if (!take(&a.job.time)) return usage_error("--time needs a time limit");
     } else if (arg == "--out") {
       if (!take(&a.out) || a.out.empty()) return usage_error("--out needs a folder");
@@ -226,7 +233,7 @@ int cmd_export(int argc, char** argv) {
     if (a.slurm) return usage_error("--hf and --slurm are different targets; choose one");
     if (a.config.empty()) return usage_error("missing CHECKPOINT");
     if (a.cpu || a.has_nodes || a.has_gpus || a.has_tasks || !a.out.empty() || !a.overrides.empty() ||
-        !a.job.partition.empty() || !a.job.account.empty() || !a.job.time.empty())
+        a.slurm_only_options)
       return usage_error("--hf takes only --dtype, --prompt, --greedy-tokens, --force and --json");
     return export_hf(a);
   }

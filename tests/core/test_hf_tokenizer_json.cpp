@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include "core/data/bpe_tokenizer.h"
 #include "core/data/byte_tokenizer.h"

@@ -40,7 +40,7 @@ for tok in byte bpe; do
     --set name="$name" --set data.tokenizer="$tok" --set data.vocab_size=512 --set data.seq_len=64 \
     --set model.layers=2 --set model.d_model=64 --set model.heads=4 --set model.experts=4 \
     --set model.top_k=2 --set model.expert_hidden=64 --set model.tie_embeddings="$([[ $tok == byte ]] && echo true || echo false)" \
-    --set train.steps=40 --set train.batch=8 --set train.warmup_steps=5 --set train.eval_every=40 \
+    --set train.steps=300 --set train.batch=8 --set train.warmup_steps=20 --set train.eval_every=300 \
     --set train.eval_batches=2 --set parallel.threads=4 --set logging.checkpoint_dir="$OUT/checkpoints" \
     > "$OUT/$name.train.log"
   run_dir="$(ls -dt "$OUT/checkpoints/$name"* | head -n 1)"
