@@ -36,7 +36,7 @@ const char* kUsage =
     "srun --mpi=pmix, requeue and resume on the time limit), job.yaml (the config with every\n"
     "key, parallel.ranks = N x G over NCCL) and README.md (how to submit it).\n"
     "\n"
-    "  --slurm             the target (the only one so far)\n"
+    "  --slurm             the Slurm target (--hf DIR, the other one, is below)\n"
     "  --nodes N           nodes of the job\n"
     "  --gpus-per-node G   GPUs per node, one task (rank) each\n"
     "  --cpu               CPU ranks over MPI instead of GPUs; G (or --tasks-per-node T)\n"

@@ -215,6 +215,33 @@ class TestHfExport : public QObject {
     verify_checkpoint(r.checkpoint);
   }
 
+  // A folder from elsewhere: no mok_config.yaml, no mok_tokenizer.txt. The tokenizer comes
+  // from tokenizer.json, the experiment from mok's defaults and config.json.
+  void importWithoutMokFilesUsesTheHfFiles() {
+    const ExperimentConfig c = small_config(true);
+    const fs::path ckpt = root_ / "ckpt-plain", out = root_ / "plain-mixtral";
+    write_random_checkpoint(c, ckpt);
+    export_hugging_face(ckpt.string(), out.string());
+    fs::remove(out / "mok_config.yaml");
+    fs::remove(out / "mok_tokenizer.txt");
+    HfImportOptions o;
+    o.run_dir = (root_ / "plain-run").string();
+    const HfImportResult r = import_hugging_face(out.string(), o);
+    QCOMPARE(r.config.name, std::string("plain-mixtral"));
+    QCOMPARE(r.config.data.seq_len, c.data.seq_len);  // max_position_embeddings
+    QCOMPARE(r.config.data.tokenizer, std::string("byte"));
+    QCOMPARE(r.config.model, c.model);
+    QVERIFY(r.tokenizer_source.ends_with("tokenizer.json"));
+    QVERIFY(!r.notes.empty());
+    const std::vector<int32_t> tokens = some_tokens(c.data.seq_len, 5);
+    QVERIFY(mok_logits(ckpt, tokens) == mok_logits(r.checkpoint, tokens));
+    // Without any tokenizer mok cannot train the model: refused, nothing written.
+    fs::remove(out / "tokenizer.json");
+    o.run_dir = (root_ / "plain-run-2").string();
+    QVERIFY_THROWS_EXCEPTION(HfImportRefused, import_hugging_face(out.string(), o));
+    QVERIFY(!fs::exists(o.run_dir));
+  }
+
   // A Mixtral with fewer key/value heads (GQA), its experts fused as Transformers 5 keeps them:
   // mok repeats the kv heads and computes what the reference computes.
   void groupedKvHeadsAndFusedExpertsImport() {

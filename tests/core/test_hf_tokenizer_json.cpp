@@ -1,8 +1,9 @@
 // tokenizer.json for mok's tokenizers (core/interop/hf_tokenizer_json.h): GPT-2's byte table;
-// the Split regex cuts text exactly as bpe_pieces does (run here with std::wregex, an
-// ECMAScript engine that, like Oniguruma, takes the first alternative that matches and
-// backtracks, over the mapped characters); written files read back to the same merges;
-// vocabularies JSON cannot hold and files in another layout are refused with a reason.
+// the Split regex cuts text exactly as bpe_pieces does, run over the mapped characters with
+// std::wregex (an ECMAScript engine) and, where libonig is installed, with Oniguruma in its
+// default Ruby syntax, the engine and syntax of the tokenizers library; written files read
+// back to the same merges; vocabularies JSON cannot hold and files in another layout are
+// refused with a reason.
 #include <QtTest>
 
 #include <filesystem>
@@ -14,6 +15,10 @@
 #include "core/data/byte_tokenizer.h"
 #include "core/interop/hf_tokenizer_json.h"
 #include "core/util/counter_rng.h"
+
+#if MOK_HAVE_ONIGURUMA
+#include <oniguruma.h>
+#endif
 
 namespace fs = std::filesystem;
 using namespace mok;
@@ -67,6 +72,31 @@ std::string write_temp(const fs::path& path, const std::string& text) {
   return path.string();
 }
 
+// Edge cases, and random texts over an alphabet that has every class, multi-byte letters,
+// the characters special inside a regex class, and runs longer than a 64-byte piece.
+std::vector<std::string> split_test_texts() {
+  std::vector<std::string> texts = {
+      "", " ", "  ", "word", " word", "  word", "\n word", " \nword", "\t word", "a  b", "x \n", "end ",
+      "The jury said, \"It's 1961!\"  Then\n\n  nothing.", "caf\xc3\xa9 na\xc3\xafve \xe2\x82\xac""5",
+      "a\x01\x7f[b]^c\\d-e", std::string(70, ' ') + "word", std::string(65, ' ') + "w", std::string(66, ' ') + "w",
+      std::string(64, ' ') + "\nw", " " + std::string(130, 'a'), std::string(64, 'b') + "c",
+      std::string(200, '\n') + "x", std::string(100, '7') + " " + std::string(3, '.')};
+  const std::vector<std::string> alphabet = {" ", "\n", "\t", "\r", "a", "Z", "7", ".", "-", "\\", "]", "[", "^", "&",
+                                             "\xc3\xa9", "\xe2\x82\xac", "\x01", "\x7f"};
+  CounterRng rng(2024, 1);
+  for (int n = 0; n < 300; ++n) {
+    std::string t;
+    const int runs = 1 + static_cast<int>(rng.next_u64() % 8);
+    for (int r = 0; r < runs; ++r) {
+      const std::string& a = alphabet[rng.next_u64() % alphabet.size()];
+      const uint64_t len = rng.next_u64() % 4 == 0 ? 60 + rng.next_u64() % 12 : 1 + rng.next_u64() % 3;
+      for (uint64_t k = 0; k < len; ++k) t += a;
+    }
+    texts.push_back(t);
+  }
+  return texts;
+}
+
 }  // namespace
 
 class TestHfTokenizerJson : public QObject {
@@ -89,27 +119,7 @@ class TestHfTokenizerJson : public QObject {
 
   void splitRegexCutsAsBpePieces() {
     const std::wregex re(wide(mok_bpe_split_regex()), std::regex::ECMAScript);
-    std::vector<std::string> texts = {
-        "", " ", "  ", "word", " word", "  word", "\n word", " \nword", "\t word", "a  b", "x \n", "end ",
-        "The jury said, \"It's 1961!\"  Then\n\n  nothing.", "caf\xc3\xa9 na\xc3\xafve \xe2\x82\xac""5",
-        "a\x01\x7f[b]^c\\d-e", std::string(70, ' ') + "word", std::string(65, ' ') + "w", std::string(66, ' ') + "w",
-        std::string(64, ' ') + "\nw", " " + std::string(130, 'a'), std::string(64, 'b') + "c",
-        std::string(200, '\n') + "x", std::string(100, '7') + " " + std::string(3, '.')};
-    // Random texts over an alphabet that has every class, multi-byte letters and long runs.
-    const std::vector<std::string> alphabet = {" ", "\n", "\t", "\r", "a", "Z", "7", ".", "-", "\\", "]",
-                                               "\xc3\xa9", "\xe2\x82\xac", "\x01", "\x7f"};
-    CounterRng rng(2024, 1);
-    for (int n = 0; n < 300; ++n) {
-      std::string t;
-      const int runs = 1 + static_cast<int>(rng.next_u64() % 8);
-      for (int r = 0; r < runs; ++r) {
-        const std::string& a = alphabet[rng.next_u64() % alphabet.size()];
-        const uint64_t len = rng.next_u64() % 4 == 0 ? 60 + rng.next_u64() % 12 : 1 + rng.next_u64() % 3;
-        for (uint64_t k = 0; k < len; ++k) t += a;
-      }
-      texts.push_back(t);
-    }
-    for (const std::string& t : texts) {
+    for (const std::string& t : split_test_texts()) {
       const auto want = mok_pieces(t), got = regex_pieces(re, mapped(t));
       if (want != got) {
         QString w, g;
@@ -118,6 +128,51 @@ class TestHfTokenizerJson : public QObject {
         QFAIL(qPrintable("pieces differ for '" + QString::fromUtf8(t.c_str()) + "'\n mok:   " + w + "\n regex: " + g));
       }
     }
+  }
+
+  // The same with the tokenizers library's engine: Oniguruma, Ruby syntax, UTF-8, and its
+  // find_iter (the next search starts where a match ended).
+  void splitRegexCutsAsBpePiecesInOniguruma() {
+#if MOK_HAVE_ONIGURUMA
+    OnigEncoding enc = ONIG_ENCODING_UTF8;
+    onig_initialize(&enc, 1);
+    const std::string pattern = mok_bpe_split_regex();
+    regex_t* re = nullptr;
+    OnigErrorInfo info;
+    const int rc = onig_new(&re, reinterpret_cast<const UChar*>(pattern.data()),
+                            reinterpret_cast<const UChar*>(pattern.data() + pattern.size()), ONIG_OPTION_NONE,
+                            ONIG_ENCODING_UTF8, ONIG_SYNTAX_RUBY, &info);
+    QCOMPARE(rc, int(ONIG_NORMAL));
+    OnigRegion* region = onig_region_new();
+    for (const std::string& t : split_test_texts()) {
+      std::string m;
+      for (unsigned char b : t) m += byte_level_char(b);
+      std::vector<std::string> got, want;
+      bpe_pieces(t, [&](std::string_view p) {
+        std::string s;
+        for (unsigned char b : p) s += byte_level_char(b);
+        want.push_back(s);
+      });
+      const auto* begin = reinterpret_cast<const UChar*>(m.data());
+      const auto* end = begin + m.size();
+      size_t last = 0;
+      while (last < m.size() &&
+             onig_search(re, begin, end, begin + last, end, region, ONIG_OPTION_NONE) >= 0) {
+        const size_t b = static_cast<size_t>(region->beg[0]), e = static_cast<size_t>(region->end[0]);
+        QVERIFY(e > b);  // the expression never matches empty text
+        if (b > last) got.push_back(m.substr(last, b - last));
+        got.push_back(m.substr(b, e - b));
+        last = e;
+      }
+      if (last < m.size()) got.push_back(m.substr(last));
+      QVERIFY2(got == want, t.c_str());
+    }
+    onig_region_free(region, 1);
+    onig_free(re);
+    onig_end();
+#else
+    QSKIP("libonig (Debian: libonig-dev) is not installed");
+#endif
   }
 
   void writtenFilesReadBackToTheSameTokenizer() {
