@@ -1,8 +1,12 @@
-// mok export: write a folder that trains an experiment on a cluster.
+// mok export: write a folder that trains an experiment on a cluster, or a trained model in
+// a standard format.
 //   mok export CONFIG --slurm --nodes N --gpus-per-node G [--partition P] [--time T]
 //              [--account A] [--out DIR] [--force] [--cpu] [--set key=value]... [--json]
-// Exit codes: 0 written, 1 the folder could not be written, 2 bad usage, bad config or an
-// existing folder without --force (then nothing is written).
+//   mok export CHECKPOINT --hf DIR [--dtype float32|bfloat16] [--prompt TEXT]
+//              [--greedy-tokens N] [--force] [--json]
+// Exit codes: 0 written, 1 the folder could not be written, 2 bad usage, bad config, a
+// model the format cannot represent, or an existing folder without --force (then nothing
+// is written).
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +19,7 @@
 #include "core/cluster/job_folder.h"
 #include "core/cluster/slurm_job.h"
 #include "core/config/config_io.h"
+#include "core/interop/hf_export.h"
 #include "core/plan/memory_plan.h"
 #include "core/util/byte_size.h"
 #include "core/util/json_writer.h"
@@ -25,12 +30,13 @@ namespace {
 const char* kUsage =
     "usage: mok export CONFIG --slurm --nodes N --gpus-per-node G [options]\n"
     "       mok export CONFIG --slurm --cpu --nodes N --tasks-per-node T [options]\n"
+    "       mok export CHECKPOINT --hf DIR [--dtype float32|bfloat16] [--force] [--json]\n"
     "\n"
     "Writes a folder that trains CONFIG on a Slurm cluster: job.sbatch (one task per GPU,\n"
     "srun --mpi=pmix, requeue and resume on the time limit), job.yaml (the config with every\n"
     "key, parallel.ranks = N x G over NCCL) and README.md (how to submit it).\n"
     "\n"
-    "  --slurm             the target (the only one so far)\n"
+    "  --slurm             the Slurm target (--hf DIR, the other one, is below)\n"
     "  --nodes N           nodes of the job\n"
     "  --gpus-per-node G   GPUs per node, one task (rank) each\n"
     "  --cpu               CPU ranks over MPI instead of GPUs; G (or --tasks-per-node T)\n"
@@ -44,7 +50,18 @@ const char* kUsage =
     "  --set k=v           override one config key first, e.g. --set train.checkpoint_every=500\n"
     "  --json              print one JSON object (folder, files, ranks, submit) as the last line\n"
     "\n"
-    "Submit with:  cd DIR && sbatch job.sbatch\n";
+    "Submit with:  cd DIR && sbatch job.sbatch\n"
+    "\n"
+    "--hf DIR writes CHECKPOINT (a checkpoint or run folder) as a Hugging Face model folder in\n"
+    "Mixtral layout (MixtralForCausalLM; docs/interop.md): config.json, model.safetensors,\n"
+    "tokenizer.json, README.md, mok's tokenizer and config, and mok_reference.json (mok's logits\n"
+    "and greedy continuation, for tools/hf/check_hf_export.py). Models Mixtral cannot represent\n"
+    "exactly (dense layers, a shared expert) are refused.\n"
+    "  --dtype D           float32 (default) or bfloat16 weights\n"
+    "  --prompt TEXT       the reference's greedy prompt (default \"The jury said that\")\n"
+    "  --greedy-tokens N   the reference's greedy continuation length (default 32)\n"
+    "  --force             write into an existing folder (its files of the same names replaced)\n"
+    "  --json              print one JSON object (folder, architecture, files, ...) as the last line\n";
 
 struct Args {
   std::string config;
@@ -56,6 +73,10 @@ struct Args {
   bool json = false;
   int nodes = 0;
   int per_node = 0;
+  std::string hf;  // --hf DIR
+  HfExportOptions hf_options;
+  bool hf_only_options = false;     // --dtype, --prompt or --greedy-tokens given
+  bool slurm_only_options = false;  // --partition, --account or --time given
   bool has_nodes = false, has_gpus = false, has_tasks = false;
   SlurmJobOptions job;
 };
@@ -73,6 +94,61 @@ bool parse_count(const char* text, int* out) {
   if (*end != '\0' || v < -1000000000L || v > 1000000000L) return false;
   *out = static_cast<int>(v);
   return true;
+}
+
+// --hf: a checkpoint as a Hugging Face folder (core/interop/hf_export.h).
+int export_hf(const Args& a) {
+  std::error_code ec;
+  if (!a.force && std::filesystem::exists(a.hf, ec) && !std::filesystem::is_empty(a.hf, ec)) {
+    std::fprintf(stderr, "mok export: %s exists and is not empty; nothing was written (--force writes into it)\n",
+                 a.hf.c_str());
+    return 2;
+  }
+  const std::filesystem::path weights = std::filesystem::path(a.hf) / "model.safetensors";
+  const auto weights_time = std::filesystem::exists(weights, ec) ? std::filesystem::last_write_time(weights, ec)
+                                                                  : std::filesystem::file_time_type::min();
+  HfExportResult r;
+  try {
+    r = export_hugging_face(a.config, a.hf, a.hf_options);
+  } catch (const HfExportRefused& e) {
+    std::fprintf(stderr, "mok export: %s\nnothing was written (docs/interop.md says what Mixtral can hold)\n", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "mok export: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    // Unreadable checkpoints (exit 2) fail before the weights are written; later failures are I/O (exit 1).
+    const bool writing = std::filesystem::exists(weights, ec) && std::filesystem::last_write_time(weights, ec) != weights_time;
+    std::fprintf(stderr, "mok export: %s\n", e.what());
+    return writing ? 1 : 2;
+  }
+  std::printf("wrote %s/ as %s (%lld parameters, %s): ", r.folder.c_str(), r.architecture.c_str(),
+              static_cast<long long>(r.parameters), a.hf_options.dtype.c_str());
+  for (size_t i = 0; i < r.files.size(); ++i) std::printf("%s%s", i ? ", " : "", r.files[i].c_str());
+  std::printf("\n");
+  if (!r.tokenizer_json) std::printf("note: no tokenizer.json: %s\n", r.tokenizer_note.c_str());
+  for (const std::string& n : r.notes) std::printf("not exported: %s\n", n.c_str());
+  std::printf("check it against Transformers: python3 tools/hf/check_hf_export.py %s\n", r.folder.c_str());
+  if (a.json) {
+    JsonWriter j;
+    j.begin_object();
+    j.key("folder").value(r.folder);
+    j.key("checkpoint").value(r.checkpoint);
+    j.key("architecture").value(r.architecture);
+    j.key("dtype").value(a.hf_options.dtype);
+    j.key("parameters").value(r.parameters);
+    j.key("files").begin_array();
+    for (const std::string& f : r.files) j.value(f);
+    j.end_array();
+    j.key("tokenizer_json").value(r.tokenizer_json);
+    j.key("reference").value("mok_reference.json");
+    j.key("notes").begin_array();
+    for (const std::string& n : r.notes) j.value(n);
+    j.end_array();
+    j.end_object();
+    std::printf("%s\n", j.str().c_str());
+  }
+  return 0;
 }
 
 }  // namespace
@@ -98,6 +174,20 @@ int cmd_export(int argc, char** argv) {
       return 0;
     } else if (arg == "--slurm") {
       a.slurm = true;
+    } else if (arg == "--hf") {
+      if (!take(&a.hf) || a.hf.empty()) return usage_error("--hf needs a folder");
+    } else if (arg == "--dtype") {
+      if (!take(&a.hf_options.dtype)) return usage_error("--dtype needs float32 or bfloat16");
+      if (a.hf_options.dtype != "float32" && a.hf_options.dtype != "bfloat16")
+        return usage_error("--dtype: unknown '" + a.hf_options.dtype + "'; use float32 or bfloat16");
+      a.hf_only_options = true;
+    } else if (arg == "--prompt") {
+      if (!take(&a.hf_options.prompt)) return usage_error("--prompt needs text");
+      a.hf_only_options = true;
+    } else if (arg == "--greedy-tokens") {
+      if (!take_count(&a.hf_options.greedy_tokens) || a.hf_options.greedy_tokens < 0)
+        return usage_error("--greedy-tokens needs a whole number >= 0");
+      a.hf_only_options = true;
     } else if (arg == "--cpu") {
       a.cpu = true;
     } else if (arg == "--force") {
@@ -115,10 +205,13 @@ int cmd_export(int argc, char** argv) {
       a.per_node = v;
       (arg == "--gpus-per-node" ? a.has_gpus : a.has_tasks) = true;
     } else if (arg == "--partition") {
+      a.slurm_only_options = true;
       if (!take(&a.job.partition)) return usage_error("--partition needs a name");
     } else if (arg == "--account") {
+      a.slurm_only_options = true;
       if (!take(&a.job.account)) return usage_error("--account needs a name");
     } else if (arg == "--time") {
+      a.slurm_only_options = true;
       if (!take(&a.job.time)) return usage_error("--time needs a time limit");
     } else if (arg == "--out") {
       if (!take(&a.out) || a.out.empty()) return usage_error("--out needs a folder");
@@ -136,8 +229,17 @@ int cmd_export(int argc, char** argv) {
       return usage_error("unexpected argument '" + arg + "'");
     }
   }
+  if (!a.hf.empty()) {
+    if (a.slurm) return usage_error("--hf and --slurm are different targets; choose one");
+    if (a.config.empty()) return usage_error("missing CHECKPOINT");
+    if (a.cpu || a.has_nodes || a.has_gpus || a.has_tasks || !a.out.empty() || !a.overrides.empty() ||
+        a.slurm_only_options)
+      return usage_error("--hf takes only --dtype, --prompt, --greedy-tokens, --force and --json");
+    return export_hf(a);
+  }
+  if (a.hf_only_options) return usage_error("--dtype, --prompt and --greedy-tokens belong to --hf");
   if (a.config.empty()) return usage_error("missing CONFIG");
-  if (!a.slurm) return usage_error("choose the target: --slurm");
+  if (!a.slurm) return usage_error("choose the target: --slurm or --hf DIR");
   if (!a.has_nodes) return usage_error("missing --nodes N");
   if (!a.has_gpus && !a.has_tasks) return usage_error(a.cpu ? "missing --tasks-per-node T" : "missing --gpus-per-node G");
   if (a.has_tasks && !a.cpu) return usage_error("--tasks-per-node is for --cpu jobs; GPU jobs run one task per GPU");

@@ -10,5 +10,6 @@ int cmd_runs(int argc, char** argv);      // cmd_runs.cpp
 int cmd_generate(int argc, char** argv);  // cmd_generate.cpp
 int cmd_plan(int argc, char** argv);      // cmd_plan.cpp
 int cmd_export(int argc, char** argv);    // cmd_export.cpp
+int cmd_import_hf(int argc, char** argv); // cmd_import_hf.cpp
 
 }  // namespace mok::cli

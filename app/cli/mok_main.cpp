@@ -5,6 +5,8 @@
 //   mok generate CHECKPOINT ...
 //   mok plan CONFIG [--device-memory SIZE] [--json]
 //   mok export CONFIG --slurm --nodes N --gpus-per-node G ...
+//   mok export CHECKPOINT --hf DIR ...
+//   mok import-hf DIR [--out RUN_DIR] ...
 // Each subcommand lives in its own cmd_*.cpp; this file only dispatches.
 
 #include <cstdio>
@@ -30,7 +32,8 @@ const Command kCommands[] = {
     {"runs", mok::cli::cmd_runs, "list, show, export and import runs of a run store"},
     {"generate", mok::cli::cmd_generate, "sample text from a checkpoint"},
     {"plan", mok::cli::cmd_plan, "the memory a config needs per rank, and whether it fits"},
-    {"export", mok::cli::cmd_export, "write a folder that trains a config on a Slurm cluster"},
+    {"export", mok::cli::cmd_export, "write a Slurm job folder for a config, or a checkpoint as a Hugging Face model"},
+    {"import-hf", mok::cli::cmd_import_hf, "turn a Hugging Face Mixtral folder into a checkpoint to fine-tune"},
 };
 
 void print_usage(FILE* out) {

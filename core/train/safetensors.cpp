@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/util/half_float.h"
 #include "core/util/json_reader.h"
 #include "core/util/json_writer.h"
 
@@ -31,6 +32,8 @@ bool parse_dtype(const std::string& s, SafeDType* out) {
   if (s == "F32") *out = SafeDType::f32;
   else if (s == "I64") *out = SafeDType::i64;
   else if (s == "U8") *out = SafeDType::u8;
+  else if (s == "BF16") *out = SafeDType::bf16;
+  else if (s == "F16") *out = SafeDType::f16;
   else return false;
   return true;
 }
@@ -74,6 +77,8 @@ const char* safe_dtype_name(SafeDType t) {
     case SafeDType::f32: return "F32";
     case SafeDType::i64: return "I64";
     case SafeDType::u8: return "U8";
+    case SafeDType::bf16: return "BF16";
+    case SafeDType::f16: return "F16";
   }
   return "?";
 }
@@ -83,6 +88,8 @@ int safe_dtype_size(SafeDType t) {
     case SafeDType::f32: return 4;
     case SafeDType::i64: return 8;
     case SafeDType::u8: return 1;
+    case SafeDType::bf16:
+    case SafeDType::f16: return 2;
   }
   return 1;
 }
@@ -306,6 +313,23 @@ std::vector<int64_t> SafeTensorsFile::read_i64(const std::string& name) const {
   }
   std::vector<int64_t> out(t.bytes.size() / 8);
   if (!out.empty()) std::memcpy(out.data(), t.bytes.data(), t.bytes.size());
+  return out;
+}
+
+std::vector<float> SafeTensorsFile::read_f32(const std::string& name) const {
+  const SafeTensor& t = get(name);
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (t.dtype == SafeDType::f32) {
+    if (!out.empty()) std::memcpy(out.data(), t.bytes.data(), t.bytes.size());
+  } else if (t.dtype == SafeDType::bf16 || t.dtype == SafeDType::f16) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t h = 0;
+      std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+      out[i] = t.dtype == SafeDType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+    }
+  } else {
+    fail(path_, "tensor '" + name + "' has dtype " + safe_dtype_name(t.dtype) + ", expected F32, BF16 or F16");
+  }
   return out;
 }
 

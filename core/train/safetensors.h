@@ -2,7 +2,7 @@
 // The safetensors file format, read and written here (no external library):
 //   [8 bytes: header length N, little-endian u64][N bytes: JSON header, space-padded so the
 //   data starts 8-byte aligned][data buffer]
-// The header maps each tensor name to {"dtype": "F32"|"I64"|"U8", "shape": [...],
+// The header maps each tensor name to {"dtype": "F32"|"BF16"|"F16"|"I64"|"U8", "shape": [...],
 // "data_offsets": [begin, end]} (offsets relative to the data buffer) and may hold
 // "__metadata__": {string: string}. Header keys are written sorted by name; in the data
 // buffer tensors are laid out by decreasing element size, then by name, so every tensor is
@@ -26,8 +26,8 @@ class SafeTensorsError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class SafeDType { f32, i64, u8 };
-const char* safe_dtype_name(SafeDType t);  // "F32", "I64", "U8"
+enum class SafeDType { f32, i64, u8, bf16, f16 };
+const char* safe_dtype_name(SafeDType t);  // "F32", "I64", "U8", "BF16", "F16"
 int safe_dtype_size(SafeDType t);          // bytes per element
 
 // A tensor to write: borrowed bytes (numel · element size of them).
@@ -77,6 +77,8 @@ class SafeTensorsFile {
   void read_into(const std::string& name, Tensor& dst) const;
   // An I64 tensor's values.
   std::vector<int64_t> read_i64(const std::string& name) const;
+  // A floating-point tensor's values as float: F32 as stored, BF16 and F16 widened exactly.
+  std::vector<float> read_f32(const std::string& name) const;
 
  private:
   std::string path_;

@@ -132,11 +132,11 @@ class TestCheckpointSafetensors : public QObject {
     spit(bad, file);
     QVERIFY(throws_naming([&] { SafeTensorsFile::read(bad); }, bad, "data_offsets"));
     // Unknown dtype.
-    header = "{\"x\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}";
+    header = "{\"x\":{\"dtype\":\"C64\",\"shape\":[2],\"data_offsets\":[0,4]}}";
     n = header.size();
     file = std::string(reinterpret_cast<const char*>(&n), 8) + header + std::string(4, '\0');
     spit(bad, file);
-    QVERIFY(throws_naming([&] { SafeTensorsFile::read(bad); }, bad, "BF16"));
+    QVERIFY(throws_naming([&] { SafeTensorsFile::read(bad); }, bad, "C64"));
     // Extra bytes after the last tensor.
     spit(bad, raw + "junk");
     QVERIFY(throws_naming([&] { SafeTensorsFile::read(bad); }, bad, "after the last tensor"));
