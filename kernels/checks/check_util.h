@@ -95,6 +95,7 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out);  // parallel_ch
 // Kernel timings at the benchmark shapes (CUDA events, median of repeats after warm-up),
 // printed as a table with achieved GB/s or TFLOP/s; mok-gpu-check calls each in turn.
 void print_elementwise_timings();  // elementwise_timings.cu
+void print_kitten_timings();       // kitten_timings.cpp
 void print_gemm_timings();         // gemm_timings.cpp (ends with print_moe_routing_timings)
 void print_moe_routing_timings();  // moe_routing_timings.cu
 void print_attention_timings();    // attention_timings.cu

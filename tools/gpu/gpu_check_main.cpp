@@ -2,7 +2,7 @@
 // random inputs, whole training steps against the CPU core (kernels/checks/), then kernel and
 // model timings. Built with the project where nvcc is found; tools/gpu/pack.sh packs it with
 // the libraries a bare GPU machine lacks.
-//   mok-gpu-check [--checks GROUP,...] [--no-timings]
+//   mok-gpu-check [--checks GROUP,...] [--timings GROUP,...] [--no-timings]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -33,23 +33,28 @@ std::vector<float> normals(size_t n, uint64_t stream) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a pipe as they are printed
-  std::vector<std::string> groups;
+  std::vector<std::string> groups, timing_groups;
   bool timings = true;
+  auto split = [](const std::string& list, std::vector<std::string>& into) {
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) into.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-timings") {
       timings = false;
     } else if (a == "--checks" && i + 1 < argc) {
-      std::string list = argv[++i];
-      for (size_t at = 0; at <= list.size();) {
-        const size_t comma = std::min(list.find(',', at), list.size());
-        if (comma > at) groups.push_back(list.substr(at, comma - at));
-        at = comma + 1;
-      }
+      split(argv[++i], groups);
+    } else if (a == "--timings" && i + 1 < argc) {
+      split(argv[++i], timing_groups);
     } else {
       std::fprintf(stderr,
-                   "usage: mok-gpu-check [--checks GROUP,...] [--no-timings]\n"
-                   "  groups: elementwise, gemm, moe, attention, sketch, kittens, model, parallel (default: all)\n");
+                   "usage: mok-gpu-check [--checks GROUP,...] [--timings GROUP,...] [--no-timings]\n"
+                   "  check groups: elementwise, gemm, moe, attention, sketch, kittens, model, parallel (default: all)\n"
+                   "  timing groups: elementwise, gemm, attention, model, kittens, sketch (default: all)\n");
       return 2;
     }
   }
@@ -81,10 +86,18 @@ int main(int argc, char** argv) {
     std::printf("\n%s\n", failed ? "SOME CHECKS FAILED" : "all checks passed");
     return failed ? 1 : 0;
   }
-  mok::cuda::print_elementwise_timings();
-  mok::cuda::print_gemm_timings();
-  mok::cuda::print_attention_timings();
-  mok::cuda::print_model_timings();
+  auto timed = [&](const char* g) {
+    return timing_groups.empty() || std::find(timing_groups.begin(), timing_groups.end(), g) != timing_groups.end();
+  };
+  if (timed("elementwise")) mok::cuda::print_elementwise_timings();
+  if (timed("gemm")) mok::cuda::print_gemm_timings();
+  if (timed("attention")) mok::cuda::print_attention_timings();
+  if (timed("kittens")) mok::cuda::print_kitten_timings();
+  if (timed("model")) mok::cuda::print_model_timings();
+  if (!timed("sketch")) {
+    std::printf("\n%s\n", failed ? "SOME CHECKS FAILED" : "all checks passed");
+    return failed ? 1 : 0;
+  }
 
   cublasHandle_t handle;
   cublasCreate(&handle);

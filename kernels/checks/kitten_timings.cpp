@@ -1,0 +1,49 @@
+// How fast the kitten copies are made and restored (kernels/row_quantize.h), bf16, at the
+// widths the benchmark models keep (d_model 768, 2·768 … 2048 wide rows, 16 × 1024 tokens):
+// milliseconds and the bandwidth they reach, beside a plain device copy of the same tensor.
+#include <cstdio>
+
+#include "kernels/checks/check_util.h"
+#include "kernels/checks/median_time.h"
+#include "kernels/cuda_types.h"
+#include "kernels/device_buffer.h"
+#include "kernels/row_quantize.h"
+
+namespace mok::cuda {
+
+void print_kitten_timings() {
+  std::printf("\n%-16s %5s %12s %10s %14s %10s %10s\n", "kitten bf16", "bits", "quantize ms", "GB/s",
+              "dequantize ms", "GB/s", "copy ms");
+  CheckInputs in{99};
+  for (const int64_t cols : {int64_t{768}, int64_t{2048}, int64_t{4096}}) {
+    const int64_t rows = 16384;
+    const auto x = to_bf16(in.normal(static_cast<size_t>(rows * cols)));
+    DeviceBuffer<bf16> d_x(x), d_out(x.size());
+    DeviceBuffer<float> d_scales(static_cast<size_t>(rows));
+    DeviceBuffer<double> d_terms(2);
+    DeviceBuffer<uint8_t> d_work(quantize_rows_workspace_bytes(rows, true));
+    const double x_bytes = static_cast<double>(x.size()) * sizeof(bf16);
+    const float copy = median_ms([&] {
+      MOK_CUDA_CHECK(cudaMemcpyAsync(d_out.data(), d_x.data(), x.size() * sizeof(bf16), cudaMemcpyDeviceToDevice));
+    });
+    for (const int bits : {4, 8}) {
+      const int64_t code_bytes = rows * quantized_row_bytes(cols, bits);
+      DeviceBuffer<uint8_t> d_codes(static_cast<size_t>(code_bytes));
+      const RowQuantizeParams p{bits, false, 1, 2};
+      const float q = median_ms([&] {
+        quantize_rows<bf16>(d_x.data(), rows, cols, p, d_codes.data(), d_scales.data(), d_terms.data(), d_work.data(),
+                            nullptr);
+      });
+      const float dq = median_ms([&] {
+        dequantize_rows<bf16>(d_codes.data(), d_scales.data(), rows, cols, bits, d_out.data(), nullptr);
+      });
+      const double moved = x_bytes + static_cast<double>(code_bytes) + 4.0 * rows;  // read X, write codes + scales
+      char shape[32];
+      std::snprintf(shape, sizeof shape, "%lld×%lld", static_cast<long long>(rows), static_cast<long long>(cols));
+      std::printf("%-16s %5d %12.3f %10.0f %14.3f %10.0f %10.3f\n", shape, bits, q, moved / q / 1e6, dq,
+                  moved / dq / 1e6, copy);
+    }
+  }
+}
+
+}  // namespace mok::cuda
