@@ -3,6 +3,7 @@
 // milliseconds and the bandwidth they reach, beside a plain device copy of the same tensor.
 #include <cstdio>
 
+#include "core/backend/row_quantize.h"
 #include "kernels/checks/check_util.h"
 #include "kernels/checks/median_time.h"
 #include "kernels/cuda_types.h"
@@ -27,7 +28,7 @@ void print_kitten_timings() {
       MOK_CUDA_CHECK(cudaMemcpyAsync(d_out.data(), d_x.data(), x.size() * sizeof(bf16), cudaMemcpyDeviceToDevice));
     });
     for (const int bits : {4, 8}) {
-      const int64_t code_bytes = rows * quantized_row_bytes(cols, bits);
+      const int64_t code_bytes = rows * mok::quantized_row_bytes(cols, bits);
       DeviceBuffer<uint8_t> d_codes(static_cast<size_t>(code_bytes));
       const RowQuantizeParams p{bits, false, 1, 2};
       const float q = median_ms([&] {
