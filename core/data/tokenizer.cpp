@@ -1,5 +1,6 @@
 #include "core/data/tokenizer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -125,8 +126,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_text(std::string_view text) {
       const std::string_view line = lines.expect("a merge line");
       const size_t sp = line.find(' ');
       if (sp == std::string_view::npos) lines.fail("expected 'left right', got '" + std::string(line) + "'");
-      merges.push_back({static_cast<int32_t>(lines.parse_int(line.substr(0, sp))),
-                        static_cast<int32_t>(lines.parse_int(line.substr(sp + 1)))});
+      const long long left = lines.parse_int(line.substr(0, sp)), right = lines.parse_int(line.substr(sp + 1));
+      // Ids past the vocabulary are refused here, before a cast could wrap them onto real ids.
+      if (left >= vocab || right >= vocab)
+        lines.fail("merge id " + std::to_string(std::max(left, right)) + " is not below vocab_size " +
+                   std::to_string(vocab));
+      merges.push_back({static_cast<int32_t>(left), static_cast<int32_t>(right)});
     }
     tok = std::make_unique<BpeTokenizer>(std::move(merges));
   } else {
