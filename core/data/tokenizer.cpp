@@ -1,6 +1,7 @@
 #include "core/data/tokenizer.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -127,10 +128,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_text(std::string_view text) {
       const size_t sp = line.find(' ');
       if (sp == std::string_view::npos) lines.fail("expected 'left right', got '" + std::string(line) + "'");
       const long long left = lines.parse_int(line.substr(0, sp)), right = lines.parse_int(line.substr(sp + 1));
-      // Ids past the vocabulary are refused here, before a cast could wrap them onto real ids.
-      if (left >= vocab || right >= vocab)
-        lines.fail("merge id " + std::to_string(std::max(left, right)) + " is not below vocab_size " +
-                   std::to_string(vocab));
+      // Beyond int32 a cast would wrap an id onto a real one (4294967552 → 256); the
+      // tokenizer checks the ids that survive it.
+      if (std::max(left, right) > INT32_MAX)
+        lines.fail("merge id " + std::to_string(std::max(left, right)) + " is out of range");
       merges.push_back({static_cast<int32_t>(left), static_cast<int32_t>(right)});
     }
     tok = std::make_unique<BpeTokenizer>(std::move(merges));

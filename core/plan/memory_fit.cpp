@@ -47,7 +47,7 @@ MemoryFit host_memory_fit(const ExperimentConfig& config, double capacity_bytes)
   // The batch the capacity allows, with the process's ranks sharing it.
   const int largest_batch = largest_batch_that_fits(config, capacity_bytes / threads_as_ranks);
   char ratio[32];
-  std::snprintf(ratio, sizeof ratio, "%.1f", fit.need_bytes / capacity_bytes);
+  std::snprintf(ratio, sizeof ratio, "%.2f", fit.need_bytes / capacity_bytes);
   fit.message = "the memory plan of this run needs " + format_footprint_bytes(fit.need_bytes) +
                 (threads_as_ranks > 1 ? " for its " + std::to_string(threads_as_ranks) + " ranks" : std::string()) +
                 ", " + ratio + "× this machine's " + format_footprint_bytes(capacity_bytes) + "; the largest part is " +

@@ -53,7 +53,7 @@ class TestMemoryFit : public QObject {
     QVERIFY2(contains(fit.message, "the largest part is saved_activations"), fit.message.c_str());
     QVERIFY2(contains(fit.message, ("the largest that fits is " + std::to_string(fits)).c_str()), fit.message.c_str());
     QVERIFY2(contains(fit.message, "kittens.mode: kitten"), fit.message.c_str());
-    QVERIFY2(contains(fit.message, "4.0×"), fit.message.c_str());
+    QVERIFY2(contains(fit.message, "4.00×"), fit.message.c_str());
   }
 
   void aLittleOverWarnsThatTheRunMaySwap() {

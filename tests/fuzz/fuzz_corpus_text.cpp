@@ -19,10 +19,16 @@
 
 namespace {
 
-// A file of this process for the input (the loader reads paths), removed at exit.
+// A file of this process for the input (the loader reads paths), removed at exit; in memory
+// (/dev/shm) where the system has it, as every input is written once.
+std::filesystem::path input_folder() {
+  std::error_code ec;
+  return std::filesystem::is_directory("/dev/shm", ec) ? std::filesystem::path("/dev/shm")
+                                                        : std::filesystem::temp_directory_path();
+}
+
 struct InputFile {
-  std::string path =
-      (std::filesystem::temp_directory_path() / ("mok-fuzz-corpus-" + std::to_string(::getpid()) + ".txt")).string();
+  std::string path = (input_folder() / ("mok-fuzz-corpus-" + std::to_string(::getpid()) + ".txt")).string();
   ~InputFile() { std::remove(path.c_str()); }
 };
 
