@@ -3,11 +3,14 @@
 # and runs the core, cli and fuzz test suites there (the GUI suites are left out: Qt itself
 # is not instrumented, and the widgets exercise no core code the other suites miss).
 #
-#   tools/sanitize_tests.sh            ASan + UBSan in build-asan/ (what CI runs)
+#   tools/sanitize_tests.sh            ASan + UBSan in build-asan/, the suites below (what CI
+#                                      runs after the test suite: a build of the core and
+#                                      28 suites, then about a minute of tests on 2 cores)
+#   tools/sanitize_tests.sh address all  ASan + UBSan, every core, cli and fuzz suite
 #   tools/sanitize_tests.sh thread     TSan in build-tsan/: the suites with threads (the
 #                                      trainer's rank threads, the thread pool, the
 #                                      communicators, the store's writers)
-#   MOK_SANITIZE_TESTS=REGEX ...       only the tests whose name matches REGEX
+#   MOK_SANITIZE_TESTS=REGEX MOK_SANITIZE_TARGETS="t1 t2 ..."  any other selection
 #
 # Any finding stops the test that made it (UBSan does not recover), so the ctest summary
 # lists the failing tests; their output holds the report.
@@ -16,25 +19,41 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBS="${MOK_JOBS:-$(nproc)}"
 mode="${1:-address}"
+scope="${2:-}"
+selected_tests() {  # the ctest regex of these targets in the core, cli and fuzz folders
+  echo "^(core|cli|fuzz)\\.($(IFS='|'; echo "$*"))\$"
+}
 case "$mode" in
   address)
-    # The core and cli suites, the fuzz targets and the CLI they run. The nn suites (the
-    # double-precision copy of the same layers, gradient checks only) are left out to save a
-    # third of the build; MOK_SANITIZE_TESTS='^nn\.' with MOK_SANITIZE_TARGETS=all adds them.
     sanitizers="address,undefined"; build="${MOK_ASAN_BUILD_DIR:-$ROOT/build-asan}"
-    targets=(mok mok_mpi_comm_check)
-    for t in "$ROOT"/tests/core/test_*.cpp "$ROOT"/tests/cli/test_*.cpp "$ROOT"/tests/fuzz/fuzz_*.cpp; do
-      targets+=("$(basename "$t" .cpp)")
-    done
-    default_tests='^(core|cli|fuzz)\.' ;;
+    if [ "$scope" = all ]; then
+      targets=(mok mok_mpi_comm_check)
+      for t in "$ROOT"/tests/core/test_*.cpp "$ROOT"/tests/cli/test_*.cpp "$ROOT"/tests/fuzz/fuzz_*.cpp; do
+        targets+=("$(basename "$t" .cpp)")
+      done
+      default_tests='^(core|cli|fuzz)\.'
+    else
+      # Everything that reads what a user or a disk hands over (configs, overrides,
+      # checkpoints, tokenizers, corpora, the run store), training runs start to end (two
+      # threads, the MoK dispatcher), stop and resume, the fuzz targets. Left out:
+      # test_cli_interrupt, whose long steps take 4 minutes under ASan (19 s without).
+      suites=(fuzz_config_yaml fuzz_config_override fuzz_safetensors fuzz_trainer_state fuzz_tokenizer_text
+              fuzz_corpus_text test_config test_config_bad_input test_checkpoint test_checkpoint_integrity
+              test_checkpoint_safetensors test_tokenizer test_data_corpus test_data_batches test_store
+              test_store_safety test_train test_step_cancellation test_resume_branch test_memory_fit
+              test_slow_step_notice test_thread_pool test_kitten_policy test_mok_dispatcher test_cli_train
+              test_cli_config test_cli_resume test_cli_nan_weights)
+      targets=(mok "${suites[@]}")
+      default_tests="$(selected_tests "${suites[@]}")"
+    fi ;;
   thread)
     # The suites whose code runs on several threads; only these are built.
     sanitizers="thread"; build="${MOK_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
     targets=(test_thread_pool test_communicator test_comm_worker test_data_plane test_parallel_train
              test_parallel_generation test_mok_training test_step_cancellation test_store_processes
              test_train test_cli_interrupt mok)
-    default_tests="^(core|cli)\\.($(IFS='|'; echo "${targets[*]}"))\$" ;;
-  *) echo "usage: tools/sanitize_tests.sh [address|thread]" >&2; exit 2 ;;
+    default_tests="$(selected_tests "${targets[@]}")" ;;
+  *) echo "usage: tools/sanitize_tests.sh [address [all]|thread]" >&2; exit 2 ;;
 esac
 tests="${MOK_SANITIZE_TESTS:-$default_tests}"
 if [ -n "${MOK_SANITIZE_TARGETS:-}" ]; then read -r -a targets <<< "$MOK_SANITIZE_TARGETS"; fi

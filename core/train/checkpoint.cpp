@@ -374,8 +374,9 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& file)
   }
   // Values no save writes: an edited or damaged file.
   if (s.step < 0) fail(p.string() + ": bad trainer state: step " + std::to_string(s.step) + " is negative");
-  if (s.tokens_seen < 0 || s.total_steps < 0 || s.wall_s < 0 || !(s.wall_s == s.wall_s)) {
-    fail(p.string() + ": bad trainer state: negative tokens_seen, total_steps or wall_s");
+  if (s.tokens_seen < 0 || s.total_steps < 0 || s.wall_s < 0 || !std::isfinite(s.wall_s)) {
+    fail(p.string() + ": bad trainer state: negative tokens_seen or total_steps, or a wall_s that is negative or "
+         "not finite");
   }
   if (auto it = s.counters.find("data.next_step"); it != s.counters.end() && it->second != s.step) {
     fail(p.string() + ": bad trainer state: step " + std::to_string(s.step) + " but counters.data.next_step " +
