@@ -134,7 +134,12 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
     issue("name", "must not contain control characters such as tabs or line breaks");
   }
 
-  // 2. Rules that tie keys together.
+  // 2. Rules that tie keys together. Those that build something as large as a key's value
+  // (a flag per layer, an owner per expert) run only on keys within their range: an
+  // out-of-range count such as model.experts 2147483647 is reported, not allocated.
+  auto in_range = [&](const char* key) {
+    return std::none_of(issues.begin(), issues.end(), [&](const ConfigIssue& i) { return i.key_path == key; });
+  };
   const ModelConfig& m = c.model;
   if (m.heads > 0 && m.d_model % m.heads != 0) {
     issue("model.heads", "model.heads (" + str(m.heads) + ") must divide model.d_model (" + str(m.d_model) + ")");
@@ -144,15 +149,17 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
   }
   if (m.experts > 0 && m.top_k > m.experts)
     issue("model.top_k", "model.top_k (" + str(m.top_k) + ") exceeds model.experts (" + str(m.experts) + ")");
-  try {
-    parse_moe_layers(m.moe_layers, m.layers);
-  } catch (const std::invalid_argument& e) {
-    issue("model.moe_layers", e.what());
+  if (in_range("model.layers")) {
+    try {
+      parse_moe_layers(m.moe_layers, m.layers);
+    } catch (const std::invalid_argument& e) {
+      issue("model.moe_layers", e.what());
+    }
   }
 
   const TrainConfig& t = c.train;
   const ParallelConfig& p = c.parallel;
-  if (t.grad_accum > 0 && p.ranks > 0 && t.batch % (t.grad_accum * p.ranks) != 0) {
+  if (t.grad_accum > 0 && p.ranks > 0 && t.batch % (int64_t{t.grad_accum} * p.ranks) != 0) {
     issue("train.batch", "train.batch (" + str(t.batch) + ") must be a multiple of train.grad_accum (" +
                              str(t.grad_accum) + ") × parallel.ranks (" + str(p.ranks) + ")");
   }
@@ -160,7 +167,7 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
     issue("parallel.ranks", "model.experts (" + str(m.experts) + ") must be a multiple of parallel.ranks (" +
                                 str(p.ranks) + ")");
   }
-  if (m.experts > 0 && p.ranks > 0 && m.experts >= p.ranks) {
+  if (m.experts > 0 && p.ranks > 0 && m.experts >= p.ranks && in_range("model.experts") && in_range("parallel.ranks")) {
     try {
       ExpertPlacement::parse(p.expert_placement, m.experts, p.ranks);
     } catch (const std::invalid_argument& e) {

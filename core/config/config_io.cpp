@@ -19,6 +19,7 @@
 
 #include "core/config/config_text_check.h"
 #include "core/config/quoted_scalar_span.h"
+#include "core/config/yaml_documents.h"
 #include "core/util/special_file.h"
 
 namespace mok {
@@ -390,14 +391,19 @@ void apply_override_at(ExperimentConfig& config, const std::string& a, int index
     start = dot + 1;
   }
 
+  // yaml-cpp may mark an error past the end of the value (an escape cut short): point at
+  // the argument's end then.
+  auto column_of = [&](const YAML::Mark& m) {
+    return std::min(value_col + std::max(0, m.column), static_cast<int>(a.size()) + 1);
+  };
   YAML::Node value;
   try {
     value = YAML::Load(value_text);
   } catch (const YAML::DeepRecursion& e) {
-    throw ConfigError(src, index, value_col + std::max(0, e.mark.column), key,
+    throw ConfigError(src, index, column_of(e.mark), key,
                       "invalid value: nested more than " + std::to_string(e.depth()) + " levels deep");
   } catch (const YAML::Exception& e) {
-    throw ConfigError(src, index, value_col + std::max(0, e.mark.column), key, "invalid value: " + e.msg);
+    throw ConfigError(src, index, column_of(e.mark), key, "invalid value: " + e.msg);
   }
 
   Reader reader(config, locs, src, value_text, index, value_col);
@@ -449,9 +455,9 @@ Loc locate(const LocMap& locs, std::string key, const std::string& source) {
 ExperimentConfig parse_impl(const std::string& text, const std::string& source,
                             const std::vector<std::string>& overrides) {
   check_config_text(text, source);
-  std::vector<YAML::Node> docs;
+  YamlDocuments docs;
   try {
-    docs = YAML::LoadAll(text);
+    docs = load_yaml_documents(text);
   } catch (const YAML::DeepRecursion& e) {
     throw ConfigError(source, e.mark.line + 1, e.mark.column + 1, "",
                       "nested more than " + std::to_string(e.depth()) +
@@ -459,21 +465,20 @@ ExperimentConfig parse_impl(const std::string& text, const std::string& source,
   } catch (const YAML::Exception& e) {
     throw ConfigError(source, e.mark.line + 1, e.mark.column + 1, "", "YAML syntax error: " + e.msg);
   }
-  if (docs.empty() || (docs.size() == 1 && docs[0].IsNull()))
+  if (docs.count == 0 || (docs.count == 1 && docs.first.IsNull()))
     throw ConfigError(source, 0, 0, "", "empty config: expected a YAML map with keys such as name, model, train");
   ExperimentConfig config;
   LocMap locs;
   Reader reader(config, locs, source, text, 1, 1);
-  if (docs.size() > 1) {
-    const Loc l = reader.at(docs[1]);
-    throw ConfigError(source, l.line, l.column, "",
-                      "expected one YAML document, found " + std::to_string(docs.size()));
+  if (docs.count > 1) {
+    throw ConfigError(source, docs.second_start.line + 1, docs.second_start.column + 1, "",
+                      "expected one YAML document, found " + std::to_string(docs.count));
   }
-  if (!docs[0].IsMap()) {
-    const Loc l = reader.at(docs[0]);
-    throw ConfigError(source, l.line, l.column, "", "expected a map of keys at the top level, got " + describe(docs[0]));
+  if (!docs.first.IsMap()) {
+    const Loc l = reader.at(docs.first);
+    throw ConfigError(source, l.line, l.column, "", "expected a map of keys at the top level, got " + describe(docs.first));
   }
-  reader.read_section(docs[0], "");
+  reader.read_section(docs.first, "");
   for (size_t i = 0; i < overrides.size(); ++i) apply_override_at(config, overrides[i], static_cast<int>(i) + 1, locs);
 
   const std::vector<ConfigIssue> issues = check_experiment_config(config);

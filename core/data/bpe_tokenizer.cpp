@@ -191,6 +191,13 @@ BpeTokenizer::BpeTokenizer(std::vector<Merge> merges) : merges_(std::move(merges
     if (!rank_.emplace(pair_key(a, b), static_cast<int32_t>(k)).second) {
       throw TokenizerError("BPE merge " + std::to_string(k) + " repeats an earlier pair");
     }
+    // Merges never cross a piece, so no real token is longer than one; a file that says
+    // otherwise (each merge doubling the last) would otherwise build tokens of 2^k bytes.
+    if (bytes_[a].size() + bytes_[b].size() > kBpeMaxPieceBytes) {
+      throw TokenizerError("BPE merge " + std::to_string(k) + " (" + std::to_string(a) + " " + std::to_string(b) +
+                           ") makes a token of " + std::to_string(bytes_[a].size() + bytes_[b].size()) +
+                           " bytes, longer than any piece (" + std::to_string(kBpeMaxPieceBytes) + ")");
+    }
     bytes_[id] = bytes_[a] + bytes_[b];
   }
 }

@@ -1,5 +1,7 @@
 #include "core/data/tokenizer.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -125,8 +127,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_text(std::string_view text) {
       const std::string_view line = lines.expect("a merge line");
       const size_t sp = line.find(' ');
       if (sp == std::string_view::npos) lines.fail("expected 'left right', got '" + std::string(line) + "'");
-      merges.push_back({static_cast<int32_t>(lines.parse_int(line.substr(0, sp))),
-                        static_cast<int32_t>(lines.parse_int(line.substr(sp + 1)))});
+      const long long left = lines.parse_int(line.substr(0, sp)), right = lines.parse_int(line.substr(sp + 1));
+      // Beyond int32 a cast would wrap an id onto a real one (4294967552 → 256); the
+      // tokenizer checks the ids that survive it.
+      if (std::max(left, right) > INT32_MAX)
+        lines.fail("merge id " + std::to_string(std::max(left, right)) + " is out of range");
+      merges.push_back({static_cast<int32_t>(left), static_cast<int32_t>(right)});
     }
     tok = std::make_unique<BpeTokenizer>(std::move(merges));
   } else {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -148,9 +149,20 @@ int64_t checkpoint_step_of(const std::string& folder) {
   return std::stoll(digits);
 }
 
+// The seed as a save writes it: decimal digits only (std::stoull would take "-5" as
+// 2^64 - 5 and " 12x" as 12: another seed, so other data than the run's).
+uint64_t parse_seed_text(const std::string& text) {
+  uint64_t seed = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || text[0] == '+' || text[0] == '-')
+    throw std::runtime_error("seed '" + text + "' is not a non-negative 64-bit integer");
+  return seed;
+}
+
 FileDigest parse_digest(const JsonValue& j) {
   FileDigest d;
   d.bytes = j.at("bytes").as_int64();
+  if (d.bytes < 0) throw std::runtime_error("a file of " + std::to_string(d.bytes) + " bytes");
   const std::string hex = j.at("crc32c").as_string();
   if (hex.size() != 8 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
     throw std::runtime_error("crc32c '" + hex + "' is not 8 hex digits");
@@ -330,7 +342,11 @@ std::string resolve_checkpoint_dir(const std::string& path) {
 
 TrainerState read_trainer_state(const std::string& dir) {
   const fs::path p = fs::path(dir) / CheckpointFiles::state;
-  const std::string text = read_text_file(p);
+  return parse_trainer_state(read_text_file(p), p.string());
+}
+
+TrainerState parse_trainer_state(std::string_view text, const std::string& file) {
+  const fs::path p(file);
   TrainerState s;
   try {
     const JsonValue j = parse_json(text);
@@ -341,7 +357,7 @@ TrainerState read_trainer_state(const std::string& dir) {
     s.total_steps = j.at("total_steps").as_int64();
     s.run_id = j.at("run_id").as_int64();
     s.run_name = j.at("run_name").as_string();
-    s.seed = std::stoull(j.at("seed").as_string());
+    s.seed = parse_seed_text(j.at("seed").as_string());
     s.wall_s = j.at("wall_s").as_double();
     s.mok_version = j.at("mok_version").as_string();
     for (const auto& [k, v] : j.at("counters").as_object()) s.counters[k] = v.as_int64();
@@ -358,8 +374,9 @@ TrainerState read_trainer_state(const std::string& dir) {
   }
   // Values no save writes: an edited or damaged file.
   if (s.step < 0) fail(p.string() + ": bad trainer state: step " + std::to_string(s.step) + " is negative");
-  if (s.tokens_seen < 0 || s.total_steps < 0 || s.wall_s < 0 || !(s.wall_s == s.wall_s)) {
-    fail(p.string() + ": bad trainer state: negative tokens_seen, total_steps or wall_s");
+  if (s.tokens_seen < 0 || s.total_steps < 0 || s.wall_s < 0 || !std::isfinite(s.wall_s)) {
+    fail(p.string() + ": bad trainer state: negative tokens_seen or total_steps, or a wall_s that is negative or "
+         "not finite");
   }
   if (auto it = s.counters.find("data.next_step"); it != s.counters.end() && it->second != s.step) {
     fail(p.string() + ": bad trainer state: step " + std::to_string(s.step) + " but counters.data.next_step " +

@@ -22,6 +22,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -120,6 +121,8 @@ std::string resolve_checkpoint_dir(const std::string& path);
 // Reads and checks trainer_state.json (fields present, step and tokens not negative, the
 // data counter equal to the step). Throws CheckpointError naming the file.
 TrainerState read_trainer_state(const std::string& dir);
+// The same checks on the file's text; `file` names it in errors.
+TrainerState parse_trainer_state(std::string_view text, const std::string& file);
 std::string read_checkpoint_config(const std::string& dir);
 // Checks `file` of the checkpoint against the size and checksum its trainer state records;
 // throws CheckpointError when it is missing, not listed (format 2) or different.

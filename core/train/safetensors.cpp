@@ -55,6 +55,18 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// The 8-byte length that starts a file, against the file's size and a sanity bound.
+void check_header_length(const std::string& path, uint64_t header_len, uint64_t file_size) {
+  if (header_len > kMaxHeaderBytes) {
+    fail(path, "bad header: declared header length " + std::to_string(header_len) +
+                   " bytes is implausible (not a safetensors file?)");
+  }
+  if (8 + header_len > file_size) {
+    fail(path, "truncated: header needs " + std::to_string(8 + header_len) +
+                   " bytes, the file has " + std::to_string(file_size));
+  }
+}
+
 void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
   const auto* p = static_cast<const uint8_t*>(data);
   while (bytes > 0) {
@@ -201,26 +213,32 @@ SafeTensorsFile SafeTensorsFile::read(const std::string& path) {
   if (size_pos < 0) fail(path, "cannot determine the file size");
   const uint64_t file_size = static_cast<uint64_t>(size_pos);
   in.seekg(0);
+  if (file_size >= 8) {
+    // A declared header larger than the file or than any real one is refused before the
+    // whole file is read.
+    uint64_t header_len = 0;
+    in.read(reinterpret_cast<char*>(&header_len), 8);
+    check_header_length(path, header_len, file_size);
+    in.seekg(0);
+  }
+  std::string bytes(file_size, '\0');
+  if (file_size) in.read(bytes.data(), static_cast<std::streamsize>(file_size));
+  if (!in) fail(path, "read failed");
+  return parse(bytes, path);
+}
+
+SafeTensorsFile SafeTensorsFile::parse(std::string_view bytes, const std::string& path) {
+  const uint64_t file_size = bytes.size();
   if (file_size < 8) {
     fail(path, "truncated: " + std::to_string(file_size) +
                    " bytes, but a safetensors file starts with an 8-byte header length");
   }
   uint64_t header_len = 0;
-  in.read(reinterpret_cast<char*>(&header_len), 8);
-  if (header_len > kMaxHeaderBytes) {
-    fail(path, "bad header: declared header length " + std::to_string(header_len) +
-                   " bytes is implausible (not a safetensors file?)");
-  }
-  if (8 + header_len > file_size) {
-    fail(path, "truncated: header needs " + std::to_string(8 + header_len) +
-                   " bytes, the file has " + std::to_string(file_size));
-  }
-  std::string header(header_len, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  std::memcpy(&header_len, bytes.data(), 8);
+  check_header_length(path, header_len, file_size);
+  const std::string_view header = bytes.substr(8, header_len);
   const uint64_t data_size = file_size - 8 - header_len;
-  std::vector<uint8_t> data(data_size);
-  if (data_size) in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data_size));
-  if (!in) fail(path, "read failed");
+  const std::string_view data = bytes.substr(8 + header_len);
 
   JsonValue root;
   try {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor/tensor.h"
@@ -65,6 +66,8 @@ class SafeTensorsFile {
  public:
   // Reads and validates the whole file.
   static SafeTensorsFile read(const std::string& path);
+  // Validates a whole file's bytes; `path` names it in errors.
+  static SafeTensorsFile parse(std::string_view bytes, const std::string& path);
 
   const std::string& path() const { return path_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

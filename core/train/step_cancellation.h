@@ -7,6 +7,9 @@
 //   StepCancellation cancel(&stop_flag);   // a view of the trainer's lock-free stop flag
 //   cancel.check();                        // throws StepCancelled once the flag is set
 //
+// A check point may also run a watcher first (the trainer's slow-step warning), on the
+// thread that runs the step.
+//
 // Check points: before each transformer block and the head in forward and backward
 // (LanguageModel::set_block_boundary), before each micro-batch after the first, before the
 // gradient sync and optimizer update, and between validation batches. Single-rank runs
@@ -14,6 +17,7 @@
 // broadcast).
 
 #include <atomic>
+#include <functional>
 #include <stdexcept>
 
 namespace mok {
@@ -26,15 +30,18 @@ class StepCancelled : public std::runtime_error {
 class StepCancellation {
  public:
   StepCancellation() = default;  // never cancels
-  explicit StepCancellation(const std::atomic<bool>* flag) : flag_(flag) {}
+  explicit StepCancellation(const std::atomic<bool>* flag, const std::function<void()>* watcher = nullptr)
+      : flag_(flag), watcher_(watcher) {}
 
   bool requested() const { return flag_ && flag_->load(std::memory_order_relaxed); }
   void check() const {
+    if (watcher_ && *watcher_) (*watcher_)();
     if (requested()) throw StepCancelled();
   }
 
  private:
-  const std::atomic<bool>* flag_ = nullptr;
+  const std::atomic<bool>* flag_ = nullptr;     // null: never cancels
+  const std::function<void()>* watcher_ = nullptr;  // outlives every copy; may be null
 };
 
 }  // namespace mok

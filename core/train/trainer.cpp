@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <new>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -15,6 +16,8 @@
 #include "core/config/model_footprint.h"
 #include "core/kittens/kitten_policy.h"
 #include "core/parallel/mpi_communicator.h"
+#include "core/plan/memory_fit.h"
+#include "core/plan/memory_plan.h"
 #include "core/model/language_model.h"
 #include "core/store/run_environment.h"
 #include "core/store/run_store.h"
@@ -30,6 +33,7 @@
 #include "core/train/resume_plan.h"
 #include "core/train/run_checkpointer.h"
 #include "core/train/run_folder.h"
+#include "core/train/slow_step_notice.h"
 #include "core/train/step_cancellation.h"
 #include "core/train/train_step.h"
 #include "core/train/training_data.h"
@@ -56,12 +60,6 @@ namespace {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-double host_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
 
 // Why a CPU run's model cannot fit this machine's memory ("" when its parameters' state does).
@@ -232,6 +230,10 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
   // Store and resume state first: what the run is, before any heavy work.
   if (const std::string why = unsupported_reason(config_); !why.empty()) return fail_early(why);
   if (const std::string why = model_too_large_reason(config_); !why.empty()) return fail_early(why);
+  // The whole memory plan against this machine: far beyond it is refused now, a little
+  // beyond it warned about once the run is recorded (memory_fit.h).
+  const MemoryFit memory_fit = host_memory_fit(config_, host_memory_bytes());
+  if (memory_fit.verdict == MemoryVerdict::refuse) return fail_early(memory_fit.message);
   if (runs_as_mpi_processes(config_)) {
     // One Trainer per process; the job's size is the rank count. Only rank 0 records.
     try {
@@ -317,6 +319,7 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
     return result;
   }
   if (resuming) record_resume(s);
+  if (memory_fit.verdict == MemoryVerdict::warn) s.event("warning: " + memory_fit.message);
 
   try {
     result = run_session(s);
@@ -433,9 +436,20 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
 
   TrainStep train_step(cfg, s.data.tokens, m, rc);
   RunCheckpointer checkpointer(cfg, s.run_dir, s.config_yaml, identity, *s.data.tokenizer, s.plan.superseded);
+  // A step that runs long is reported by rank 0, at the step's check points and when it ends
+  // (slow_step_notice.h).
+  SlowStepNotice slow_steps(SlowStepNotice::kDefaultThresholdS, !rc.parallel());
+  Clock::time_point step_started{};
+  int64_t step_running = 0;  // 1-based number of the step in progress; 0 between steps
+  const std::function<void()> watch_step = [&] {
+    if (step_running == 0) return;
+    const std::string w = slow_steps.check(step_running, seconds_between(step_started, Clock::now()));
+    if (!w.empty()) event(w);
+  };
   // R = 1: a stop request abandons the step in progress (step_cancellation.h); R > 1: the
   // ranks agree on stopping between steps.
-  const StepCancellation cancel = rc.parallel() ? StepCancellation() : StepCancellation(&stop_);
+  const StepCancellation cancel = rc.parallel() ? StepCancellation(nullptr, rc.leader() ? &watch_step : nullptr)
+                                                : StepCancellation(&stop_, &watch_step);
   const int64_t tokens_per_step = train_step.tokens_per_step();
   int64_t step = s.start_step;  // optimizer steps completed
   int64_t tokens_seen = s.resume_dir.empty() ? 0 : s.resumed.tokens_seen;
@@ -491,12 +505,19 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     }
     tracker.reset_peaks();
     TrainStepResult r;
+    step_started = Clock::now();
+    step_running = step + 1;
     try {
       r = train_step.run(step, cancel);
     } catch (const StepCancelled&) {
       event("stop: step " + std::to_string(step + 1) + " abandoned unfinished (nothing of it is kept)");
       status = RunStatus::stopped;
       break;
+    }
+    step_running = 0;
+    if (rc.leader()) {
+      const std::string w = slow_steps.check(step + 1, seconds_between(step_started, Clock::now()), true);
+      if (!w.empty()) event(w);
     }
     ++step;
     tokens_seen += tokens_per_step;

@@ -165,6 +165,15 @@ class TestCheckpointIntegrity : public QObject {
     QVERIFY(with("\"step\":3", "\"step\":999999").find("data.next_step") != std::string::npos);
     QVERIFY(with("mok-checkpoint-2", "mok-checkpoint-9").find("unknown format") != std::string::npos);
     QVERIFY(with("\"crc32c\"", "\"crc\"").find("bad trainer state") != std::string::npos);
+    // Found by tests/fuzz/fuzz_trainer_state: std::stoull read "-5" as 2^64 - 5 (another
+    // seed, other data), and a negative file size passed.
+    const size_t seed_at = good.find("\"seed\":\"");
+    QVERIFY(seed_at != std::string::npos);
+    const std::string seed_field = good.substr(seed_at, good.find('"', seed_at + 8) + 1 - seed_at);
+    QVERIFY(with(seed_field, "\"seed\":\"-5\"").find("seed '-5' is not a non-negative") != std::string::npos);
+    QVERIFY(with(seed_field, "\"seed\":\" 12x\"").find("seed ' 12x'") != std::string::npos);
+    QVERIFY(with("\"bytes\":", "\"bytes\":-").find("a file of -") != std::string::npos);
+    QVERIFY(with("\"wall_s\":", "\"wall_s\":1e9999,\"x\":").find("not finite") != std::string::npos);
     write_all(state, good);
     QCOMPARE(mok::read_trainer_state(dir).step, int64_t(3));
   }

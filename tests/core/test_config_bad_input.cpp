@@ -1,6 +1,6 @@
 // Configs that used to be read wrongly or refused with a misleading message: an unclosed
-// quote, bytes YAML cannot hold, explicit tags, deep nesting, over-long run names, and
-// paths that are not regular files. Each must be refused at its file:line:column and key.
+// quote, bytes YAML cannot hold, explicit tags, deep nesting, over-long run names, a stray
+// comma, out-of-range counts, and paths that are not regular files. Each must be refused at its file:line:column and key.
 #include <QtTest>
 
 #include <sys/stat.h>
@@ -128,6 +128,24 @@ class TestConfigBadInput : public QObject {
   }
 
   // A FIFO blocked the reader; /dev/zero never ends; both are said to be what they are.
+  // yaml-cpp 0.7's LoadAll looped on these forever, allocating until the process was killed
+  // (found by tests/fuzz/fuzz_config_yaml).
+  void strayCommaIsASyntaxErrorNotAHang() {
+    for (const char* text : {", data: {seq_len: 16}}\n", ",\n", "name: a\n,\n"}) {
+      const ConfigError e = refusal(text);
+      QVERIFY2(e.line >= 1 && contains(e.what(), "YAML syntax error"), e.what());
+    }
+    const ConfigError e = refusal(", data: {seq_len: 16}}\n");
+    COMPARE_STR(e.what(), "mine.yaml:1:1: YAML syntax error: unexpected ','");
+  }
+
+  // The validator built an owner per expert before reporting the count out of range.
+  void outOfRangeCountsAreReportedNotAllocated() {
+    const ConfigError e = refusal("model: {experts: 2147483647}\n");
+    COMPARE_STR(e.key_path, "model.experts");
+    QCOMPARE(e.line, 1);
+  }
+
   void specialFilesAreRefusedByWhatTheyAre() {
     QTemporaryDir dir;
     const std::string fifo = dir.filePath("pipe").toStdString();

@@ -227,6 +227,14 @@ class TestTokenizer : public QObject {
                   "refers to an id"));
     QVERIFY(fails("mok-tokenizer 1\ntype bpe\npretokenizer ws-class-1\nvocab_size 258\nmerges 2\n97 98\n", "merge line"));
     QVERIFY(fails(good.substr(0, good.size() - 4), "end"));
+    // Found by tests/fuzz/fuzz_tokenizer_text: an id that wrapped through int32 onto 256, and
+    // merges that double a token each time (2^40 bytes by the last).
+    QVERIFY(fails("mok-tokenizer 1\ntype bpe\npretokenizer ws-class-1\nvocab_size 258\nmerges 2\n97 98\n"
+                  "4294967552 99\nend\n",
+                  "merge id 4294967552 is out of range"));
+    std::string doubling = "mok-tokenizer 1\ntype bpe\npretokenizer ws-class-1\nvocab_size 296\nmerges 40\n97 97\n";
+    for (int k = 0; k < 39; ++k) doubling += std::to_string(256 + k) + " " + std::to_string(256 + k) + "\n";
+    QVERIFY(fails(doubling + "end\n", "makes a token of 128 bytes, longer than any piece (64)"));
     QVERIFY_THROWS_EXCEPTION(mok::TokenizerError, mok::Tokenizer::load("/nonexistent/dir/tok.txt"));
   }
 

@@ -30,6 +30,7 @@ class Recorder : public mok::MetricSink {
   std::vector<std::pair<int64_t, std::string>> checkpoints;
   mok::Trainer* trainer = nullptr;
   int64_t stop_at = -1, pause_at = -1;
+  std::thread resumer;  // lifts the pause; joined before the trainer goes (run())
   RunStatus status = RunStatus::running;
   mok::RunStarted started;
 
@@ -39,10 +40,10 @@ class Recorder : public mok::MetricSink {
     if (r.step == stop_at) trainer->request_stop();
     if (r.step == pause_at) {
       trainer->set_paused(true);
-      std::thread([t = trainer] {
+      resumer = std::thread([t = trainer] {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         t->set_paused(false);
-      }).detach();
+      });
     }
   }
   void on_event(const std::string& t) override { events.push_back(t); }
@@ -104,6 +105,9 @@ class TestTrain : public QObject {
     mok::Trainer t(c, o);
     rec.trainer = &t;
     const mok::TrainResult r = t.run({&rec});
+    // A detached resumer could still be inside set_paused (its notify) when the trainer is
+    // destroyed (ThreadSanitizer saw it).
+    if (rec.resumer.joinable()) rec.resumer.join();
     if (r.status == RunStatus::failed) qWarning("run failed: %s", r.message.c_str());
     return rec.rows;
   }
