@@ -14,6 +14,7 @@
 #include <string>
 
 #include "app/cli/commands.h"
+#include "core/util/code_version.h"
 #if MOK_HAVE_CUDA
 #include "kernels/cuda_backend.h"
 #endif
@@ -40,7 +41,7 @@ void print_usage(FILE* out) {
   std::fprintf(out, "usage: mok <command> [options]\n\ncommands:\n");
   for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
   std::fprintf(out, "\n'mok <command> --help' describes a command. Version %s (%s).\n", MOK_VERSION,
-               MOK_GIT_VERSION);
+               mok::code_version());
 }
 
 }  // namespace
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (name == "--version") {
-    std::printf("mok %s (%s)\n", MOK_VERSION, MOK_GIT_VERSION);
+    std::printf("mok %s (%s)\n", MOK_VERSION, mok::code_version());
     return 0;
   }
   for (const Command& c : kCommands) {

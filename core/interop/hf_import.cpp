@@ -1,4 +1,5 @@
 #include "core/interop/hf_import.h"
+#include "core/util/code_version.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -159,7 +160,7 @@ HfImportResult import_hugging_face(const std::string& folder, const HfImportOpti
   st.total_steps = cfg.train.steps;
   st.run_name = cfg.name;
   st.seed = cfg.seed;
-  st.mok_version = MOK_GIT_VERSION;
+  st.mok_version = mok::code_version();
   st.counters["data.next_step"] = 0;
   const Tokenizer& tok = *p.tokenizer;
   save_checkpoint(r.checkpoint, params, &adam, st, experiment_config_to_yaml(cfg), [&](const std::string& tmp) {

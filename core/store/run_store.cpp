@@ -1,4 +1,5 @@
 #include "core/store/run_store.h"
+#include "core/util/code_version.h"
 
 #include <sqlite3.h>
 #include <yaml-cpp/yaml.h>
@@ -452,7 +453,7 @@ int64_t RunStore::create_run(const NewRun& run) {
   Impl& s = *impl_;
   const RunShape shape = run_shape_from_yaml(run.config_yaml);
   const std::string host = run.host.empty() ? s.me.host : run.host;
-  const std::string code = run.code_version.empty() ? std::string(MOK_GIT_VERSION) : run.code_version;
+  const std::string code = run.code_version.empty() ? std::string(mok::code_version()) : run.code_version;
   RunEnvironment env = run.environment ? *run.environment : probe_run_environment();
   if (env.threads == 0) env.threads = threads_from_yaml(run.config_yaml);
   int64_t id = 0;

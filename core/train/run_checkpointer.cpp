@@ -1,4 +1,5 @@
 #include "core/train/run_checkpointer.h"
+#include "core/util/code_version.h"
 
 #include <filesystem>
 
@@ -32,7 +33,7 @@ std::string RunCheckpointer::write(RankContext& rc, RankModel& m, int64_t step, 
   st.run_name = cfg_.name;
   st.seed = cfg_.seed;
   st.wall_s = wall_s;
-  st.mok_version = MOK_GIT_VERSION;
+  st.mok_version = mok::code_version();
   st.counters["data.next_step"] = step;
   st.branched_from = identity_.branched_from;
   const std::string dir = (fs::path(run_dir_) / checkpoint_folder_name(step)).string();

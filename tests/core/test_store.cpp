@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/store/metric_writer.h"
+#include "core/util/code_version.h"
 #include "core/store/run_store.h"
 #include "core/store/run_store_schema.h"
 #include "core/store/run_store_sink.h"
@@ -73,7 +74,7 @@ class TestStore : public QObject {
     QCOMPARE(rec.summary.status, RunStatus::running);  // this process is alive
     QCOMPARE(QString::fromStdString(rec.config_yaml), QString(kYaml));
     QCOMPARE(QString::fromStdString(rec.device), QString("cpu"));
-    QCOMPARE(QString::fromStdString(rec.code_version), QString(MOK_GIT_VERSION));
+    QCOMPARE(QString::fromStdString(rec.code_version), QString(mok::code_version()));
     QCOMPARE(rec.summary.shape.layers, 6);
     QCOMPARE(rec.summary.shape.d_model, 256);
     QCOMPARE(rec.summary.shape.experts, 16);

@@ -19,6 +19,7 @@
 #include <qcustomplot.h>
 
 #include "core/config/config_io.h"
+#include "core/util/code_version.h"
 #include "core/store/checked_store_reader.h"
 #include "core/store/run_import.h"
 #include "core/store/run_store.h"
@@ -158,7 +159,7 @@ QString MainWindow::docs_dir() {
 QString MainWindow::about_text() {
   return tr("MoK Workbench %1 (%2)\nQt %3 (built with %4), QCustomPlot %5\n\n"
             "Documentation: %6/workbench.md (and training.md beside it)")
-      .arg(QStringLiteral(MOK_VERSION), QStringLiteral(MOK_GIT_VERSION), QString::fromLatin1(qVersion()),
+      .arg(QStringLiteral(MOK_VERSION), QString::fromLatin1(mok::code_version()), QString::fromLatin1(qVersion()),
            QStringLiteral(QT_VERSION_STR), QStringLiteral(QCUSTOMPLOT_VERSION_STR), docs_dir());
 }
 
