@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "core/util/utf8_text.h"
 
@@ -53,6 +54,16 @@ JsonWriter& JsonWriter::value(double v) {
     std::snprintf(buf, sizeof buf, "%.17g", v);
     out_ += buf;
   }
+  need_comma_ = true;
+  return *this;
+}
+JsonWriter& JsonWriter::float_value(double v) {
+  if (!std::isfinite(v)) return value(v);
+  separate();
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  out_ += buf;
+  if (!std::strpbrk(buf, ".eE")) out_ += ".0";  // "0" → "0.0"
   need_comma_ = true;
   return *this;
 }

@@ -19,6 +19,9 @@ class JsonWriter {
   JsonWriter& value(const char* v) { return value(std::string_view(v)); }
   JsonWriter& value(const std::string& v) { return value(std::string_view(v)); }
   JsonWriter& value(double v);  // NaN/inf become null
+  // The same, always written as a floating-point literal ("0.0", "10000.0"): for readers
+  // that type-check floats and refuse an integer literal (Transformers' config classes).
+  JsonWriter& float_value(double v);
   JsonWriter& value(int64_t v);
   JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
   JsonWriter& value(bool v);

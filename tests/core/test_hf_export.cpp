@@ -162,6 +162,13 @@ class TestHfExport : public QObject {
     QVERIFY(t.at("model.layers.1.block_sparse_moe.experts.3.w2.weight").shape == (std::vector<int64_t>{32, 16}));
     QVERIFY(t.at("model.layers.0.block_sparse_moe.gate.weight").shape == (std::vector<int64_t>{4, 32}));
 
+    // Transformers' config classes type-check floats: an integer literal there is refused.
+    {
+      std::ifstream in(out / "config.json");
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (const char* key : {"\"router_jitter_noise\":0.0", "\"attention_dropout\":0.0", "\"rope_theta\":10000.0"})
+        QVERIFY2(text.find(key) != std::string::npos, key);
+    }
     const test::MixtralReference ref(t, read_hyper(out / "config.json"));
     for (uint64_t seed : {1u, 2u}) {
       const std::vector<int32_t> tokens = some_tokens(c.data.seq_len, seed);

@@ -7,7 +7,6 @@
 
 #include <QAbstractButton>
 #include <QAction>
-#include <QFileDialog>
 #include <QMessageBox>
 #include <QStatusBar>
 #include <QTableView>
@@ -46,17 +45,11 @@ void on_next_modal(std::function<void(QWidget*)> act) {
   timer->start();
 }
 
-// Picks `path` in the next file dialog.
-void choose_in_next_file_dialog(const QString& path, bool* seen) {
-  on_next_modal([path, seen](QWidget* modal) {
-    auto* dialog = qobject_cast<QFileDialog*>(modal);
-    *seen = dialog != nullptr;
-    if (!dialog) {
-      modal->close();
-      return;
-    }
-    dialog->selectFile(path);
-    static_cast<QDialog*>(dialog)->accept();  // QFileDialog::accept, protected there
+// Answers the window's next "open a file" question with `path`, noting that it was asked.
+void choose_next_open_file(MainWindow& window, const QString& path, bool* asked) {
+  window.set_open_file_chooser([path, asked](const QString&, const QString&, const QString& filter) {
+    *asked = filter.contains("*.db");
+    return path;
   });
 }
 
@@ -111,7 +104,7 @@ class TestWorkbenchImport : public QObject {
     const QByteArray cluster_bytes = mok::test::sha256_of(cluster_.toStdString());
 
     bool dialog_seen = false;
-    choose_in_next_file_dialog(cluster_, &dialog_seen);
+    choose_next_open_file(window, cluster_, &dialog_seen);
     window.import_runs_action()->trigger();
     QVERIFY(dialog_seen);
     QCOMPARE(shown_names(window), (std::multiset<QString>{"local", "alpha", "beta"}));
@@ -177,7 +170,7 @@ class TestWorkbenchImport : public QObject {
 
     // Through the menu: the cluster's store, then back home.
     bool dialog_seen = false;
-    choose_in_next_file_dialog(cluster_, &dialog_seen);
+    choose_next_open_file(window, cluster_, &dialog_seen);
     window.open_database_action()->trigger();
     QVERIFY(dialog_seen);
     QCOMPARE(window.run_manager()->db_path(), cluster_);

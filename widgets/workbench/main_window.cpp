@@ -264,15 +264,20 @@ bool MainWindow::export_plots(const QString& folder, const QString& format) {
 
 void MainWindow::build_menus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
+  if (!choose_open_file_) {
+    choose_open_file_ = [this](const QString& caption, const QString& start, const QString& filter) {
+      return QFileDialog::getOpenFileName(this, caption, start, filter);
+    };
+  }
   open_db_action_ = file->addAction(tr("Open run database…"), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open a run database"), runs_->db_path(),
-                                                      tr("Run store (*.db);;All files (*)"));
+    const QString path =
+        choose_open_file_(tr("Open a run database"), runs_->db_path(), tr("Run store (*.db);;All files (*)"));
     if (!path.isEmpty()) open_database(path);
   });
   import_action_ = file->addAction(tr("Import runs from…"), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Import runs from a run database"),
-                                                      QFileInfo(runs_->db_path()).absolutePath(),
-                                                      tr("Run store (*.db);;All files (*)"));
+    const QString path = choose_open_file_(tr("Import runs from a run database"),
+                                           QFileInfo(runs_->db_path()).absolutePath(),
+                                           tr("Run store (*.db);;All files (*)"));
     if (!path.isEmpty()) import_runs_from(path);
   });
   file->addAction(tr("New run database…"), this, [this] {

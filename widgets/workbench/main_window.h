@@ -7,6 +7,8 @@
 
 #include <QMainWindow>
 
+#include <functional>
+
 class QAction;
 class QListWidget;
 class QStackedWidget;
@@ -55,6 +57,11 @@ class MainWindow : public QMainWindow {
   RunQueueView* queue() const { return queue_; }
   QAction* launch_action() const { return launch_action_; }
   QAction* open_database_action() const { return open_db_action_; }
+  // How "Open run database…" and "Import runs from…" ask for a file: (caption, starting
+  // folder or file, filter) → the chosen path, empty when cancelled. A QFileDialog by
+  // default; a test answers in its place, since the dialog fills its folder asynchronously.
+  using OpenFileChooser = std::function<QString(const QString& caption, const QString& start, const QString& filter)>;
+  void set_open_file_chooser(OpenFileChooser chooser) { choose_open_file_ = std::move(chooser); }
   QAction* import_runs_action() const { return import_action_; }
   QAction* about_action() const { return about_action_; }
   // Versions of the workbench, Qt and QCustomPlot, and where the documentation is.
@@ -74,6 +81,7 @@ class MainWindow : public QMainWindow {
   RunQueueView* queue_ = nullptr;
   QAction* launch_action_ = nullptr;
   QAction* open_db_action_ = nullptr;
+  OpenFileChooser choose_open_file_;
   QAction* import_action_ = nullptr;
   QAction* about_action_ = nullptr;
   SetupPage* setup_ = nullptr;
