@@ -67,7 +67,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const double compute_copy_bytes = bf16 ? est.device_parameter_count * 2.0 : 0.0;
 
   // Saved activations: every tensor the model keeps, as the kitten policy keeps it once past
-  // its exact warm-up (core/plan/saved_activation_plan.h). The warm-up keeps everything exact.
+  // its exact warm-up (core/plan/saved_activation_plan.h); the warm-up figures come after.
   const double tokens = double(std::max(1, c.train.batch)) / std::max(1, c.train.grad_accum) / ranks *
                         std::max(1, c.data.seq_len);
   const bool kitten = c.kittens.mode != "exact";
