@@ -106,6 +106,12 @@ int cmd_plan(int argc, char** argv) {
     for (const MemoryEstimate::Part& p : est.parts) j.key(p.category).value(p.bytes);
     j.end_object();
     j.key("total_bytes").value(total);
+    // Kitten warm-up: the bytes above are the steady state; the first steps keep everything exact.
+    j.key("kitten_warmup_steps").value(static_cast<int64_t>(est.kitten_warmup_steps));
+    if (est.kitten_warmup_steps > 0) {
+      j.key("warmup_saved_activation_bytes").value(est.warmup_saved_activation_bytes);
+      j.key("warmup_total_bytes").value(est.warmup_total_bytes);
+    }
     if (known) j.key("capacity_bytes").value(capacity); else j.key("capacity_bytes").null();
     j.key("capacity_from").value(capacity_from);
     if (known) j.key("fits").value(fits); else j.key("fits").null();
@@ -119,6 +125,11 @@ int cmd_plan(int argc, char** argv) {
     std::printf("  %-20s %12s\n", "per rank", "MiB");
     for (const MemoryEstimate::Part& p : est.parts) std::printf("  %-20s %12s\n", p.category.c_str(), mib(p.bytes).c_str());
     std::printf("  %-20s %12s\n", "total", mib(total).c_str());
+    if (est.kitten_warmup_steps > 0)
+      std::printf("saved_activations: the kitten steady state; the first %d step(s) are an exact warm-up that keeps "
+                  "%s MiB (total %s MiB)\n",
+                  est.kitten_warmup_steps, mib(est.warmup_saved_activation_bytes).c_str(),
+                  mib(est.warmup_total_bytes).c_str());
     if (known) {
       std::printf("capacity %s (%s): %s", format_byte_size(static_cast<int64_t>(capacity)).c_str(),
                   capacity_from.c_str(), fits ? "fits" : "does not fit");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/config/config_check.h"
+#include "core/plan/saved_activation_plan.h"
 #include "core/train/rank_device.h"
 
 namespace mok {
@@ -65,31 +66,18 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const double act = bf16 ? 2.0 : kFloat;
   const double compute_copy_bytes = bf16 ? est.device_parameter_count * 2.0 : 0.0;
 
-  // Saved activations per token and layer (values). Exact keeps the linear inputs, the
-  // attention outputs and log-sum-exp, norm outputs and the expert hidden activations.
+  // Saved activations: every tensor the model keeps, as the kitten policy keeps it once past
+  // its exact warm-up (core/plan/saved_activation_plan.h); the warm-up figures come after.
   const double tokens = double(std::max(1, c.train.batch)) / std::max(1, c.train.grad_accum) / ranks *
                         std::max(1, c.data.seq_len);
-  const bool kitten = c.kittens.mode == "kitten";
-  const double r = std::min<double>(std::max(1, c.kittens.rank), d);
-  const double lin_in = kitten ? (c.kittens.method == "lowbit" ? d * c.kittens.bits / 32.0 : r) : d;
-  const double lin_in_f = kitten ? (c.kittens.method == "lowbit" ? f * c.kittens.bits / 32.0 : r) : f;
-  double saved_per_token = 0.0;
-  for (int l = 0; l < layers; ++l) {
-    double v = 2.0 * d             // two norm outputs (recomputable, counted once each)
-               + lin_in            // qkv projection input
-               + 3.0 * d           // q, k, v for attention backward
-               + d + c.model.heads // attention output and log-sum-exp
-               + lin_in;           // output projection input
-    if (moe[size_t(l)]) {
-      v += E + k * (lin_in + 2.0 * f + lin_in_f);  // router logits; per copy: expert input, gate/up, down input
-    } else {
-      const double h = std::max(1, c.model.dense_hidden);
-      v += lin_in + 2.0 * h + (kitten ? r : h);
-    }
-    saved_per_token += v;
-  }
-  const double saved_bytes = saved_per_token * tokens * act;
-  const double workspace = tokens * vocab * act * 2.0 + tokens * std::max(f * k, 4.0 * d) * act;
+  const bool kitten = c.kittens.mode != "exact";
+  const std::vector<PlannedSavedTensor> saved = plan_saved_activations(c, kitten ? c.kittens.warmup_steps : 0);
+  const double saved_bytes = saved_activation_bytes(saved);
+  // Workspace: the scaled loss gradient beside the kept logits (ce.grad, a saved activation),
+  // the widest hidden of a layer, and with compact saves the full-size tensors backward
+  // rebuilds from them for one layer's attention or MLP/MoE.
+  const double workspace =
+      tokens * vocab * act + tokens * std::max(f * k, 4.0 * d) * act + restore_workspace_bytes(saved);
   const double comm = ranks > 1 ? 2.0 * tokens * k * d * act : 0.0;
 
   est.parts = {{"parameters", param_bytes + compute_copy_bytes},
@@ -98,6 +86,13 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
                {"saved_activations", saved_bytes},
                {"workspace", workspace},
                {"communication", comm}};
+  if (kitten && c.kittens.warmup_steps > 0) {
+    const std::vector<PlannedSavedTensor> warmup = plan_saved_activations(c, 0);
+    est.kitten_warmup_steps = c.kittens.warmup_steps;
+    est.warmup_saved_activation_bytes = saved_activation_bytes(warmup);
+    est.warmup_total_bytes = est.total_bytes() - saved_bytes - restore_workspace_bytes(saved) +
+                             est.warmup_saved_activation_bytes + restore_workspace_bytes(warmup);
+  }
   return est;
 }
 

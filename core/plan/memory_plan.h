@@ -4,7 +4,8 @@
 // buffers — in the run's precision (bf16 on a GPU: activations in 2 bytes and a bf16 compute
 // copy of every weight beside its fp32 master; fp32 otherwise) with expert parallelism over
 // parallel.ranks, and the largest batch that fits a capacity. It is an estimate (no allocator
-// overheads, a per-token count of saved tensors): `mok plan` prints it with the accuracy
+// overheads; saved tensors counted per kind as the kitten policy keeps them,
+// core/plan/saved_activation_plan.h): `mok plan` prints it with the accuracy
 // measured against real peaks (docs/training.md, "Memory plan"); the workbench's memory bar
 // shows it until a run's measured figures replace it.
 
@@ -24,6 +25,13 @@ struct MemoryEstimate {
   std::vector<Part> parts;  // per device (rank)
   double parameter_count = 0.0;        // whole model
   double device_parameter_count = 0.0; // held by one rank
+  // Kitten runs with kittens.warmup_steps: parts are the steady state (the policy past its
+  // warm-up); during the first kitten_warmup_steps steps everything is kept exact (norm
+  // outputs still recomputed), which takes warmup_saved_activation_bytes of saved
+  // activations and warmup_total_bytes in all. 0 without a warm-up.
+  int kitten_warmup_steps = 0;
+  double warmup_saved_activation_bytes = 0.0;
+  double warmup_total_bytes = 0.0;
   double total_bytes() const;
   double bytes_of(const std::string& category) const;
 };

@@ -238,7 +238,9 @@ class TestDeviceChooser : public QObject {
     ExperimentConfig automatic = fp32;
     automatic.train.precision = "auto";  // bf16 on a GPU
     const MemoryEstimate a = estimate_memory(fp32), b = estimate_memory(bf16);
-    QCOMPARE(b.bytes_of("saved_activations"), 0.5 * a.bytes_of("saved_activations"));
+    // Activations halve; the f32 norm/softmax statistics and i32 ids they keep beside them do not.
+    QVERIFY(b.bytes_of("saved_activations") > 0.5 * a.bytes_of("saved_activations"));
+    QVERIFY(b.bytes_of("saved_activations") < 0.52 * a.bytes_of("saved_activations"));
     QCOMPARE(b.bytes_of("parameters"), 1.5 * a.bytes_of("parameters"));  // + a 2-byte compute copy
     QCOMPARE(b.bytes_of("optimizer_state"), a.bytes_of("optimizer_state"));
     QCOMPARE(estimate_memory(automatic).total_bytes(), b.total_bytes());

@@ -135,9 +135,10 @@ class TestExperimentEditor : public QObject {
     kitten.kittens.mode = "kitten";
     kitten.kittens.rank = 8;
     const MemoryEstimate a = estimate_memory(exact), b = estimate_memory(kitten);
-    // Only linear inputs shrink (about 40% of a layer's saved bytes), so the cut is partial.
-    QVERIFY(b.bytes_of("saved_activations") < 0.8 * a.bytes_of("saved_activations"));
-    QVERIFY(b.bytes_of("saved_activations") > 0.2 * a.bytes_of("saved_activations"));
+    // The kitten defaults (4-bit linear inputs, 8-bit elementwise tensors, recomputed norm
+    // outputs; the rank does not enter) keep about a fifth: 21.9 % on this shape.
+    QVERIFY(b.bytes_of("saved_activations") < 0.25 * a.bytes_of("saved_activations"));
+    QVERIFY(b.bytes_of("saved_activations") > 0.15 * a.bytes_of("saved_activations"));
     QCOMPARE(b.bytes_of("parameters"), a.bytes_of("parameters"));
     ExperimentConfig two_ranks = exact;
     two_ranks.parallel.ranks = 2;
