@@ -24,6 +24,32 @@ __device__ inline int code_of(double v, float s, int qmax, const RowQuantizePara
   return static_cast<int>(fmin(fmax(qd, -static_cast<double>(qmax)), static_cast<double>(qmax)));
 }
 
+// code_of, adding (v − q·s)² and v² to the row's sums.
+__device__ inline int code_with_error(double v, float s, int qmax, const RowQuantizeParams& p, uint64_t index,
+                                      double& err, double& xx) {
+  const int q = code_of(v, s, qmax, p, index);
+  const double d = v - static_cast<double>(q) * static_cast<double>(s);
+  err += d * d;
+  xx += v * v;
+  return q;
+}
+
+// A row's scale from its absmax, as the CPU computes it.
+__device__ inline float row_scale(float absmax, int qmax) {
+  return static_cast<float>(static_cast<double>(absmax) / qmax);
+}
+
+// The warp's sums of row r into row_terms (when measuring).
+__device__ inline void store_row_terms(double* row_terms, long long r, int lane, double err, double xx) {
+  if (!row_terms) return;
+  err = warp_sum(err);
+  xx = warp_sum(xx);
+  if (lane == 0) {
+    row_terms[2 * r] = err;
+    row_terms[2 * r + 1] = xx;
+  }
+}
+
 // One warp per row (kRowsPerBlock rows per block): absmax → scale, then codes and the row's
 // two sums. Rows are short (d_model or a few times it), so a warp's shuffles beat a block's
 // barriers.
@@ -40,18 +66,13 @@ __global__ void quantize_rows_kernel(const T* x, long long rows, long long cols,
   for (long long c = lane; c < cols; c += 32) m = fmaxf(m, fabsf(to_float(xr[c])));
   m = warp_max(m);
   const int qmax = p.bits == 8 ? 127 : 7;
-  const float s = static_cast<float>(static_cast<double>(m) / qmax);
+  const float s = row_scale(m, qmax);
   if (lane == 0) scales[r] = s;
   const long long rb = (cols * p.bits + 7) / 8;
   uint8_t* rc = codes + r * rb;
   double err = 0.0, xx = 0.0;
   auto one = [&](long long c) {
-    const double v = to_float(xr[c]);
-    const int q = code_of(v, s, qmax, p, static_cast<uint64_t>(r * cols + c));
-    const double d = v - static_cast<double>(q) * static_cast<double>(s);
-    err += d * d;
-    xx += v * v;
-    return q;
+    return code_with_error(to_float(xr[c]), s, qmax, p, static_cast<uint64_t>(r * cols + c), err, xx);
   };
   if (p.bits == 8) {
     for (long long c = lane; c < cols; c += 32) rc[c] = static_cast<uint8_t>(static_cast<int8_t>(one(c)));
@@ -62,14 +83,7 @@ __global__ void quantize_rows_kernel(const T* x, long long rows, long long cols,
       rc[j] = byte;
     }
   }
-  if (row_terms) {
-    err = warp_sum(err);
-    xx = warp_sum(xx);
-    if (lane == 0) {
-      row_terms[2 * r] = err;
-      row_terms[2 * r + 1] = xx;
-    }
-  }
+  store_row_terms(row_terms, r, lane, err, xx);
 }
 
 // The same with 8 consecutive values per lane and access (16-byte loads of bf16, two of
@@ -96,7 +110,7 @@ __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long 
   }
   m = warp_max(m);
   const int qmax = p.bits == 8 ? 127 : 7;
-  const float s = static_cast<float>(static_cast<double>(m) / qmax);
+  const float s = row_scale(m, qmax);
   if (lane == 0) scales[r] = s;
   uint8_t* rc = codes + r * ((cols * p.bits) / 8);
   double err = 0.0, xx = 0.0;
@@ -104,13 +118,8 @@ __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long 
     const Pack8<T> pk = xr[g];
     int q[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const double v = to_float(pk.v[i]);
-      q[i] = code_of(v, s, qmax, p, static_cast<uint64_t>(r * cols + 8 * g + i));
-      const double d = v - static_cast<double>(q[i]) * static_cast<double>(s);
-      err += d * d;
-      xx += v * v;
-    }
+    for (int i = 0; i < 8; ++i)
+      q[i] = code_with_error(to_float(pk.v[i]), s, qmax, p, static_cast<uint64_t>(r * cols + 8 * g + i), err, xx);
     if (p.bits == 8) {
       uint2 w;
       w.x = (q[0] & 0xFF) | (q[1] & 0xFF) << 8 | (q[2] & 0xFF) << 16 | static_cast<unsigned>(q[3] & 0xFF) << 24;
@@ -123,14 +132,7 @@ __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long 
       reinterpret_cast<unsigned*>(rc)[g] = w;
     }
   }
-  if (row_terms) {
-    err = warp_sum(err);
-    xx = warp_sum(xx);
-    if (lane == 0) {
-      row_terms[2 * r] = err;
-      row_terms[2 * r + 1] = xx;
-    }
-  }
+  store_row_terms(row_terms, r, lane, err, xx);
 }
 
 // One thread per 8 values.

@@ -91,7 +91,11 @@ std::string kitten_config_problem(const KittensConfig& c) {
 
 std::string kitten_gpu_problem(const KittensConfig& c) {
   if (c.mode == "exact") return {};
-  const auto low_rank = [](const std::string& m) { return m == "sketch" || m == "rsvd" || m == "subspace"; };
+  const auto low_rank = [](const std::string& m) {
+    SavedTensorChoice choice;
+    choice.method = parse_method(m);
+    return choice.is_low_rank();
+  };
   const auto refuse = [](const std::string& key, const std::string& m) {
     return key + ": '" + m + "' keeps low-rank factors, which run on the CPU so far; on a GPU use lowbit " +
            "(what kittens.mode: kitten chooses) or exact";
@@ -176,8 +180,7 @@ struct KittenPolicy::Stats {
       allocator.copy_within(static_cast<double*>(all.raw()) + 2 * i, pending[i].terms.raw(), 2 * sizeof(double));
     all.copy_to_host(host.data(), all.bytes());
     for (int64_t i = 0; i < count; ++i) {
-      const double err = host[2 * i], xx = host[2 * i + 1];
-      record_locked(pending[i].layer, pending[i].low_rank, xx > 0.0 ? std::sqrt(err / xx) : 0.0);
+      record_locked(pending[i].layer, pending[i].low_rank, relative_error_of(host[2 * i], host[2 * i + 1]));
     }
     pending.clear();
   }

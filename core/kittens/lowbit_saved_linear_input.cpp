@@ -1,7 +1,5 @@
 #include "core/kittens/lowbit_saved_linear_input.h"
 
-#include <cmath>
-
 #include "core/backend/exec_context.h"
 #include "core/kittens/kitten_key.h"
 #include "core/kittens/quantized_matrix.h"
@@ -49,7 +47,7 @@ class LowbitSavedLinearInput final : public SavedLinearInput {
   double last_relative_error() const override {
     if (error_terms_.empty()) return -1.0;
     const auto [err, xx] = QuantizedMatrix::read_error_terms(error_terms_);
-    return xx > 0.0 ? std::sqrt(err / xx) : 0.0;
+    return relative_error_of(err, xx);
   }
   std::string describe() const override {
     return "lowbit " + std::to_string(options_.bits) + "bit" + (options_.stochastic_rounding ? " stochastic" : "");

@@ -8,6 +8,7 @@
 //
 // Shapes: X (n, d_in) with n = tokens; dY (n, d_out); dW (d_in, d_out), row-major.
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +45,9 @@ class SavedLinearInput {
   virtual Tensor error_terms() const { return {}; }
   virtual std::string describe() const = 0;  // e.g. "exact", "sketch r=16"
 };
+
+// ‖X − X̃‖/‖X‖ from error_terms' two sums (0 for an all-zero X).
+inline double relative_error_of(double err_sq, double x_sq) { return x_sq > 0.0 ? std::sqrt(err_sq / x_sq) : 0.0; }
 
 // Keeps X as it is. The reference every compact policy is checked against.
 std::unique_ptr<SavedLinearInput> make_exact_saved_linear_input();

@@ -45,25 +45,30 @@ JsonWriter& JsonWriter::value(std::string_view v) {
   need_comma_ = true;
   return *this;
 }
+namespace {
+
+// A finite double with 17 significant digits ("%.17g": it reads back exactly), or "null"; with
+// `float_literal`, integral values get ".0" ("0" → "0.0").
+std::string number_text(double v, bool float_literal) {
+  if (!std::isfinite(v)) return "null";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string text = buf;
+  if (float_literal && !std::strpbrk(buf, ".eE")) text += ".0";
+  return text;
+}
+
+}  // namespace
+
 JsonWriter& JsonWriter::value(double v) {
   separate();
-  if (!std::isfinite(v)) {
-    out_ += "null";
-  } else {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    out_ += buf;
-  }
+  out_ += number_text(v, false);
   need_comma_ = true;
   return *this;
 }
 JsonWriter& JsonWriter::float_value(double v) {
-  if (!std::isfinite(v)) return value(v);
   separate();
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  out_ += buf;
-  if (!std::strpbrk(buf, ".eE")) out_ += ".0";  // "0" → "0.0"
+  out_ += number_text(v, true);
   need_comma_ = true;
   return *this;
 }

