@@ -1,11 +1,13 @@
 #include "kernels/cuda_caching_allocator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <new>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda_check.h"
+#include "kernels/op_profiler.h"
 
 namespace mok::cuda {
 
@@ -119,7 +121,21 @@ void CudaCachingAllocator::trim() {
   cached_ = 0;
 }
 
+namespace {
+// "what N MiB": bytes name the tensor well enough in a profile.
+std::string sized(const char* what, int64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%s %.1f MiB", what, static_cast<double>(bytes) / 1048576.0);
+  return text;
+}
+}  // namespace
+
 void CudaCachingAllocator::memset(void* p, int value, int64_t bytes) {
+  if (profiler_ && profiler_->enabled()) {
+    const auto timed = profiler_->scope([&] { return sized("memset", bytes); });
+    MOK_CUDA_CHECK(cudaMemsetAsync(p, value, static_cast<size_t>(bytes), stream_));
+    return;
+  }
   MOK_CUDA_CHECK(cudaMemsetAsync(p, value, static_cast<size_t>(bytes), stream_));
 }
 
@@ -134,6 +150,11 @@ void CudaCachingAllocator::copy_from_host(void* dst, const void* host_src, int64
 }
 
 void CudaCachingAllocator::copy_within(void* dst, const void* src, int64_t bytes) {
+  if (profiler_ && profiler_->enabled()) {
+    const auto timed = profiler_->scope([&] { return sized("copy_within", bytes); });
+    MOK_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
   MOK_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
 }
 

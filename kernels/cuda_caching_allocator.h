@@ -26,6 +26,8 @@
 
 namespace mok::cuda {
 
+class OpProfiler;
+
 class CudaCachingAllocator final : public mok::Allocator {
  public:
   CudaCachingAllocator(int device, cudaStream_t stream);
@@ -46,8 +48,12 @@ class CudaCachingAllocator final : public mok::Allocator {
   int64_t peak_reserved_bytes() const;
   // Gives every cached block back to the driver (waits for the stream first).
   void trim();
+  // Device copies and fills (tensor clones, zeroed gradients) go to `profiler` as ops of
+  // their own when it is enabled; null: not profiled.
+  void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
 
  private:
+  OpProfiler* profiler_ = nullptr;
   static int64_t size_class(int64_t bytes);
 
   int device_;

@@ -56,6 +56,18 @@ void same_dtype(const Tensor& a, const Tensor& b, const char* op) {
     throw std::invalid_argument(std::string(op) + ": " + a.describe() + " and " + b.describe() + " differ in type");
 }
 
+// Labels of the op profiler: matrix products by shape, where most of a step's time goes.
+std::string gemm_label(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& c) {
+  return std::string("gemm ") + (trans_a ? "T" : "N") + (trans_b ? "T" : "N") + " " + std::to_string(m) + "x" +
+         std::to_string(n) + "x" + std::to_string(k) + " " + mok::dtype_name(a.dtype()) + "->" +
+         mok::dtype_name(c.dtype());
+}
+
+std::string grouped_label(const char* op, const std::vector<int64_t>& offsets, const Tensor& a) {
+  return std::string(op) + " " + std::to_string(offsets.size() - 1) + " groups, " + std::to_string(offsets.back()) +
+         " rows x " + std::to_string(a.dim(1));
+}
+
 }  // namespace
 
 struct CudaOps::DeviceRope {
@@ -82,6 +94,8 @@ CudaOps::CudaOps(int device) : device_(device) {
   grouped_kernel_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::kernel);
   grouped_kernel_->set_kernel_tile(GroupedKernelTile::m128n128);
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
+  profiler_ = std::make_unique<OpProfiler>(stream_);
+  allocator_->set_profiler(profiler_.get());
 }
 
 CudaOps::~CudaOps() {
@@ -90,6 +104,8 @@ CudaOps::~CudaOps() {
   ropes_.clear();
   adamw_.reset();
   grad_norms_.clear();
+  allocator_->set_profiler(nullptr);
+  profiler_.reset();
   grouped_streams_.reset();
   grouped_kernel_.reset();
   lt_.reset();
@@ -100,6 +116,10 @@ CudaOps::~CudaOps() {
 void CudaOps::synchronize() { MOK_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 void CudaOps::bind_thread() { MOK_CUDA_CHECK(cudaSetDevice(device_)); }
+
+OpProfiler::Scope CudaOps::profile(const char* op) {
+  return profiler_->scope([op] { return std::string(op); });
+}
 
 Tensor CudaOps::scratch(size_t bytes) {
   return Tensor::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::u8, *allocator_);
@@ -136,6 +156,7 @@ GroupedGemm& CudaOps::grouped_for(GemmType ab_type, int groups) {
 
 void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                    int64_t lda, const Tensor& b, int64_t ldb, double beta, Tensor& c, int64_t ldc) {
+  const auto timed = profiler_->scope([&] { return gemm_label(trans_a, trans_b, m, n, k, a, c); });
   same_dtype(a, b, "gemm");
   lt_->gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), a.raw(), lda, b.raw(), ldb, static_cast<float>(beta),
             c.raw(), ldc, gemm_type(a, "gemm"), gemm_type(c, "gemm"), stream_);
@@ -143,6 +164,7 @@ void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 
 void CudaOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& b,
                            double beta, Tensor& c) {
+  const auto timed = profiler_->scope([&] { return grouped_label("grouped_gemm", offsets, a); });
   same_dtype(a, b, "grouped_gemm");
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = c.dim(1);
@@ -153,6 +175,7 @@ void CudaOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, co
 
 void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
                                   Tensor& dw) {
+  const auto timed = profiler_->scope([&] { return grouped_label("grouped_weight_grad", offsets, a); });
   same_dtype(a, dy, "grouped_weight_grad");
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = dy.dim(1);
@@ -164,6 +187,7 @@ void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Ten
 // --- elementwise
 
 void CudaOps::add_(Tensor& y, const Tensor& x) {
+  const auto timed = profile("add_");
   same_dtype(y, x, "add_");
   by_type(y.dtype(), "add_", [&]<typename T>() {
     add_inplace<T>(static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), y.numel(), stream_);
@@ -171,6 +195,7 @@ void CudaOps::add_(Tensor& y, const Tensor& x) {
 }
 
 void CudaOps::add2_(Tensor& y, const Tensor& a, const Tensor& b) {
+  const auto timed = profile("add2_");
   same_dtype(y, a, "add2_");
   same_dtype(y, b, "add2_");
   by_type(y.dtype(), "add2_", [&]<typename T>() {
@@ -180,6 +205,7 @@ void CudaOps::add2_(Tensor& y, const Tensor& a, const Tensor& b) {
 }
 
 void CudaOps::scale(const Tensor& x, double f, Tensor& out) {
+  const auto timed = profile("scale");
   same_dtype(x, out, "scale");
   by_type(x.dtype(), "scale", [&]<typename T>() {
     cuda::scale<T>(static_cast<const T*>(x.raw()), static_cast<float>(f), static_cast<T*>(out.raw()), x.numel(),
@@ -188,10 +214,12 @@ void CudaOps::scale(const Tensor& x, double f, Tensor& out) {
 }
 
 void CudaOps::add_transposed_(Tensor& y, const Tensor& x) {
+  const auto timed = profile("add_transposed_");
   transpose_add(y.ptr<float>(), x.ptr<float>(), y.dim(0), y.dim(1), stream_);
 }
 
 void CudaOps::convert(const Tensor& src, Tensor& dst) {
+  const auto timed = profile("convert");
   if (src.numel() != dst.numel()) throw std::invalid_argument("convert: " + src.describe() + " into " + dst.describe());
   by_type(src.dtype(), "convert", [&]<typename S>() {
     by_type(dst.dtype(), "convert", [&]<typename D>() {
@@ -203,6 +231,7 @@ void CudaOps::convert(const Tensor& src, Tensor& dst) {
 // --- layers' kernels
 
 void CudaOps::rms_norm_forward(const Tensor& x, const Tensor& g, double eps, Tensor& y, Tensor* rstd) {
+  const auto timed = profile("rms_norm_forward");
   const int64_t d = g.numel(), n = x.numel() / d;
   by_type(x.dtype(), "rms_norm_forward", [&]<typename T>() {
     cuda::rms_norm_forward<T>(static_cast<const T*>(x.raw()), static_cast<const T*>(g.raw()), static_cast<float>(eps),
@@ -211,6 +240,7 @@ void CudaOps::rms_norm_forward(const Tensor& x, const Tensor& g, double eps, Ten
 }
 
 void CudaOps::rms_norm_apply(const Tensor& x, const Tensor& g, const Tensor& rstd, Tensor& y) {
+  const auto timed = profile("rms_norm_apply");
   const int64_t d = g.numel(), n = x.numel() / d;
   by_type(x.dtype(), "rms_norm_apply", [&]<typename T>() {
     cuda::rms_norm_apply<T>(static_cast<const T*>(x.raw()), static_cast<const T*>(g.raw()), rstd.ptr<float>(), n, d,
@@ -220,6 +250,7 @@ void CudaOps::rms_norm_apply(const Tensor& x, const Tensor& g, const Tensor& rst
 
 void CudaOps::rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& g, const Tensor& rstd, Tensor& dx,
                                 Tensor& dg) {
+  const auto timed = profile("rms_norm_backward");
   const int64_t d = g.numel(), n = x.numel() / d;
   const size_t bytes = rms_norm_backward_workspace_bytes(n, d);
   Tensor ws = scratch(bytes);
@@ -249,6 +280,7 @@ const CudaOps::DeviceRope& CudaOps::rope_table(const mok::RopeTable& table) {
 
 void CudaOps::rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const mok::RopeTable& table,
                     bool inverse) {
+  const auto timed = profile("rope_");
   if (rows > 0 && pos0 + std::min<int64_t>(seq, rows) > table.max_positions())
     throw std::invalid_argument("RoPE: position beyond max_seq_len " + std::to_string(table.max_positions()));
   const DeviceRope& r = rope_table(table);
@@ -259,6 +291,7 @@ void CudaOps::rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int
 }
 
 void CudaOps::attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o, Tensor* lse) {
+  const auto timed = profile("attention_forward");
   by_type(qkv.dtype(), "attention_forward", [&]<typename T>() {
     flash_attention_forward<T>(static_cast<const T*>(qkv.raw()), batch, seq, heads, hd, static_cast<T*>(o.raw()),
                                lse ? lse->ptr<float>() : nullptr, stream_);
@@ -267,6 +300,7 @@ void CudaOps::attention_forward(const Tensor& qkv, int batch, int seq, int heads
 
 void CudaOps::attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, const Tensor* o, int batch,
                                  int seq, int heads, int hd, Tensor& dqkv) {
+  const auto timed = profile("attention_backward");
   const size_t bytes = flash_attention_backward_workspace_bytes(batch, seq, heads, hd);
   Tensor ws = scratch(bytes);
   by_type(qkv.dtype(), "attention_backward", [&]<typename T>() {
@@ -276,6 +310,7 @@ void CudaOps::attention_backward(const Tensor& qkv, const Tensor& d_o, const Ten
 }
 
 void CudaOps::swiglu_forward(const Tensor& a, Tensor& h) {
+  const auto timed = profile("swiglu_forward");
   const int64_t n = a.dim(0), f = a.dim(1) / 2;
   by_type(a.dtype(), "swiglu_forward", [&]<typename T>() {
     cuda::swiglu_forward<T>(static_cast<const T*>(a.raw()), n, f, static_cast<T*>(h.raw()), stream_);
@@ -283,6 +318,7 @@ void CudaOps::swiglu_forward(const Tensor& a, Tensor& h) {
 }
 
 void CudaOps::swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) {
+  const auto timed = profile("swiglu_backward");
   const int64_t n = a.dim(0), f = a.dim(1) / 2;
   by_type(a.dtype(), "swiglu_backward", [&]<typename T>() {
     cuda::swiglu_backward<T>(static_cast<const T*>(a.raw()), static_cast<const T*>(dh.raw()), n, f,
@@ -291,6 +327,7 @@ void CudaOps::swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) {
 }
 
 mok::CrossEntropySum CudaOps::cross_entropy(Tensor& logits, const int32_t* targets, bool write_grad) {
+  const auto timed = profile("cross_entropy");
   const int64_t n = logits.dim(0), vocab = logits.dim(1);
   for (int64_t r = 0; r < n; ++r)
     if (targets[r] >= vocab)
@@ -318,6 +355,7 @@ mok::CrossEntropySum CudaOps::cross_entropy(Tensor& logits, const int32_t* targe
 }
 
 void CudaOps::embedding_forward(const Tensor& w, const Tensor& tokens, Tensor& x) {
+  const auto timed = profile("embedding_forward");
   by_type(w.dtype(), "embedding_forward", [&]<typename T>() {
     cuda::embedding_forward<T>(static_cast<const T*>(w.raw()), tokens.ptr<int32_t>(), tokens.numel(), w.dim(1),
                                static_cast<T*>(x.raw()), stream_);
@@ -325,6 +363,7 @@ void CudaOps::embedding_forward(const Tensor& w, const Tensor& tokens, Tensor& x
 }
 
 void CudaOps::embedding_backward(const Tensor& dx, const Tensor& tokens, Tensor& dw) {
+  const auto timed = profile("embedding_backward");
   const int64_t n = tokens.numel(), vocab = dw.dim(0), d = dw.dim(1);
   const size_t bytes = embedding_backward_workspace_bytes(n, vocab, d);
   Tensor ws = scratch(bytes);
@@ -338,6 +377,7 @@ void CudaOps::embedding_backward(const Tensor& dx, const Tensor& tokens, Tensor&
 
 void CudaOps::router_softmax_topk(const Tensor& logits, int k, const mok::LocalityPolicy* locality, Tensor& probs,
                                   Tensor& lse, Tensor& expert, Tensor& gate) {
+  const auto timed = profile("router_softmax_topk");
   const int64_t n = logits.dim(0);
   const int E = static_cast<int>(logits.dim(1));
   cuda::RouterLocality loc;
@@ -359,6 +399,7 @@ void CudaOps::router_softmax_topk(const Tensor& logits, int k, const mok::Locali
 }
 
 mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity) {
+  const auto timed = profile("sort_pairs");
   const int64_t pairs = expert.numel();
   const int E = experts;
   mok::PairOrder out;
@@ -390,6 +431,7 @@ mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity
 
 mok::RouterLossSums CudaOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
                                               const std::vector<uint8_t>* local) {
+  const auto timed = profile("router_loss_sums");
   const int64_t n = probs.dim(0);
   const int E = static_cast<int>(probs.dim(1));
   Tensor f_dev = upload_floats(f);
@@ -412,6 +454,7 @@ mok::RouterLossSums CudaOps::router_loss_sums(const Tensor& probs, const Tensor&
 void CudaOps::router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,
                               const std::vector<double>& f, const std::vector<uint8_t>* local, double aux_w,
                               double z_w, double loc_w, Tensor& dlogits) {
+  const auto timed = profile("router_backward");
   const int64_t n = probs.dim(0);
   const int E = static_cast<int>(probs.dim(1));
   const int k = static_cast<int>(choice.numel() / std::max<int64_t>(n, 1));
@@ -424,6 +467,7 @@ void CudaOps::router_backward(const Tensor& probs, const Tensor& lse, const Tens
 }
 
 void CudaOps::gather_rows(const Tensor& src, const Tensor& order, int k, Tensor& out) {
+  const auto timed = profile("gather_rows");
   by_type(src.dtype(), "gather_rows", [&]<typename T>() {
     cuda::gather_rows<T>(static_cast<const T*>(src.raw()), order.ptr<int32_t>(), k, order.numel(), src.dim(1),
                          static_cast<T*>(out.raw()), stream_);
@@ -432,6 +476,7 @@ void CudaOps::gather_rows(const Tensor& src, const Tensor& order, int k, Tensor&
 
 void CudaOps::combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n, int k,
                             Tensor& out) {
+  const auto timed = profile("combine_pairs");
   by_type(out.dtype(), "combine_pairs", [&]<typename T>() {
     cuda::combine_pairs<T>(static_cast<const T*>(rows.raw()), row_of_pair.ptr<int32_t>(),
                            gate ? gate->ptr<float>() : nullptr, n, k, out.dim(1), static_cast<T*>(out.raw()), stream_);
@@ -439,15 +484,18 @@ void CudaOps::combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const
 }
 
 void CudaOps::pairs_to_rows(const Tensor& per_pair, const Tensor& order, Tensor& per_row) {
+  const auto timed = profile("pairs_to_rows");
   pair_values_to_rows(per_pair.ptr<float>(), order.ptr<int32_t>(), order.numel(), per_row.ptr<float>(), stream_);
 }
 
 void CudaOps::rows_to_pairs(const Tensor& per_row, const Tensor& order, Tensor& per_pair) {
+  const auto timed = profile("rows_to_pairs");
   rows_to_pair_values(per_row.ptr<float>(), order.ptr<int32_t>(), order.numel(), per_pair.numel(),
                       per_pair.ptr<float>(), stream_);
 }
 
 void CudaOps::row_dot(const Tensor& a, const Tensor& b, Tensor& out) {
+  const auto timed = profile("row_dot");
   same_dtype(a, b, "row_dot");
   by_type(a.dtype(), "row_dot", [&]<typename T>() {
     cuda::row_dot<T>(static_cast<const T*>(a.raw()), static_cast<const T*>(b.raw()), a.dim(0), a.dim(1),
@@ -456,6 +504,7 @@ void CudaOps::row_dot(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void CudaOps::scale_rows(const Tensor& x, const Tensor& s, Tensor& out) {
+  const auto timed = profile("scale_rows");
   by_type(x.dtype(), "scale_rows", [&]<typename T>() {
     cuda::scale_rows<T>(static_cast<const T*>(x.raw()), s.ptr<float>(), x.dim(0), x.dim(1), static_cast<T*>(out.raw()),
                         stream_);
@@ -466,6 +515,7 @@ void CudaOps::scale_rows(const Tensor& x, const Tensor& s, Tensor& out) {
 
 void CudaOps::quantize_rows(const Tensor& x, const mok::QuantizeOptions& options, Tensor& codes, Tensor& scales,
                             Tensor* error_terms) {
+  const auto timed = profile("quantize_rows");
   const int64_t cols = x.dim(-1), rows = cols ? x.numel() / cols : 0;
   const cuda::RowQuantizeParams p{options.bits, options.stochastic, options.seed, options.stream};
   Tensor workspace = scratch(cuda::quantize_rows_workspace_bytes(rows, error_terms != nullptr));
@@ -477,6 +527,7 @@ void CudaOps::quantize_rows(const Tensor& x, const mok::QuantizeOptions& options
 }
 
 void CudaOps::dequantize_rows(const Tensor& codes, const Tensor& scales, int bits, Tensor& out) {
+  const auto timed = profile("dequantize_rows");
   const int64_t cols = out.dim(-1), rows = cols ? out.numel() / cols : 0;
   by_type(out.dtype(), "dequantize_rows", [&]<typename T>() {
     cuda::dequantize_rows<T>(codes.ptr<uint8_t>(), scales.ptr<float>(), rows, cols, bits, static_cast<T*>(out.raw()),
@@ -515,6 +566,7 @@ AdamWPlan& CudaOps::adamw_plan(const std::vector<mok::Parameter*>& params, std::
 
 void CudaOps::adamw_step(const std::vector<mok::Parameter*>& params, std::vector<Tensor>& m, std::vector<Tensor>& v,
                          const mok::AdamWStep& st) {
+  const auto timed = profile("adamw_step");
   adamw_plan(params, m, v).step(st.lr, st.beta1, st.beta2, st.eps, st.weight_decay, st.t, stream_);
 }
 
@@ -540,6 +592,7 @@ GradNormPlan& CudaOps::grad_norm_plan(const std::vector<mok::Parameter*>& params
 }
 
 double CudaOps::grad_norm_sq(const std::vector<mok::Parameter*>& params) {
+  const auto timed = profile("grad_norm_sq");
   Tensor sum = Tensor::empty({1}, DType::f64, *allocator_);
   grad_norm_plan(params).sum_squares(sum.ptr<double>(), stream_);
   double host = 0.0;
@@ -548,10 +601,12 @@ double CudaOps::grad_norm_sq(const std::vector<mok::Parameter*>& params) {
 }
 
 void CudaOps::scale_grads(const std::vector<mok::Parameter*>& params, double s) {
+  const auto timed = profile("scale_grads");
   grad_norm_plan(params).scale(static_cast<float>(s), stream_);
 }
 
 void CudaOps::refresh_compute_copies(const std::vector<mok::Parameter*>& params) {
+  const auto timed = profile("refresh_compute_copies");
   for (mok::Parameter* p : params)
     if (!p->compute_copy.empty()) convert(p->value, p->compute_copy);
 }

@@ -19,6 +19,7 @@
 #include "core/backend/ops.h"
 #include "core/tensor/memory_tracker.h"
 #include "kernels/cuda_caching_allocator.h"
+#include "kernels/op_profiler.h"
 
 namespace mok::cuda {
 
@@ -41,6 +42,8 @@ class CudaOps final : public mok::Ops {
   void bind_thread() override;
   cudaStream_t stream() const { return stream_; }
   CudaCachingAllocator& caching_allocator() { return *allocator_; }
+  // Device time per op, off unless enabled (kernels/op_profiler.h).
+  OpProfiler& profiler() { return *profiler_; }
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const mok::Tensor& a,
             int64_t lda, const mok::Tensor& b, int64_t ldb, double beta, mok::Tensor& c, int64_t ldc) override;
@@ -98,6 +101,7 @@ class CudaOps final : public mok::Ops {
   void refresh_compute_copies(const std::vector<mok::Parameter*>& params) override;
 
  private:
+  OpProfiler::Scope profile(const char* op);
   mok::Tensor scratch(size_t bytes);
   mok::Tensor upload_floats(const std::vector<double>& values);
   mok::Tensor upload_remote_mask(const std::vector<uint8_t>* local, int experts);
@@ -124,6 +128,7 @@ class CudaOps final : public mok::Ops {
   std::unique_ptr<PlanCache<AdamWPlan>> adamw_;
   // A few plans: a multi-rank step sums dense and expert gradients separately.
   std::vector<std::unique_ptr<PlanCache<GradNormPlan>>> grad_norms_;
+  std::unique_ptr<OpProfiler> profiler_;
 };
 
 }  // namespace mok::cuda

@@ -16,9 +16,22 @@ constexpr int kThreads = 256;
 __device__ inline void store_double(float* p, double v) { *p = static_cast<float>(v); }
 __device__ inline void store_double(bf16* p, double v) { *p = __double2bfloat16(v); }
 
-// The code of one value, as the CPU rounds it (core/backend/row_quantize.cpp).
+// The code of one value, as the CPU rounds it (core/backend/row_quantize.cpp): rint or
+// floor(· + u) of the double quotient v/s, clamped to ±qmax.
+//
+// Nearest rounding takes the float quotient when it decides the answer, since a double
+// division costs many times a float one. v is a float and the float quotient tf is
+// correctly rounded, so |tf − v/s| ≤ 2⁻¹⁷ for |tf| < 1024 (half an ulp); the double quotient
+// is within 2⁻⁴³ of v/s. When tf lies farther than 2⁻¹² from a half-integer, all three lie
+// strictly between the same two half-integers and round to the same integer: the code is
+// the double path's, bit for bit. Otherwise (about one value in 2¹¹) the double path runs.
 __device__ inline int code_of(double v, float s, int qmax, const RowQuantizeParams& p, uint64_t index) {
   if (!(s > 0.0f)) return 0;
+  if (!p.stochastic) {
+    const float tf = __fdiv_rn(static_cast<float>(v), s);
+    if (fabsf(tf) < 1024.0f && fabsf(tf - floorf(tf) - 0.5f) > 0x1p-12f)
+      return static_cast<int>(fminf(fmaxf(rintf(tf), -static_cast<float>(qmax)), static_cast<float>(qmax)));
+  }
   const double t = v / static_cast<double>(s);
   const double qd = p.stochastic ? floor(t + counter_uniform01(p.seed, p.stream, index)) : rint(t);
   return static_cast<int>(fmin(fmax(qd, -static_cast<double>(qmax)), static_cast<double>(qmax)));
@@ -163,17 +176,23 @@ __global__ void dequantize_rows_vec8_kernel(const uint8_t* codes, const float* s
 
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// terms = Σ over rows of row_terms, one block: each thread adds its rows in order, then a
-// fixed-order block sum.
-__global__ void sum_row_terms_kernel(const double* row_terms, long long rows, double* terms) {
-  __shared__ double part[kThreads / 32];
+// terms = Σ over rows of row_terms, one block of kSumThreads: each thread adds its rows in
+// order, then a fixed-order block sum. A wide block, since the rows' loads are what it waits
+// for (32 768 rows: 32 per thread).
+constexpr int kSumThreads = 1024;
+
+__global__ void __launch_bounds__(kSumThreads) sum_row_terms_kernel(const double* row_terms, long long rows,
+                                                                    double* terms) {
+  __shared__ double part[kSumThreads / 32];
   double err = 0.0, xx = 0.0;
-  for (long long r = threadIdx.x; r < rows; r += kThreads) {
-    err += row_terms[2 * r];
-    xx += row_terms[2 * r + 1];
+#pragma unroll 4
+  for (long long r = threadIdx.x; r < rows; r += kSumThreads) {
+    const double2 t = reinterpret_cast<const double2*>(row_terms)[r];
+    err += t.x;
+    xx += t.y;
   }
-  err = block_sum<kThreads>(err, part);
-  xx = block_sum<kThreads>(xx, part);
+  err = block_sum<kSumThreads>(err, part);
+  xx = block_sum<kSumThreads>(xx, part);
   if (threadIdx.x == 0) {
     terms[0] = err;
     terms[1] = xx;
@@ -219,7 +238,7 @@ void quantize_rows(const T* x, int64_t rows, int64_t cols, const RowQuantizePara
     quantize_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, cols, params, codes, scales, row_terms);
   MOK_CUDA_CHECK_LAUNCH();
   if (terms) {
-    sum_row_terms_kernel<<<1, kThreads, 0, stream>>>(row_terms, rows, terms);
+    sum_row_terms_kernel<<<1, kSumThreads, 0, stream>>>(row_terms, rows, terms);
     MOK_CUDA_CHECK_LAUNCH();
   }
 }

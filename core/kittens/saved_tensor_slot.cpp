@@ -13,6 +13,18 @@ void SavedTensorSlot::keep(Tensor&& t) {
   t.reset();
 }
 
+void SavedTensorSlot::keep_shared(const Tensor& t) {
+  reset();
+  if (policy_) {
+    keeper_ = policy_->make(layer_, kind_);
+    keeper_->save(t, MemTag{MemCategory::saved_activations, layer_, kind_});
+    return;
+  }
+  const MemTag tag{MemCategory::saved_activations, layer_, kind_};
+  exact_ = t.share_as(tag);
+  if (exact_.empty()) exact_ = t.clone(tag);
+}
+
 const Tensor& SavedTensorSlot::get() const {
   if (!keeper_) return exact_;
   if (restored_.empty()) restored_ = keeper_->restore();

@@ -24,6 +24,10 @@ class SavedTensorSlot {
   }
   // Keeps t (moved in) for backward.
   void keep(Tensor&& t);
+  // Keeps t for backward without copying it where it can: as is (another handle to its
+  // bytes, now counted as saved) or as the policy's compact copy. For a tensor nobody writes
+  // in place afterwards (a norm's input: the residual stream). A view is copied.
+  void keep_shared(const Tensor& t);
   // The kept tensor (restored once into a workspace copy when compact).
   const Tensor& get() const;
   void reset();

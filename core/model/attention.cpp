@@ -23,10 +23,17 @@ Attention::Attention(const std::string& prefix, int64_t d, int heads, double ini
 }
 
 Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool keep_input) {
+  return forward_from_qkv(qkv_.forward(x, keep && keep_input, qkv_saved_.output_tag(keep)), batch, seq, keep);
+}
+
+Tensor Attention::forward(Tensor&& x, int batch, int seq, bool keep, bool keep_input) {
+  return forward_from_qkv(qkv_.forward(std::move(x), keep && keep_input, qkv_saved_.output_tag(keep)), batch, seq,
+                          keep);
+}
+
+Tensor Attention::forward_from_qkv(Tensor qkv, int batch, int seq, bool keep) {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = static_cast<int64_t>(batch) * seq;
-  Tensor qkv = qkv_.forward(x, keep && keep_input,
-                            qkv_saved_.output_tag(keep));
   cx.ops().rope_(qkv, n, 3 * d_, 2 * heads_, seq, 0, *rope_, false);  // q and k heads
   // Kept exactly (no saved-input policy on Wo), o is kept here once: the input of Wo's weight
   // gradient and what the attention backward needs, instead of a copy inside Wo.

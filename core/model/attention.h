@@ -28,6 +28,8 @@ class Attention {
 
   // keep_input = false leaves Wqkv's input unsaved: backward then needs `recomputed_x`.
   Tensor forward(const Tensor& x, int batch, int seq, bool keep, bool keep_input = true);
+  // The same for an x nobody else holds: Wqkv keeps it without a copy.
+  Tensor forward(Tensor&& x, int batch, int seq, bool keep, bool keep_input = true);
   Tensor backward(const Tensor& dy, const Tensor* recomputed_x = nullptr);
   // New rows x (n, d) at positions [pos0, pos0 + n) of one sequence; appends their keys and
   // values to the cache and attends over rows [0, pos0 + n). Keeps nothing for backward.
@@ -44,6 +46,8 @@ class Attention {
   void set_saved_policy(SavedInputPolicy* policy) { qkv_saved_.set_policy(policy); }
 
  private:
+  // forward after Wqkv: RoPE, attention, Wo; qkv (n, 3d).
+  Tensor forward_from_qkv(Tensor qkv, int batch, int seq, bool keep);
   int64_t d_;
   int heads_, hd_;
   int layer_;

@@ -12,6 +12,7 @@
 #include "core/kittens/kitten_saved_input_policy.h"
 #include "core/model/saved_input_policy.h"
 #include "core/model/transformer_block.h"
+#include "core/model/zero_gradients.h"
 
 MOK_NN_BEGIN
 
@@ -243,9 +244,7 @@ std::vector<Parameter*> LanguageModel::parameters() {
   return out;
 }
 
-void LanguageModel::zero_grad() {
-  for (Parameter* p : parameters()) p->grad.zero();
-}
+void LanguageModel::zero_grad() { zero_gradients(parameters()); }
 
 int64_t LanguageModel::parameter_count() const {
   int64_t n = 0;

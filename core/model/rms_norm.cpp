@@ -14,7 +14,7 @@ Tensor RmsNorm::forward(const Tensor& x, bool keep) {
   const int64_t n = x.dim(0), d = g_.value.numel();
   Tensor y = cx.activation({n, d});
   if (keep) {
-    x_.keep(x.clone(x_.output_tag(true)));
+    x_.keep_shared(x);  // x is the residual stream, which nothing writes in place
     rstd_ = cx.empty({n}, kRealDType, MemTag{MemCategory::saved_activations, layer_, kind_ + ".rstd"});
   }
   cx.ops().rms_norm_forward(x, g_.compute(), eps_, y, keep ? &rstd_ : nullptr);

@@ -26,6 +26,8 @@ class SwiGluMlp {
 
   // keep_input = false: the up projection's input is not kept (caller recomputes it).
   Tensor forward(const Tensor& x, bool keep, bool keep_input = true, bool keep_hidden = true);
+  // The same for an x nobody else holds: the up projection keeps it without a copy.
+  Tensor forward(Tensor&& x, bool keep, bool keep_input = true, bool keep_hidden = true);
   // Plain backward: dx (n, d).
   Tensor backward(const Tensor& dy, const Tensor* recomputed_x = nullptr);
   // Gated backward: the layer's output rows were used as gate[t]·y[t]; dy is the gradient
@@ -48,6 +50,8 @@ class SwiGluMlp {
   int64_t hidden() const { return f_; }
 
  private:
+  // forward after the up projection: a (n, 2f) → SwiGLU → down projection.
+  Tensor forward_from_up(Tensor a, bool keep, bool keep_hidden);
   int64_t d_, f_;
   int layer_;
   std::string kind_;

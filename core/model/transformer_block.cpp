@@ -29,7 +29,7 @@ Tensor TransformerBlock::forward(const Tensor& x, int batch, int seq, bool keep,
   Tensor h = attn_.forward(attn_norm_.forward(x, keep), batch, seq, keep, !rc);
   add_into(h, x);  // h = x + attn(norm(x))
   Tensor hn = ffn_norm_.forward(h, keep);
-  Tensor out = moe_ ? moe_->forward(hn, keep, stats) : mlp_->forward(hn, keep, !rc, !rc);
+  Tensor out = moe_ ? moe_->forward(hn, keep, stats) : mlp_->forward(std::move(hn), keep, !rc, !rc);
   hn.reset();
   add_into(out, h);
   return out;

@@ -126,6 +126,18 @@ bool Tensor::retag(MemTag tag) {
   return true;
 }
 
+Tensor Tensor::share_as(MemTag tag) const {
+  if (!storage_ || view_) return {};
+  Tensor t;
+  t.shape_ = shape_;
+  t.numel_ = numel_;
+  t.dtype_ = dtype_;
+  t.storage_ = storage_;
+  t.offset_bytes_ = offset_bytes_;
+  storage_->retag(std::move(tag));
+  return t;
+}
+
 Tensor Tensor::view(int64_t offset, std::vector<int64_t> shape) const {
   const int64_t n = shape_numel(shape);
   const int64_t size = storage_ ? storage_->size() / dtype_size(dtype_) : 0;

@@ -111,9 +111,16 @@ class Tensor {
   Allocator& allocator() const;
   const MemTag& tag() const;
   bool is_view() const { return view_; }
+  // Identifies the storage block this tensor's bytes lie in (views share their base's);
+  // null for an empty tensor. One device operation may not span two blocks.
+  const void* storage_id() const { return storage_.get(); }
   // Counts this tensor's bytes under `tag` from now on; only a tensor that owns its storage
   // alone can (returns false, changing nothing, for a view or shared storage).
   bool retag(MemTag tag);
+  // Keeps this tensor's bytes without a copy: another handle to the whole storage, counted
+  // under `tag` from now on whoever holds it. Returns an empty tensor for a view (the caller
+  // copies instead). The bytes must not be written in place while the handle is kept.
+  Tensor share_as(MemTag tag) const;
 
   // Same data, new shape with the same element count.
   void reshape(std::vector<int64_t> shape);

@@ -100,5 +100,8 @@ void print_gemm_timings();         // gemm_timings.cpp (ends with print_moe_rout
 void print_moe_routing_timings();  // moe_routing_timings.cu
 void print_attention_timings();    // attention_timings.cu
 void print_model_timings();        // model_checks.cpp: whole training steps of the benchmark models
+// model_checks.cpp: device time per op of a benchmark model's step (models by name, empty:
+// all), the `top` largest op-and-shape rows.
+void print_model_profile(const std::vector<std::string>& models, int top);
 
 }  // namespace mok::cuda

@@ -6,11 +6,15 @@
 //   a repeated bf16 run gives bitwise the same losses, gradient norms and weights.
 // print_model_timings: training tokens/s, model-FLOPs utilisation and peak device memory
 // of the benchmark models (bf16, 16 × 1024 tokens per step).
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/backend/exec_context.h"
@@ -177,64 +181,168 @@ void check_kitten_training(std::vector<OpCheck>& out) {
   });
 }
 
+namespace {
+
+// The benchmark models of docs/benchmarks.md ("GPU: one H200 against PyTorch"): 12 layers,
+// d_model 768, 12 heads, byte vocabulary, bf16, 16 × 1024 tokens per step.
+struct Bench {
+  const char* name;
+  int experts, top_k, expert_hidden, dense_hidden;
+  const char* kittens;  // kittens.mode
+};
+constexpr int kBenchBatch = 16, kBenchSeq = 1024;
+
+mok::ModelOptions bench_options(const Bench& b) {
+  mok::ModelOptions o;
+  o.model.layers = 12;
+  o.model.d_model = 768;
+  o.model.heads = 12;
+  o.model.dense_hidden = b.dense_hidden;
+  o.model.experts = b.experts;
+  o.model.top_k = b.top_k;
+  o.model.expert_hidden = b.expert_hidden;
+  o.vocab_size = 256;
+  o.max_seq_len = kBenchSeq;
+  o.seed = 1234;
+  o.kittens.mode = b.kittens;
+  return o;
+}
+
+// Model FLOPs per token: 6 × active matmul weights (attention, MLP or the k chosen experts +
+// router, tied head) + causal attention 6·layers·seq·d.
+double bench_flops_per_token(const Bench& b) {
+  const double d = 768, L = 12;
+  const double per_layer_mlp =
+      b.experts ? b.top_k * 3.0 * d * b.expert_hidden + d * b.experts : 3.0 * d * b.dense_hidden;
+  const double active = L * (4.0 * d * d + per_layer_mlp) + 256.0 * d;
+  return 6.0 * active + 6.0 * L * kBenchSeq * d;
+}
+
+// A benchmark model on the GPU; step() runs one optimizer step and returns its wall time in
+// seconds (device work included).
+struct BenchRun {
+  std::unique_ptr<mok::ExecContext> cx;
+  mok::MemoryTracker tracker;
+  std::unique_ptr<mok::LanguageModel> model;
+  std::vector<mok::Parameter*> params;
+  std::unique_ptr<mok::AdamW> adam;
+  std::vector<int32_t> tokens, targets;
+
+  explicit BenchRun(const Bench& b) : cx(mok::make_exec_context(mok::Device::cuda(0), mok::DType::bf16)) {
+    mok::ScopedExecContext scope(*cx);
+    mok::ScopedMemoryTracker track(tracker);
+    model = std::make_unique<mok::LanguageModel>(bench_options(b));
+    params = model->parameters();
+    adam = std::make_unique<mok::AdamW>(params, mok::AdamWOptions{0.9, 0.95, 1e-8, 0.1});
+  }
+  double step(int index) {
+    mok::ScopedExecContext scope(*cx);
+    mok::ScopedMemoryTracker track(tracker);
+    random_batch(index);
+    cx->ops().synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    model->zero_grad();
+    model->forward(tokens.data(), targets.data(), kBenchBatch, kBenchSeq);
+    model->backward(1.0);
+    mok::clip_grad_norm(params, 1.0);
+    adam->step(3e-4);
+    cx->ops().synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  CudaOps& ops() { return static_cast<CudaOps&>(cx->ops()); }
+
+  // Uniform random bytes: from initialisation the router then spreads tokens about evenly,
+  // as it does on text (make_batch's stream is so regular that a few steps of training
+  // crowd it onto a few experts, which times a different product).
+  void random_batch(int index) {
+    tokens.resize(static_cast<size_t>(kBenchBatch) * kBenchSeq);
+    targets.resize(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = static_cast<int32_t>(counter_bits(3, 2 * index, i) % 256);
+      targets[i] = static_cast<int32_t>(counter_bits(3, 2 * index + 1, i) % 256);
+    }
+  }
+};
+
+const Bench kBenches[] = {{"dense 85M", 0, 2, 1024, 2048, "exact"},
+                          {"moe 8x1024 top-2", 8, 2, 1024, 2048, "exact"},
+                          {"moe 64x256 top-8", 64, 8, 256, 2048, "exact"}};
+// Profiled: the benchmarks and the coarse MoE with kitten activations.
+const Bench kProfiled[] = {kBenches[0], kBenches[1], kBenches[2], {"moe 8x1024 top-2 kitten", 8, 2, 1024, 2048, "kitten"}};
+
+}  // namespace
+
 void print_model_timings() {
-  struct Bench {
-    const char* name;
-    int experts, top_k, expert_hidden, dense_hidden;
-  };
-  const Bench benches[] = {{"dense 85M", 0, 2, 1024, 2048}, {"moe 8x1024 top-2", 8, 2, 1024, 2048},
-                           {"moe 64x256 top-8", 64, 8, 256, 2048}};
-  const int batch = 16, seq = 1024, warmup = 3, steps = 10;
+  const int warmup = 3, steps = 10;
   std::printf("\n%-18s %12s %10s %8s %12s %12s\n", "model (bf16)", "tokens/s", "step ms", "MFU %", "peak GiB",
               "reserved GiB");
-  for (const Bench& b : benches) {
+  for (const Bench& b : kBenches) {
     try {
-      mok::ModelOptions o;
-      o.model.layers = 12;
-      o.model.d_model = 768;
-      o.model.heads = 12;
-      o.model.dense_hidden = b.dense_hidden;
-      o.model.experts = b.experts;
-      o.model.top_k = b.top_k;
-      o.model.expert_hidden = b.expert_hidden;
-      o.vocab_size = 256;
-      o.max_seq_len = seq;
-      o.seed = 1234;
-      auto cx = mok::make_exec_context(mok::Device::cuda(0), mok::DType::bf16);
-      mok::ScopedExecContext scope(*cx);
-      mok::MemoryTracker tracker;
-      mok::ScopedMemoryTracker track(tracker);
-      mok::LanguageModel model(o);
-      const auto params = model.parameters();
-      mok::AdamW adam(params, mok::AdamWOptions{0.9, 0.95, 1e-8, 0.1});
-      std::vector<int32_t> tokens, targets;
+      BenchRun run(b);
       double seconds = 0.0;
       for (int step = 0; step < warmup + steps; ++step) {
-        make_batch(3, step, batch, seq, 256, tokens, targets);
-        cx->ops().synchronize();
-        const auto t0 = std::chrono::steady_clock::now();
-        model.zero_grad();
-        model.forward(tokens.data(), targets.data(), batch, seq);
-        model.backward(1.0);
-        mok::clip_grad_norm(params, 1.0);
-        adam.step(3e-4);
-        cx->ops().synchronize();
-        if (step >= warmup) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double s = run.step(step);
+        if (step >= warmup) seconds += s;
       }
-      // Model FLOPs per token: 6 × active matmul weights (attention, MLP or the k chosen
-      // experts + router, tied head) + causal attention 6·layers·seq·d.
-      const double d = 768, L = 12;
-      const double per_layer_mlp = b.experts ? b.top_k * 3.0 * d * b.expert_hidden + d * b.experts
-                                             : 3.0 * d * b.dense_hidden;
-      const double active = L * (4.0 * d * d + per_layer_mlp) + 256.0 * d;
-      const double flops_per_token = 6.0 * active + 6.0 * L * seq * d;
-      const double tps = batch * seq * steps / seconds;
-      auto& alloc = static_cast<CudaOps&>(cx->ops()).caching_allocator();
+      const double tps = kBenchBatch * kBenchSeq * steps / seconds;
       std::printf("%-18s %12.0f %10.2f %8.1f %12.2f %12.2f\n", b.name, tps, 1e3 * seconds / steps,
-                  100.0 * tps * flops_per_token / 797e12,
-                  tracker.peak_total(mok::DeviceType::cuda) / 1073741824.0, alloc.peak_reserved_bytes() / 1073741824.0);
+                  100.0 * tps * bench_flops_per_token(b) / 797e12,
+                  run.tracker.peak_total(mok::DeviceType::cuda) / 1073741824.0,
+                  run.ops().caching_allocator().peak_reserved_bytes() / 1073741824.0);
     } catch (const std::exception& e) {
       std::printf("%-18s failed: %s\n", b.name, e.what());
+    }
+  }
+}
+
+// Where a step's device time goes, op by op (kernels/op_profiler.h), over a few profiled
+// steps after warm-up. The first column is device ms per step; "host gaps" is the step's
+// wall time not covered by any op: the GPU waiting for the host.
+void print_model_profile(const std::vector<std::string>& models, int top) {
+  const int warmup = 3, steps = 3;
+  for (const Bench& b : kProfiled) {
+    if (!models.empty() && std::find(models.begin(), models.end(), b.name) == models.end()) continue;
+    try {
+      BenchRun run(b);
+      for (int step = 0; step < warmup; ++step) run.step(step);
+      run.ops().profiler().set_enabled(true);
+      double seconds = 0.0;
+      for (int step = warmup; step < warmup + steps; ++step) seconds += run.step(step);
+      run.ops().profiler().set_enabled(false);
+      const auto rows = run.ops().profiler().collect();
+      const double wall_ms = 1e3 * seconds / steps;
+      double ops_ms = 0.0;
+      for (const auto& r : rows) ops_ms += r.ms / steps;
+      double host_ms = 0.0;
+      for (const auto& r : rows) host_ms += r.host_ms / steps;
+      struct Family {
+        double ms = 0, host = 0, before = 0;
+      };
+      std::map<std::string, Family> families;  // by op name, shapes merged
+      for (const auto& r : rows) {
+        Family& f = families[r.label.substr(0, r.label.find(' '))];
+        f.ms += r.ms / steps;
+        f.host += r.host_ms / steps;
+        f.before += r.host_before_ms / steps;
+      }
+      std::vector<std::tuple<double, double, double, std::string>> by_family;
+      for (const auto& [name, f] : families) by_family.emplace_back(f.ms, f.host, f.before, name);
+      std::sort(by_family.rbegin(), by_family.rend());
+      std::printf("\nprofile %s (bf16, %d x %d): %.2f ms per step, %.2f ms in ops, %.2f ms host gaps; host "
+                  "%.2f ms inside ops (profiled steps; events add a little)\n",
+                  b.name, kBenchBatch, kBenchSeq, wall_ms, ops_ms, wall_ms - ops_ms, host_ms);
+      // host ms: host time inside the op; host before: host time between the previous op's
+      // end and this op's start (the model's own work), where the GPU idles if it has caught up.
+      std::printf("  %-24s %9s %7s %9s %11s\n", "op", "ms/step", "%", "host ms", "host before");
+      for (const auto& [ms, host, before, name] : by_family)
+        std::printf("  %-24s %9.3f %7.1f %9.3f %11.3f\n", name.c_str(), ms, 100.0 * ms / wall_ms, host, before);
+      std::printf("  %-56s %7s %9s %7s %9s\n", "op and shape (largest first)", "calls", "ms/step", "%", "host ms");
+      for (int i = 0; i < static_cast<int>(rows.size()) && i < top; ++i)
+        std::printf("  %-56s %7.1f %9.3f %7.1f %9.3f\n", rows[i].label.c_str(),
+                    static_cast<double>(rows[i].calls) / steps, rows[i].ms / steps,
+                    100.0 * rows[i].ms / steps / wall_ms, rows[i].host_ms / steps);
+    } catch (const std::exception& e) {
+      std::printf("profile %s failed: %s\n", b.name, e.what());
     }
   }
 }

@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   if (timed("attention")) mok::cuda::print_attention_timings();
   if (timed("kittens")) mok::cuda::print_kitten_timings();
   if (timed("model")) mok::cuda::print_model_timings();
+  if (timed("profile")) mok::cuda::print_model_profile({}, 40);
   if (!timed("sketch")) {
     std::printf("\n%s\n", failed ? "SOME CHECKS FAILED" : "all checks passed");
     return failed ? 1 : 0;
