@@ -19,16 +19,16 @@ __device__ inline void store_double(bf16* p, double v) { *p = __double2bfloat16(
 // The code of one value, as the CPU rounds it (core/backend/row_quantize.cpp): rint or
 // floor(· + u) of the double quotient v/s, clamped to ±qmax.
 //
-// Nearest rounding takes the float quotient when it decides the answer, since a double
-// division costs many times a float one. v is a float and the float quotient tf is
-// correctly rounded, so |tf − v/s| ≤ 2⁻¹⁷ for |tf| < 1024 (half an ulp); the double quotient
-// is within 2⁻⁴³ of v/s. When tf lies farther than 2⁻¹² from a half-integer, all three lie
-// strictly between the same two half-integers and round to the same integer: the code is
-// the double path's, bit for bit. Otherwise (about one value in 2¹¹) the double path runs.
-__device__ inline int code_of(double v, float s, int qmax, const RowQuantizeParams& p, uint64_t index) {
+// Nearest rounding first tries tf = v · inv_s in float (inv_s = 1/s rounded), since a double
+// division costs many times a float product. v is a float; tf is within 2⁻²³·|v/s| (two
+// roundings) of v/s, so within 2⁻¹³ for |tf| < 1024, and the double quotient is within 2⁻⁴³
+// of it. When tf lies farther than 2⁻¹² from a half-integer, all three lie strictly between
+// the same two half-integers and round to the same integer: the code is the double path's,
+// bit for bit. Otherwise (about one value in 2¹¹, or a non-finite tf) the double path runs.
+__device__ inline int code_of(double v, float s, float inv_s, int qmax, const RowQuantizeParams& p, uint64_t index) {
   if (!(s > 0.0f)) return 0;
   if (!p.stochastic) {
-    const float tf = __fdiv_rn(static_cast<float>(v), s);
+    const float tf = static_cast<float>(v) * inv_s;
     if (fabsf(tf) < 1024.0f && fabsf(tf - floorf(tf) - 0.5f) > 0x1p-12f)
       return static_cast<int>(fminf(fmaxf(rintf(tf), -static_cast<float>(qmax)), static_cast<float>(qmax)));
   }
@@ -37,10 +37,13 @@ __device__ inline int code_of(double v, float s, int qmax, const RowQuantizePara
   return static_cast<int>(fmin(fmax(qd, -static_cast<double>(qmax)), static_cast<double>(qmax)));
 }
 
+// 1/s for code_of's first try (0 for a zero scale, whose codes are 0).
+__device__ inline float inverse_scale(float s) { return s > 0.0f ? 1.0f / s : 0.0f; }
+
 // code_of, adding (v − q·s)² and v² to the row's sums.
-__device__ inline int code_with_error(double v, float s, int qmax, const RowQuantizeParams& p, uint64_t index,
-                                      double& err, double& xx) {
-  const int q = code_of(v, s, qmax, p, index);
+__device__ inline int code_with_error(double v, float s, float inv_s, int qmax, const RowQuantizeParams& p,
+                                      uint64_t index, double& err, double& xx) {
+  const int q = code_of(v, s, inv_s, qmax, p, index);
   const double d = v - static_cast<double>(q) * static_cast<double>(s);
   err += d * d;
   xx += v * v;
@@ -83,9 +86,10 @@ __global__ void quantize_rows_kernel(const T* x, long long rows, long long cols,
   if (lane == 0) scales[r] = s;
   const long long rb = (cols * p.bits + 7) / 8;
   uint8_t* rc = codes + r * rb;
+  const float inv_s = inverse_scale(s);
   double err = 0.0, xx = 0.0;
   auto one = [&](long long c) {
-    return code_with_error(to_float(xr[c]), s, qmax, p, static_cast<uint64_t>(r * cols + c), err, xx);
+    return code_with_error(to_float(xr[c]), s, inv_s, qmax, p, static_cast<uint64_t>(r * cols + c), err, xx);
   };
   if (p.bits == 8) {
     for (long long c = lane; c < cols; c += 32) rc[c] = static_cast<uint8_t>(static_cast<int8_t>(one(c)));
@@ -107,6 +111,29 @@ struct alignas(8 * sizeof(T)) Pack8 {
   T v[8];
 };
 
+// The codes of one pack of 8 values at pack index g of row r, stored as 8 or 4 bytes.
+template <typename T>
+__device__ inline void quantize_pack(const Pack8<T>& pk, long long r, long long cols, long long g, float s, float inv_s,
+                                     int qmax, const RowQuantizeParams& p, uint8_t* rc, double& err, double& xx) {
+  int q[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    q[i] = code_with_error(to_float(pk.v[i]), s, inv_s, qmax, p, static_cast<uint64_t>(r * cols + 8 * g + i), err, xx);
+  if (p.bits == 8) {
+    uint2 w;
+    w.x = (q[0] & 0xFF) | (q[1] & 0xFF) << 8 | (q[2] & 0xFF) << 16 | static_cast<unsigned>(q[3] & 0xFF) << 24;
+    w.y = (q[4] & 0xFF) | (q[5] & 0xFF) << 8 | (q[6] & 0xFF) << 16 | static_cast<unsigned>(q[7] & 0xFF) << 24;
+    reinterpret_cast<uint2*>(rc)[g] = w;
+  } else {
+    unsigned w = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w |= static_cast<unsigned>(q[i] + 8) << (4 * i);
+    reinterpret_cast<unsigned*>(rc)[g] = w;
+  }
+}
+
+// One warp per row, two passes over it (absmax, then codes; the second mostly from cache).
+// Keeping a lane's packs in registers for one pass ran at half this speed on an H200.
 template <typename T>
 __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long cols, RowQuantizeParams p,
                                           uint8_t* codes, float* scales, double* row_terms) {
@@ -123,28 +150,11 @@ __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long 
   }
   m = warp_max(m);
   const int qmax = p.bits == 8 ? 127 : 7;
-  const float s = row_scale(m, qmax);
+  const float s = row_scale(m, qmax), inv_s = inverse_scale(s);
   if (lane == 0) scales[r] = s;
   uint8_t* rc = codes + r * ((cols * p.bits) / 8);
   double err = 0.0, xx = 0.0;
-  for (long long g = lane; g < packs; g += 32) {
-    const Pack8<T> pk = xr[g];
-    int q[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      q[i] = code_with_error(to_float(pk.v[i]), s, qmax, p, static_cast<uint64_t>(r * cols + 8 * g + i), err, xx);
-    if (p.bits == 8) {
-      uint2 w;
-      w.x = (q[0] & 0xFF) | (q[1] & 0xFF) << 8 | (q[2] & 0xFF) << 16 | static_cast<unsigned>(q[3] & 0xFF) << 24;
-      w.y = (q[4] & 0xFF) | (q[5] & 0xFF) << 8 | (q[6] & 0xFF) << 16 | static_cast<unsigned>(q[7] & 0xFF) << 24;
-      reinterpret_cast<uint2*>(rc)[g] = w;
-    } else {
-      unsigned w = 0;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) w |= static_cast<unsigned>(q[i] + 8) << (4 * i);
-      reinterpret_cast<unsigned*>(rc)[g] = w;
-    }
-  }
+  for (long long g = lane; g < packs; g += 32) quantize_pack(xr[g], r, cols, g, s, inv_s, qmax, p, rc, err, xx);
   store_row_terms(row_terms, r, lane, err, xx);
 }
 
