@@ -23,9 +23,10 @@
 #     same run and finishes it with the uninterrupted job's final loss, bit for bit;
 #   - mok runs import brings both jobs' runs into a fresh store, and importing again adds none.
 # Slurm holds a requeued job until the credentials of its last start have expired (AuthInfo's
-# cred_expire, 120 s by default): this cluster's credentials last 10 s and its scheduler looks
-# every 2 s, so the requeued job starts again about 12 s later, by Slurm's own rule. (Releasing it sooner with `scontrol
-# update StartTime=now` races the old start's clean-up: the new step's launch is refused.)
+# cred_expire, 120 s by default): this cluster's credentials last 10 s and its scheduler
+# looks every 2 s, so the requeued job starts again about 12 s later, by Slurm's own rule.
+# (Releasing it sooner with `scontrol update StartTime=now` races the old start's clean-up:
+# the new start's step launch fails.)
 #
 # Skipped (77) when Slurm's or munge's programs are missing (tools/bootstrap.sh test installs
 # them), when not root (slurmd starts every job step as its user, so it runs as root), or
@@ -39,8 +40,8 @@ MOK="$(cd "$(dirname "$MOK")" && pwd)/$(basename "$MOK")"
 STEPS=80              # steps of the experiment
 CHECKPOINT_EVERY=10   # the requeue path signals the job once it has its first checkpoint
 WAIT_S=120            # the longest any one wait (a job's start or end) may take
-CRED_EXPIRE_S=10      # job credentials' lifetime; also how long Slurm holds a requeued job
 BUDGET_S=240          # and all of them together: the test gives up before ctest's TIMEOUT (300)
+CRED_EXPIRE_S=10      # job credentials' lifetime; also how long Slurm holds a requeued job
 SKIP=77
 
 START=$SECONDS
@@ -76,18 +77,35 @@ mkdir -p "$T/log" "$T/state" "$T/spool" "$T/munge" "$T/work"
 PIDS=()   # daemons this script started, stopped in reverse order
 SLURM_UP=0
 
-# Pids of processes tied to this folder: their working directory or an open file in it.
-pids_in_folder() {
-  local p link
-  for p in /proc/[0-9]*; do
-    [[ ${p#/proc/} == "$$" || ${p#/proc/} == "$BASHPID" ]] && continue
-    link="$(readlink "$p/cwd" 2> /dev/null || true)"
-    if [[ $link == "$T" || $link == "$T"/* ]]; then echo "${p#/proc/}"; continue; fi
-    for link in "$p"/fd/*; do
-      link="$(readlink "$link" 2> /dev/null || true)"
-      if [[ $link == "$T"/* ]]; then echo "${p#/proc/}"; break; fi
-    done
+# Whether a process is tied to this folder: its working directory or an open file in it.
+in_folder() {
+  local link
+  link="$(readlink "/proc/$1/cwd" 2> /dev/null || true)"
+  [[ $link == "$T" || $link == "$T"/* ]] && return 0
+  for link in "/proc/$1"/fd/*; do
+    link="$(readlink "$link" 2> /dev/null || true)"
+    [[ $link == "$T"/* ]] && return 0
   done
+  return 1
+}
+
+# Pids of the processes tied to this folder, this shell and its subshells aside.
+pids_in_folder() {
+  local p
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [[ $p == "$$" || $p == "$BASHPID" ]] && continue
+    if in_folder "$p"; then echo "$p"; fi
+  done
+}
+
+# Whether a process is a child of this script (the daemons run in its foreground): a pid of
+# a daemon that has exited may belong to another process by now.
+child_of_this_script() {
+  local stat
+  stat="$(cat "/proc/$1/stat" 2> /dev/null)" || return 1
+  stat="${stat##*) }"          # state ppid ...
+  [[ $(cut -d ' ' -f 2 <<< "$stat") == "$$" ]]
 }
 
 # Running: it exists and is not a zombie (one that init has not reaped yet counts as gone).
@@ -132,9 +150,13 @@ cleanup() {
       sleep 0.2
     done
   fi
-  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[i]}"; done
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    if child_of_this_script "${PIDS[i]}"; then stop_pid "${PIDS[i]}"; fi
+  done
   # What is left of a job step (slurmstepd and its tasks outlive slurmd by design).
-  for pid in $(pids_in_folder); do stop_pid "$pid"; done
+  for pid in $(pids_in_folder); do
+    if in_folder "$pid"; then stop_pid "$pid"; fi
+  done
   if [[ ${MOK_SLURM_TEST_KEEP:-0} == 1 ]]; then
     say "kept $T"
   else
@@ -317,8 +339,8 @@ for attempt in 1 2; do
   ((started == 1 && attempt == 1)) || break
   # A daemon that exits at once most likely found its port taken since free_ports: new ports.
   say "a Slurm daemon exited at start; once more with other ports"
-  stop_pid "$SLURMD_PID"
-  stop_pid "$SLURMCTLD_PID"
+  if child_of_this_script "$SLURMD_PID"; then stop_pid "$SLURMD_PID"; fi
+  if child_of_this_script "$SLURMCTLD_PID"; then stop_pid "$SLURMCTLD_PID"; fi
   PIDS=("$MUNGED_PID")
   mkdir -p "$T/log/attempt1"
   mv "$T"/log/slurm*.log "$T/log/attempt1/" 2> /dev/null || true
