@@ -4,6 +4,7 @@
 #                             (the workbench where a display exists, else a headless
 #                              quickstart training run with a progress bar)
 #   tools/bootstrap.sh test   install what is missing, build, run the whole test suite
+#                             (also the test-only packages: a local Slurm for the job test)
 #   tools/bootstrap.sh build  install what is missing and build
 # Re-running is fast: packages, corpus and build are only redone when something changed.
 set -euo pipefail
@@ -20,13 +21,16 @@ as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# install_packages LIST...: the packages of these lists (tools/debian-packages*.txt) not yet installed.
 install_packages() {
-  local missing=()
-  while read -r pkg; do
-    pkg="${pkg%%#*}"; pkg="${pkg// /}"
-    [ -z "$pkg" ] && continue
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done < "$ROOT/tools/debian-packages.txt"
+  local missing=() list
+  for list in "$@"; do
+    while read -r pkg; do
+      pkg="${pkg%%#*}"; pkg="${pkg// /}"
+      [ -z "$pkg" ] && continue
+      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done < "$ROOT/tools/$list"
+  done
   if ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
   if [ ${#missing[@]} -gt 0 ]; then
     say "installing Debian packages: ${missing[*]}"
@@ -73,8 +77,8 @@ run_tests() {
 
 mode="${1:-run}"
 case "$mode" in
-  run)   install_packages; fetch_corpus; build; run_main ;;
-  test)  install_packages; fetch_corpus; build; run_tests ;;
-  build) install_packages; fetch_corpus; build ;;
+  run)   install_packages debian-packages.txt; fetch_corpus; build; run_main ;;
+  test)  install_packages debian-packages.txt debian-packages-test.txt; fetch_corpus; build; run_tests ;;
+  build) install_packages debian-packages.txt; fetch_corpus; build ;;
   *) echo "usage: tools/bootstrap.sh run|test|build" >&2; exit 2 ;;
 esac

@@ -98,13 +98,21 @@ std::string slurm_job_script(const ExperimentConfig& c, const SlurmJobOptions& o
       "\"$MOK\" train " + quoted(o.config_name) + " --db \"$DB\" --json ${RESUME[@]+\"${RESUME[@]}\"}";
   std::ostringstream launch;
   if (one_task(o)) {
-    launch << "# One process; its parallel.ranks run as threads.\n" << command << " &";
+    launch << "# One process; its parallel.ranks run as threads.\n"
+           << "stop_training() { kill -TERM \"$TRAIN_PID\" 2> /dev/null || true; }\n"
+           << command << " &";
   } else {
+    // srun answers a SIGTERM of its own by killing its tasks (SIGKILL: no checkpoint); Slurm
+    // signals a job's steps, without its batch shell, with scancel --signal.
     launch << "# One task per " << (gpu ? "GPU" : "rank")
            << ", each one rank of an MPI job, started through Slurm's PMIx plugin.\n"
-           << "# Without that plugin (see srun --mpi=list), start them with Open MPI instead:\n"
+           << "# The tasks are stopped through Slurm (every step of this job, not this shell): srun itself\n"
+           << "# would pass a SIGTERM on as SIGKILL, leaving no time for a checkpoint.\n"
+           << "# Without that plugin (see srun --mpi=list), start them with Open MPI instead, which passes\n"
+           << "# SIGTERM on to its ranks (then stop_training is: kill -TERM \"$TRAIN_PID\"):\n"
            << "#   mpirun -np \"$SLURM_NTASKS\" --map-by ppr:" << o.tasks_per_node << ":node --bind-to none "
            << command << "\n"
+           << "stop_training() { scancel --signal=TERM \"$SLURM_JOB_ID\" || true; }\n"
            << "srun --mpi=pmix --kill-on-bad-exit=1 " << command << " &";
   }
 

@@ -14,7 +14,9 @@
 // Every script runs from the folder it was submitted from, keeps NVLink multicast off, asks
 // Slurm for USR1 two minutes before the time limit, answers it by stopping the run with a
 // checkpoint and requeueing the job, and resumes from the newest checkpoint of the
-// experiment when one exists (docs/parallel.md, "Clusters: export to Slurm").
+// experiment when one exists (docs/parallel.md, "Clusters: export to Slurm"). The stop is a
+// SIGTERM to every rank: to the process itself (one task), or to the job's steps through
+// `scancel --signal=TERM` (a task per rank: srun would turn its own SIGTERM into SIGKILL).
 //
 //   SlurmJobOptions o;  o.nodes = 2;  o.tasks_per_node = 4;
 //   if (std::string why = slurm_job_problem(config, o); !why.empty()) ... refuse ...

@@ -29,14 +29,14 @@ for run in "$CHECKPOINTS"/{{RUN_PREFIX}}-run*/; do
 done
 if [[ ${#RESUME[@]} -gt 0 ]]; then echo "mok job: resuming from ${RESUME[1]}" >&2; fi
 
-# USR1 comes {{SIGNAL_LEAD}} s before the time limit: every rank gets SIGTERM, saves a checkpoint
-# of its last whole step and stops; then the job goes back to the queue, and its next start
-# resumes from that checkpoint.
+# USR1 comes {{SIGNAL_LEAD}} s before the time limit: every rank gets SIGTERM (stop_training,
+# below), saves a checkpoint of its last whole step and stops; then the job goes back to the
+# queue, and its next start resumes from that checkpoint.
 REQUEUED=0
 on_time_limit() {
   echo "mok job: time limit near: checkpointing and requeueing job ${SLURM_JOB_ID:-}" >&2
   REQUEUED=1
-  kill -TERM "$TRAIN_PID" 2> /dev/null || true
+  stop_training
   wait "$TRAIN_PID" || true
   scontrol requeue "$SLURM_JOB_ID"
 }
