@@ -40,7 +40,7 @@ extension = CppExtension(
     library_dirs=[bridge_dir],
     libraries=["mok_torch_bridge"],
     depends=["csrc/core_bridge.h", os.path.join(bridge_dir, "libmok_torch_bridge.so")],
-    extra_compile_args=["-std=c++17", "-O2"],
+    extra_compile_args=["-std=c++17", "-O2", "-Wno-deprecated-declarations"],  # torch's headers in C++17
     extra_link_args=["-Wl,-rpath,$ORIGIN"],
 )
 

@@ -18,8 +18,8 @@ shared_w_up (d, 2f), shared_w_down (f, d). They are views of the core's own stor
 optimizer's in-place updates are what the core computes with next (no copy). A parameter
 whose storage was replaced (param.data = ..., load_state_dict(assign) …) is copied into the
 core before each call. Inputs and output gradients are copied into the core once per call;
-outputs, input gradients and parameter gradients come back without a copy, the parameter
-gradients as one copy (the core reuses its buffers).
+outputs and input gradients come back without a copy (torch tensors over the core's memory),
+parameter gradients as one copy each (the core reuses its gradient buffers).
 
 The core layer keeps one call's saved tensors: backward must follow its forward before the
 next forward with gradients (the usual training step). Otherwise backward raises.
