@@ -85,25 +85,32 @@ def batches(data, steps, batch, seq, seed):
         yield window[:, :-1], window[:, 1:]
 
 
-def train(model, data, args, policy=None):
-    """Trains for args.steps; returns (saved bytes of one forward, tokens/s after step 0, last losses)."""
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    params = list(model.parameters())
-    saved, losses, start = None, [], None
+def train_side_by_side(runs, data, args):
+    """Trains every run's model on the same batches, a step of each in turn, so that a change
+    in the machine's load falls on all of them alike. Adds to each run: saved (the bytes one
+    forward kept, measured at step 0), tokens_per_s (steps 1.., timed without the counting
+    hooks) and losses."""
+    for run in runs:
+        run.update(opt=torch.optim.AdamW(run["model"].parameters(), lr=args.lr), seconds=0.0, losses=[])
     for step, (x, y) in enumerate(batches(data, args.steps, args.batch, args.seq, args.seed)):
-        if step == 1:
-            start = time.perf_counter()  # step 0 warms up allocators and caches
-        if policy is not None:
-            policy.set_step(step)
-        with mok_torch.SavedBytes(params) as counter:
-            loss, router_loss = model(x, y)
-        saved = saved or counter
-        opt.zero_grad(set_to_none=True)
-        (loss + router_loss).backward()
-        opt.step()
-        losses.append(loss.item())
-    tokens_per_s = (args.steps - 1) * args.batch * args.seq / (time.perf_counter() - start)
-    return saved, tokens_per_s, losses
+        for run in runs:
+            model, policy = run["model"], run["policy"]
+            start = time.perf_counter()
+            if policy is not None:
+                policy.set_step(step)
+            if step == 0:  # step 0 also warms up allocators and caches: not timed
+                with mok_torch.SavedBytes(model.parameters()) as run["saved"]:
+                    loss, router_loss = model(x, y)
+            else:
+                loss, router_loss = model(x, y)
+            run["opt"].zero_grad(set_to_none=True)
+            (loss + router_loss).backward()
+            run["opt"].step()
+            if step > 0:
+                run["seconds"] += time.perf_counter() - start
+            run["losses"].append(loss.item())
+    for run in runs:
+        run["tokens_per_s"] = (args.steps - 1) * args.batch * args.seq / run["seconds"]
 
 
 def main():
@@ -148,15 +155,15 @@ def main():
           f"{sum(p.numel() for p in baseline.parameters()):,} parameters; {data.numel():,} bytes of Brown text")
     print(f"KittenLinear in place of {len(swapped)} nn.Linear layers ({', '.join(swapped[:4])}, ...), "
           f"saving {policy.choice()}; torch {torch.__version__}, {args.threads} thread(s)")
-    results = {}
-    for name, model, pol in (("nn.Linear", baseline, None), ("KittenLinear", kitten, policy)):
-        results[name] = train(model, data, args, pol)
-    print(f"\n{'':14}{'saved bytes (torch + core)':>34}{'tokens/s':>11}{'loss, first → last 5 steps':>30}")
-    base_saved = results["nn.Linear"][0].total_bytes
-    for name, (saved, tps, losses) in results.items():
-        share = f"({100 * saved.total_bytes / base_saved:.1f}%)"
-        figures = f"{saved.torch_bytes:,} + {saved.core_bytes:,} {share}"
-        print(f"{name:14}{figures:>34}{tps:>11,.0f}{losses[0]:>14.3f} → {sum(losses[-5:]) / 5:.3f}")
+    runs = [dict(name="nn.Linear", model=baseline, policy=None), dict(name="KittenLinear", model=kitten, policy=policy)]
+    train_side_by_side(runs, data, args)
+    print(f"\n{'':14}{'saved bytes (torch + core)':>34}{'tokens/s':>11}{'loss: step 0 → mean of the last 5':>36}")
+    base_saved = runs[0]["saved"].total_bytes
+    for run in runs:
+        saved, losses = run["saved"], run["losses"]
+        figures = f"{saved.torch_bytes:,} + {saved.core_bytes:,} ({100 * saved.total_bytes / base_saved:.1f}%)"
+        print(f"{run['name']:14}{figures:>34}{run['tokens_per_s']:>11,.0f}"
+              f"{losses[0]:>20.4f} → {sum(losses[-5:]) / len(losses[-5:]):.4f}")
     metrics = policy.metrics()
     errors = [v for k, v in metrics.items() if k.startswith("kittens/error/")]
     if errors:
