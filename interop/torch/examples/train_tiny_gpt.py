@@ -139,6 +139,7 @@ def main():
 
     policy = mok_torch.KittenPolicy(method=args.method, bits=args.bits, rank=args.rank, layers=args.layers * 4 + 1,
                                     total_steps=args.steps)
+
     def make_model(moe_policy):
         # MoKMoE layers: kept exactly in the baseline, as the policy says in the kitten model.
         moe_layer = (lambda i: mok_torch.MoKMoE(args.d, 8, args.d, top_k=2, seed=args.seed + i, layer=i,

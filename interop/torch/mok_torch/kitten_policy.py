@@ -102,5 +102,9 @@ class KittenPolicy:
         """kittens/rank/layer<L> and kittens/error/layer<L>, as the trainer reports them."""
         return dict(self._core(dtype).metrics())
 
+    def __deepcopy__(self, memo):
+        # Shared like a config: a copied model's layers ask the same policy (and its step).
+        return self
+
     def __repr__(self):
         return f"KittenPolicy({', '.join(self._args[0])})"

@@ -64,6 +64,10 @@ class MoKMoE(nn.Module):
                  z_loss_coef=0.001, capacity_factor=0.0, init_std=0.02, out_std=None, seed=1234, policy=None,
                  layer=0, dtype=torch.float32):
         super().__init__()
+        self._settings = dict(d_model=d_model, experts=experts, expert_hidden=expert_hidden, top_k=top_k,
+                              shared_expert=shared_expert, aux_loss_coef=aux_loss_coef, z_loss_coef=z_loss_coef,
+                              capacity_factor=capacity_factor, init_std=init_std, out_std=out_std, seed=seed,
+                              policy=policy, layer=layer, dtype=dtype)
         if dtype not in (torch.float32, torch.float64):
             raise TypeError(f"MoKMoE: the core computes in float32 or float64, not {dtype}")
         core_policy = policy._core(dtype) if policy is not None else None
@@ -105,6 +109,16 @@ class MoKMoE(nn.Module):
         self.last_load, self.last_dropped = stats["load"], stats["dropped"]
         self.last_aux_loss, self.last_z_loss = stats["aux_loss"], stats["z_loss"]
         return y.view(x.shape), loss
+
+    def __deepcopy__(self, memo):
+        """A new core layer with the same settings and a copy of the parameters (policy shared)."""
+        twin = MoKMoE(**self._settings)
+        twin.load_state_dict(self.state_dict())
+        for name in self._core_values:
+            getattr(twin, name).requires_grad_(getattr(self, name).requires_grad)
+        twin.train(self.training)
+        memo[id(self)] = twin
+        return twin
 
     def extra_repr(self):
         return (f"d_model={self.d_model}, experts={self.experts}, expert_hidden={self.expert_hidden}, "

@@ -2,6 +2,7 @@
 
 Run: PYTHONPATH=BUILD/interop/torch/python /usr/bin/python3 interop/torch/tests/test_kitten_linear.py
 """
+import copy
 import math
 import unittest
 
@@ -175,6 +176,9 @@ class KittenLinearTest(unittest.TestCase):
         self.assertEqual(names, ["0", "2"])
         self.assertIsInstance(model[0], mok_torch.KittenLinear)
         self.assertTrue(torch.equal(model(self.x), y_ref))
+        twin = copy.deepcopy(model)
+        self.assertIs(twin[0].policy, model[0].policy, "a policy is shared, like a config")
+        self.assertTrue(torch.equal(twin(self.x), y_ref))
 
 
 if __name__ == "__main__":

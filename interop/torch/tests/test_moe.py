@@ -7,6 +7,7 @@ with w_up = [gate | up], aux = coef·E·Σ f_e·P_e (f_e constant), z = coef·me
 
 Run: PYTHONPATH=BUILD/interop/torch/python /usr/bin/python3 interop/torch/tests/test_moe.py
 """
+import copy
 import math
 import unittest
 
@@ -129,6 +130,15 @@ class MoKMoETest(unittest.TestCase):
         moe.w_down.data = moe.w_down.data * 0.5  # new storage: copied into the core at the next call
         y2, _ = moe(x)
         torch.testing.assert_close(y2, y0)
+
+    def test_deepcopy_is_a_new_core_layer(self):
+        moe = mok_torch.MoKMoE(8, 4, 6, dtype=torch.float64)
+        twin = copy.deepcopy(moe)
+        x = torch.randn(10, 8, dtype=torch.float64)
+        torch.testing.assert_close(twin(x)[0], moe(x)[0], rtol=0, atol=0)
+        with torch.no_grad():
+            twin.w_up.zero_()
+        self.assertFalse(torch.equal(twin(x)[0], moe(x)[0]), "the copy has storage of its own")
 
     def test_backward_needs_its_own_forward(self):
         moe = mok_torch.MoKMoE(8, 4, 6)
