@@ -1,0 +1,156 @@
+// One core MoE layer (core/model/moe_layer.h) behind the bridge (core_bridge.h): the router,
+// the stacked SwiGLU experts and the local dispatcher, forward and backward, on this rank.
+#include <cstring>
+#include <stdexcept>
+
+#include "core/model/moe_layer.h"
+#include "interop/torch/csrc/core_threads.h"
+#include "interop/torch/csrc/kitten_bridge.h"
+
+MOK_NN_BEGIN
+
+namespace {
+
+MoeConfig moe_config(const torchext::MoeSettings& s, bool recompute) {
+  if (s.d_model < 1 || s.expert_hidden < 1 || s.experts < 1)
+    throw std::invalid_argument("MoKMoE: d_model, experts and expert_hidden must be positive");
+  MoeConfig c;
+  c.d = s.d_model;
+  c.experts = s.experts;
+  c.top_k = s.top_k;
+  c.hidden = s.expert_hidden;
+  c.shared_expert = s.shared_expert;
+  c.aux_loss_coef = s.aux_loss_coef;
+  c.z_loss_coef = s.z_loss_coef;
+  c.capacity_factor = s.capacity_factor;
+  c.recompute = recompute;
+  return c;
+}
+
+KittenPolicyBridge* kitten_policy_of(const std::shared_ptr<torchext::SavingPolicy>& policy) {
+  if (!policy) return nullptr;
+  auto* k = dynamic_cast<KittenPolicyBridge*>(policy.get());
+  if (!k) throw std::invalid_argument("MoKMoE: the kitten policy was made for the other element type");
+  return k;
+}
+
+class MoeBridge final : public torchext::MoeCore, public std::enable_shared_from_this<MoeBridge> {
+ public:
+  MoeBridge(const torchext::MoeSettings& s, std::shared_ptr<torchext::SavingPolicy> policy)
+      : policy_(std::move(policy)),
+        layer_("moe", moe_config(s, kitten_policy_of(policy_) && kitten_wants_recompute(kitten_policy_of(policy_)->config())),
+               s.init_std, s.out_std, s.seed, s.layer),
+        d_(s.d_model), experts_(s.experts), hidden_(s.expert_hidden) {
+    if (KittenPolicyBridge* k = kitten_policy_of(policy_)) install(&k->saved_input_policy());
+  }
+
+  std::vector<torchext::MoeParameter> parameters() override {
+    std::vector<torchext::MoeParameter> out;
+    Parameter& router = layer_.router().proj().weight();
+    out.push_back({"w_router", array(router.value), array(router.grad)});
+    // The experts' weights are blocks of two stacks (core/model/grouped_swiglu.h); expert e's
+    // Parameters are views of block e, so the stacks start at expert 0's.
+    const ExpertBank& bank = layer_.experts();
+    auto stack = [&](bool up, bool grad) {
+      const int64_t rows = up ? d_ : hidden_, cols = up ? 2 * hidden_ : d_;
+      auto block = [&](int e) -> const Tensor& {
+        const Parameter& p = up ? bank.experts[e]->up().weight() : bank.experts[e]->down().weight();
+        return grad ? p.grad : p.value;
+      };
+      const auto* base = static_cast<const uint8_t*>(block(0).raw());
+      for (int e = 1; e < experts_; ++e)
+        if (static_cast<const uint8_t*>(block(e).raw()) != base + e * rows * cols * static_cast<int64_t>(sizeof(real)))
+          throw std::logic_error("MoKMoE: the experts' weights are not one stack");
+      return torchext::CoreArray{shared_from_this(), const_cast<uint8_t*>(base), {experts_, rows, cols}};
+    };
+    out.push_back({"w_up", stack(true, false), stack(true, true)});
+    out.push_back({"w_down", stack(false, false), stack(false, true)});
+    if (SwiGluMlp* s = layer_.shared_expert()) {
+      out.push_back({"shared_w_up", array(s->up().weight().value), array(s->up().weight().grad)});
+      out.push_back({"shared_w_down", array(s->down().weight().value), array(s->down().weight().grad)});
+    }
+    return out;
+  }
+
+  torchext::MoeForwardResult forward(const void* x, int64_t rows, bool keep) override {
+    torchext::CoreCall call;
+    Tensor xt = Tensor::uninitialized({rows, d_});
+    xt.copy_from_host(x, xt.bytes());
+    MoeStats stats;
+    auto y = std::make_shared<Tensor>(layer_.forward(xt, keep, &stats));
+    torchext::MoeForwardResult r;
+    r.y = {y, y->raw(), y->shape()};
+    r.aux_loss = stats.losses.aux;
+    r.z_loss = stats.losses.z;
+    r.load = stats.load;
+    r.dropped = stats.dropped;
+    if (keep) {
+      kept_call_ = ++calls_;
+      kept_rows_ = rows;
+      r.call = kept_call_;
+    }
+    return r;
+  }
+
+  torchext::CoreArray backward(const void* dy, int64_t rows, double loss_scale, uint64_t call) override {
+    if (call == 0 || call != kept_call_)
+      throw std::logic_error(
+          "MoKMoE: backward of a call whose saved tensors are gone: a later forward with gradients replaced them "
+          "(the core layer keeps one call's), or a backward used them already");
+    if (rows != kept_rows_) throw std::invalid_argument("MoKMoE: dy has another row count than the forward");
+    torchext::CoreCall call_scope;
+    for (const torchext::MoeParameter& p : parameters())  // this call's gradients alone
+      std::memset(p.grad.data, 0, static_cast<size_t>(numel(p.grad.shape)) * sizeof(real));
+    Tensor dyt = Tensor::uninitialized({rows, d_});
+    dyt.copy_from_host(dy, dyt.bytes());
+    auto dx = std::make_shared<Tensor>(layer_.backward(dyt, static_cast<real>(loss_scale)));
+    kept_call_ = 0;
+    return {dx, dx->raw(), dx->shape()};
+  }
+
+ private:
+  // As the model's blocks do (core/model/transformer_block.cpp): every linear input and
+  // elementwise tensor of the layer is kept as the policy says.
+  void install(SavedInputPolicy* p) {
+    layer_.router().proj().set_policy(p);
+    for (auto& e : layer_.experts().experts) {
+      e->up().set_policy(p);
+      e->down().set_policy(p);
+      e->set_saved_policy(p);
+    }
+    layer_.experts().grouped->set_policy(p);
+    if (SwiGluMlp* s = layer_.shared_expert()) {
+      s->up().set_policy(p);
+      s->down().set_policy(p);
+      s->set_saved_policy(p);
+    }
+  }
+  torchext::CoreArray array(const Tensor& t) {
+    return {shared_from_this(), const_cast<void*>(t.raw()), t.shape()};
+  }
+  static int64_t numel(const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
+
+  std::shared_ptr<torchext::SavingPolicy> policy_;  // kept alive: the layer holds its SavedInputPolicy
+  MoeLayer layer_;
+  int64_t d_;
+  int experts_;
+  int64_t hidden_;
+  uint64_t calls_ = 0;      // forwards with keep so far
+  uint64_t kept_call_ = 0;  // the one whose tensors the layer holds (0: none)
+  int64_t kept_rows_ = 0;
+};
+
+}  // namespace
+
+MOK_NN_END
+
+template <>
+std::shared_ptr<mok::torchext::MoeCore> mok::torchext::make_moe_core<mok::real>(const MoeSettings& s,
+                                                                              std::shared_ptr<SavingPolicy> policy) {
+  mok::torchext::CoreCall call;  // the constructor draws the parameters with parallel_for
+  return std::make_shared<mok::MoeBridge>(s, std::move(policy));
+}
