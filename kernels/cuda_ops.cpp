@@ -429,26 +429,18 @@ mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity
   return out;
 }
 
-mok::RouterLossSums CudaOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
-                                              const std::vector<uint8_t>* local) {
+void CudaOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+                               const std::vector<uint8_t>* local, Tensor& sums) {
   const auto timed = profile("router_loss_sums");
   const int64_t n = probs.dim(0);
   const int E = static_cast<int>(probs.dim(1));
   Tensor f_dev = upload_floats(f);
   Tensor remote = upload_remote_mask(local, E);
-  Tensor sums = Tensor::empty({3}, DType::f64, *allocator_);
   const size_t bytes = router_losses_workspace_bytes(n, E);
   Tensor ws = scratch(bytes);
   router_losses(probs.ptr<float>(), lse.ptr<float>(), f_dev.ptr<float>(),
                 local ? static_cast<const uint8_t*>(remote.raw()) : nullptr, n, E, sums.ptr<double>(), ws.raw(), bytes,
                 stream_);
-  double host[3];
-  sums.copy_to_host(host, sizeof host);
-  mok::RouterLossSums out;
-  out.aux = n > 0 ? host[0] / static_cast<double>(n) : 0.0;  // Σ_e f_e·(Σ_t p_te)/n
-  out.z_sum = host[1];
-  out.remote_sum = host[2];
-  return out;
 }
 
 void CudaOps::router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,

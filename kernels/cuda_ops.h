@@ -78,8 +78,8 @@ class CudaOps final : public mok::Ops {
   void router_softmax_topk(const mok::Tensor& logits, int k, const mok::LocalityPolicy* locality, mok::Tensor& probs,
                            mok::Tensor& lse, mok::Tensor& expert, mok::Tensor& gate) override;
   mok::PairOrder sort_pairs(mok::Tensor& expert, int experts, int64_t capacity) override;
-  mok::RouterLossSums router_loss_sums(const mok::Tensor& probs, const mok::Tensor& lse, const std::vector<double>& f,
-                                       const std::vector<uint8_t>* local) override;
+  void router_loss_sums(const mok::Tensor& probs, const mok::Tensor& lse, const std::vector<double>& f,
+                        const std::vector<uint8_t>* local, mok::Tensor& sums) override;
   void router_backward(const mok::Tensor& probs, const mok::Tensor& lse, const mok::Tensor& choice,
                        const mok::Tensor& dgate, const std::vector<double>& f, const std::vector<uint8_t>* local,
                        double aux_w, double z_w, double loc_w, mok::Tensor& dlogits) override;

@@ -396,7 +396,7 @@ __global__ void router_loss_partials_kernel(const float* probs, const float* lse
 }
 
 __global__ void router_loss_finish_kernel(const double* partial, int64_t chunks, const float* f, const uint8_t* remote,
-                                          int E, double* out) {
+                                          int E, int64_t n, double* out) {
   __shared__ double column[kMaxRouterExperts + 1];  // Σ_t p_te, then Σ_t lse²
   for (int e = threadIdx.x; e <= E; e += blockDim.x) {
     double s = 0.0;
@@ -410,7 +410,7 @@ __global__ void router_loss_finish_kernel(const double* partial, int64_t chunks,
       aux += double(f[e]) * column[e];
       if (remote && remote[e]) far += column[e];
     }
-    out[0] = aux;
+    out[0] = n > 0 ? aux / static_cast<double>(n) : 0.0;
     out[1] = column[E];
     out[2] = far;
   }
@@ -581,7 +581,7 @@ void router_losses(const float* probs, const float* lse, const float* f, const u
     router_loss_partials_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(probs, lse, n, E, partial);
     MOK_CUDA_CHECK_LAUNCH();
   }
-  router_loss_finish_kernel<<<1, kThreads, 0, stream>>>(partial, chunks, f, remote, E, out);
+  router_loss_finish_kernel<<<1, kThreads, 0, stream>>>(partial, chunks, f, remote, E, n, out);
   MOK_CUDA_CHECK_LAUNCH();
 }
 

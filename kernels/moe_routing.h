@@ -78,10 +78,11 @@ void row_dot(const T* a, const T* b, int64_t m, int64_t f, float* out, cudaStrea
 template <typename T>
 void scale_rows(const T* x, const float* s, int64_t m, int64_t d, T* out, cudaStream_t stream);
 
-// The three sums of the router losses, in double, in a fixed order; the caller applies the
-// coefficients as topk_router.cpp does (aux = aux_coef·E·out[0]/n, z = z_coef·out[1]/n,
-// locality = locality_coef·out[2]/n):
-//   out[0] = Σ_e f_e · Σ_t p_te,  out[1] = Σ_t lse_t²,  out[2] = Σ_t Σ_{e: remote[e]} p_te
+// The three sums of the router losses (mok::RouterLossSums), in double, in a fixed order; the
+// caller applies the coefficients as topk_router.cpp does (aux = aux_coef·E·out[0],
+// z = z_coef·out[1]/n, locality = locality_coef·out[2]/n):
+//   out[0] = Σ_e f_e · Σ_t p_te / n (0 for n = 0),  out[1] = Σ_t lse_t²,
+//   out[2] = Σ_t Σ_{e: remote[e]} p_te
 // probs (n, E), lse (n), f (E) routed fraction, remote (E) 1 = expert on another rank or
 // null (out[2] = 0); out: 3 device doubles. E ≤ kMaxRouterExperts.
 size_t router_losses_workspace_bytes(int64_t n, int E);

@@ -260,8 +260,8 @@ PairOrder CpuOps::sort_pairs(Tensor& expert, int experts, int64_t capacity) {
   return out;
 }
 
-RouterLossSums CpuOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
-                                        const std::vector<uint8_t>* local) {
+void CpuOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+                              const std::vector<uint8_t>* local, Tensor& sums) {
   const int64_t n = probs.dim(0);
   const int E = static_cast<int>(probs.dim(1));
   const real* p = probs.data();
@@ -277,7 +277,10 @@ RouterLossSums CpuOps::router_loss_sums(const Tensor& probs, const Tensor& lse, 
       for (int e = 0; e < E; ++e)
         if (!(*local)[e]) s.remote_sum += p[t * E + e];
   }
-  return s;
+  double* out = sums.data_as<double>();
+  out[0] = s.aux;
+  out[1] = s.z_sum;
+  out[2] = s.remote_sum;
 }
 
 void CpuOps::router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,

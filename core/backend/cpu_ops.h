@@ -45,8 +45,8 @@ class CpuOps final : public Ops {
   void router_softmax_topk(const Tensor& logits, int k, const LocalityPolicy* locality, Tensor& probs, Tensor& lse,
                            Tensor& expert, Tensor& gate) override;
   PairOrder sort_pairs(Tensor& expert, int experts, int64_t capacity) override;
-  RouterLossSums router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
-                                  const std::vector<uint8_t>* local) override;
+  void router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+                        const std::vector<uint8_t>* local, Tensor& sums) override;
   void router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,
                        const std::vector<double>& f, const std::vector<uint8_t>* local, double aux_w, double z_w,
                        double loc_w, Tensor& dlogits) override;

@@ -44,6 +44,7 @@ struct PairOrder {
 // The router's loss sums, before their coefficients (core/routing/topk_router.h):
 //   aux = Σ_e f_e·P_e with P_e the mean probability of expert e; z_sum = Σ_t lse_t²;
 //   remote_sum = Σ_t Σ_{e not local} p_te.
+// Ops::router_loss_sums writes them as three doubles in this order.
 struct RouterLossSums {
   double aux = 0.0;
   double z_sum = 0.0;
@@ -123,9 +124,11 @@ class Ops {
   // are dropped and their `expert` set to −1 in place.
   virtual PairOrder sort_pairs(Tensor& expert, int experts, int64_t capacity) = 0;
   // f (E): routed fraction per expert; local (E): 1 where the expert lives on this rank, for
-  // the locality loss (null: none).
-  virtual RouterLossSums router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
-                                          const std::vector<uint8_t>* local) = 0;
+  // the locality loss (null: none). sums: (3) f64 on this device, RouterLossSums' fields in
+  // order. Not waited for: the values reach the host when the caller reads them (after the
+  // forward), so a MoE layer waits for the device only for its expert counts.
+  virtual void router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+                                const std::vector<uint8_t>* local, Tensor& sums) = 0;
   // dlogits (n, E) of the gates' gradient dgate (n·k), the aux, z and locality losses
   // (weights already divided by n and scaled), through the softmax. choice: experts before capacity.
   virtual void router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,

@@ -74,16 +74,16 @@ struct LanguageModel::Impl {
     if (block_boundary) block_boundary();
   }
 
-  Tensor run_blocks(Tensor x, int batch, int seq, bool keep, ForwardStats* stats) {
+  // router_losses (with stats): each MoE layer's losses, still on the device, in layer order.
+  Tensor run_blocks(Tensor x, int batch, int seq, bool keep, ForwardStats* stats,
+                    std::vector<RouterLosses>* router_losses = nullptr) {
     for (size_t l = 0; l < blocks.size(); ++l) {
       boundary();
       auto& b = blocks[l];
       MoeStats ms;
       x = b->forward(x, batch, seq, keep, &ms);
       if (b->is_moe() && stats) {
-        stats->aux_loss += ms.losses.aux;
-        stats->z_loss += ms.losses.z;
-        stats->locality_loss += ms.losses.locality;
+        if (router_losses) router_losses->push_back(std::move(ms.losses));
         stats->dropped_tokens += ms.dropped;
         stats->expert_load.push_back(ms.load);
         stats->moe_layer_ids.push_back(static_cast<int>(l));
@@ -96,7 +96,8 @@ struct LanguageModel::Impl {
     check_shape(batch, seq);
     const int64_t n = static_cast<int64_t>(batch) * seq;
     ForwardStats stats;
-    Tensor x = run_blocks(embedding->forward(tokens, n, keep), batch, seq, keep, &stats);
+    std::vector<RouterLosses> router_losses;
+    Tensor x = run_blocks(embedding->forward(tokens, n, keep), batch, seq, keep, &stats, &router_losses);
     boundary();
     Tensor h = final_norm->forward(x, keep);
     x.reset();
@@ -105,6 +106,13 @@ struct LanguageModel::Impl {
     CrossEntropySum s = ce.forward(std::move(logits), targets, keep);
     stats.tokens = s.count;
     stats.loss = s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0;
+    // The router losses reach the host now that the loss has (the device is done with them).
+    for (const RouterLosses& r : router_losses) {
+      const RouterLosses::Values v = r.read();
+      stats.aux_loss += v.aux;
+      stats.z_loss += v.z;
+      stats.locality_loss += v.locality;
+    }
     return stats;
   }
 

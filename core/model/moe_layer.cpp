@@ -30,7 +30,7 @@ Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats) {
   Tensor y = dispatcher_->forward(x, r, bank_, keep);
   if (shared_) ExecContext::current().ops().add_(y, shared_->forward(x, keep));
   if (stats) {
-    stats->losses = losses;
+    stats->losses = std::move(losses);
     stats->load = r.load;
     stats->dropped = r.dropped;
   }

@@ -9,6 +9,22 @@
 
 MOK_NN_BEGIN
 
+RouterLosses::Values RouterLosses::read() const {
+  Values v;
+  if (sums.empty()) return v;
+  RouterLossSums s;
+  double host[3];
+  sums.copy_to_host(host, sizeof host);
+  s.aux = host[0];
+  s.z_sum = host[1];
+  s.remote_sum = host[2];
+  v.aux = aux_coef_experts * s.aux;
+  v.z = z_coef * s.z_sum / static_cast<double>(tokens);
+  // Probability mass on other ranks' experts, mean over this rank's tokens.
+  if (locality) v.locality = locality_coef * s.remote_sum / static_cast<double>(tokens);
+  return v;
+}
+
 TopKRouter::TopKRouter(const std::string& prefix, int64_t d, int experts, int k, double init_std,
                        uint64_t seed, int layer, double aux_coef, double z_coef, double capacity_factor)
     : experts_(experts), k_(k), layer_(layer), aux_coef_(aux_coef), z_coef_(z_coef),
@@ -67,11 +83,13 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
     for (int e = 0; e < E; ++e) f[e] = n ? static_cast<double>(r.load[e]) / (static_cast<double>(n) * k) : 0.0;
   }
   if (losses && n > 0) {
-    const RouterLossSums sums = ops.router_loss_sums(probs, lse, f, locality_loss_active() ? &loss_local_ : nullptr);
-    losses->aux = aux_coef_ * E * sums.aux;
-    losses->z = z_coef_ * sums.z_sum / static_cast<double>(n);
-    // Probability mass on other ranks' experts, mean over this rank's tokens.
-    if (locality_loss_active()) losses->locality = locality_coef_ * sums.remote_sum / static_cast<double>(n);
+    losses->sums = cx.empty({3}, DType::f64);
+    ops.router_loss_sums(probs, lse, f, locality_loss_active() ? &loss_local_ : nullptr, losses->sums);
+    losses->aux_coef_experts = aux_coef_ * E;
+    losses->z_coef = z_coef_;
+    losses->locality_coef = locality_coef_;
+    losses->locality = locality_loss_active();
+    losses->tokens = n;
   }
   if (keep) {
     probs_ = std::move(probs);

@@ -25,10 +25,21 @@
 
 MOK_NN_BEGIN
 
+// The router's losses of one forward. Their sums stay on the layer's device until read()
+// (after the forward), so that a MoE layer waits for the device only for its expert counts.
 struct RouterLosses {
-  double aux = 0.0;  // weighted by aux_coef
-  double z = 0.0;    // weighted by z_coef
-  double locality = 0.0;  // weighted by locality_coef; 0 unless set_locality_loss is active
+  struct Values {
+    double aux = 0.0;       // weighted by aux_coef
+    double z = 0.0;         // weighted by z_coef
+    double locality = 0.0;  // weighted by locality_coef; 0 unless set_locality_loss is active
+  };
+  Tensor sums;  // (3) f64 on the layer's device: RouterLossSums' fields; empty: no tokens (all 0)
+  double aux_coef_experts = 0.0;  // aux_coef · experts
+  double z_coef = 0.0, locality_coef = 0.0;
+  bool locality = false;  // the locality loss is active
+  int64_t tokens = 0;
+  // Copies the sums to the host (waits for the device) and applies the coefficients.
+  Values read() const;
 };
 
 class TopKRouter {

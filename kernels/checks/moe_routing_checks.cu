@@ -196,7 +196,7 @@ void check_router_case(CheckInputs& in, std::vector<OpCheck>& out, const RouterC
       else repeat_mismatch += differing(sums, from_device(d_sums));
     }
     const double tokens = double(std::max<int64_t>(n, 1));  // no tokens: the sums are 0, like the losses
-    const std::vector<double> gpu{c.aux_coef * E * sums[0] / tokens, c.z_coef * sums[1] / tokens,
+    const std::vector<double> gpu{c.aux_coef * E * sums[0], c.z_coef * sums[1] / tokens,
                                   c.locality_coef * sums[2] / tokens};
     out.push_back({label + " losses", relative_error(gpu, {ref.aux, ref.z, ref.locality}), kFp32Tolerance});
   }

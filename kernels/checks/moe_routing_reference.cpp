@@ -40,9 +40,10 @@ RouterReference reference_router(const RouterCase& c, const std::vector<float>& 
   ref.expert.assign(r.expert.data_as<int32_t>(), r.expert.data_as<int32_t>() + r.expert.numel());
   ref.load = r.load;
   ref.capacity = r.capacity;
-  ref.aux = losses.aux;
-  ref.z = losses.z;
-  ref.locality = losses.locality;
+  const f64::RouterLosses::Values values = losses.read();
+  ref.aux = values.aux;
+  ref.z = values.z;
+  ref.locality = values.locality;
   ref.f.resize(E);
   for (int e = 0; e < E; ++e) ref.f[e] = n ? double(r.load[e]) / (double(n) * k) : 0.0;
 

@@ -54,14 +54,15 @@ class TestGradcheckMoe : public QObject {
     auto objective = [&] {
       RouterLosses losses;
       RoutingDecision r = router.forward(x, false, &losses);
-      double s = losses.aux + losses.z;
+      const RouterLosses::Values v = losses.read();
+      double s = v.aux + v.z;
       for (int64_t p = 0; p < n * k; ++p) s += (expert_at(r, p) >= 0 ? w[p] : 0.0) * r.gate[p];
       return s;
     };
     RouterLosses losses;
     RoutingDecision r = router.forward(x, true, &losses);
-    QVERIFY(losses.aux > 0);
-    QVERIFY(losses.z > 0);
+    QVERIFY(losses.read().aux > 0);
+    QVERIFY(losses.read().z > 0);
     std::vector<real> dgate(n * k);
     for (int64_t p = 0; p < n * k; ++p) dgate[p] = expert_at(r, p) >= 0 ? w[p] : 0.0;
     Tensor dx = router.backward(host_tensor(dgate), 1.0);
@@ -79,7 +80,8 @@ class TestGradcheckMoe : public QObject {
     auto objective = [&] {
       RouterLosses l;
       router.forward(x, false, &l);
-      return 2.0 * (l.aux + l.z);
+      const RouterLosses::Values v = l.read();
+      return 2.0 * (v.aux + v.z);
     };
     router.forward(x, true, nullptr);
     Tensor dx = router.backward(Tensor({n * k}), 2.0);  // zero gate gradients
@@ -112,7 +114,8 @@ class TestGradcheckMoe : public QObject {
     auto objective = [&] {
       RouterLosses l;
       RoutingDecision r = router.forward(x, false, &l);
-      double s = 1.5 * (l.aux + l.z + l.locality);
+      const RouterLosses::Values v = l.read();
+      double s = 1.5 * (v.aux + v.z + v.locality);
       if (gates)
         for (int64_t p = 0; p < n * k; ++p) s += w[p] * r.gate[p];
       return s;
@@ -132,9 +135,10 @@ class TestGradcheckMoe : public QObject {
     expected *= coef / n;
     RouterLosses losses;
     RoutingDecision r = router.forward(x, true, &losses);
-    QVERIFY(losses.locality > 0);
-    QVERIFY2(std::abs(losses.locality - expected) <= 1e-12 * expected,
-             qPrintable(QString("locality %1 vs %2").arg(losses.locality, 0, 'g', 17).arg(expected, 0, 'g', 17)));
+    const double locality = losses.read().locality;
+    QVERIFY(locality > 0);
+    QVERIFY2(std::abs(locality - expected) <= 1e-12 * expected,
+             qPrintable(QString("locality %1 vs %2").arg(locality, 0, 'g', 17).arg(expected, 0, 'g', 17)));
     std::vector<real> dgate(n * k, 0.0);
     if (gates)
       for (int64_t p = 0; p < n * k; ++p) dgate[p] = w[p];
@@ -154,14 +158,16 @@ class TestGradcheckMoe : public QObject {
     for (int64_t p = 0; p < n * k; ++p) dgate[p] = real(0.1) * static_cast<real>(p % 7) - real(0.3);
     struct Out {
       RoutingDecision r;
-      RouterLosses l;
+      RouterLosses::Values l;
       Tensor dx, dw;
     };
     auto run = [&](const std::vector<uint8_t>& mask, double coef) {
       TopKRouter router("moe", d, E, k, 0.8, 10, 0, 0.2, 0.01, 0.0);
       router.set_locality_loss(mask, coef);
       Out o;
-      o.r = router.forward(x, true, &o.l);
+      RouterLosses losses;
+      o.r = router.forward(x, true, &losses);
+      o.l = losses.read();
       o.dx = router.backward(host_tensor(dgate), 0.5);
       o.dw = router.proj().weight().grad.clone();
       return o;
@@ -257,7 +263,8 @@ class TestGradcheckMoe : public QObject {
     auto objective = [&] {
       MoeStats st;
       Tensor y = moe.forward(x, false, &st);
-      return scale * (weighted_sum(y, w) + st.losses.aux + st.losses.z);
+      const RouterLosses::Values v = st.losses.read();
+      return scale * (weighted_sum(y, w) + v.aux + v.z);
     };
     MoeStats stats;
     moe.forward(x, true, &stats);

@@ -80,8 +80,9 @@ class MoeBridge final : public torchext::MoeCore, public std::enable_shared_from
     auto y = std::make_shared<Tensor>(layer_.forward(xt, keep, &stats));
     torchext::MoeForwardResult r;
     r.y = {y, y->raw(), y->shape()};
-    r.aux_loss = stats.losses.aux;
-    r.z_loss = stats.losses.z;
+    const RouterLosses::Values losses = stats.losses.read();
+    r.aux_loss = losses.aux;
+    r.z_loss = losses.z;
     r.load = stats.load;
     r.dropped = stats.dropped;
     if (keep) {
