@@ -64,7 +64,11 @@ void register_device_backend(DeviceBackend backend) {
 }
 
 std::vector<DeviceDescription> list_devices() {
-  std::vector<DeviceDescription> out{{Device::cpu(), "CPU", 0, cpu_context().ops().name()}};
+  DeviceDescription cpu;
+  cpu.device = Device::cpu();
+  cpu.name = "CPU";
+  cpu.detail = cpu_context().ops().name();
+  std::vector<DeviceDescription> out{cpu};
   Backends& b = backends();
   std::lock_guard lock(b.mutex);
   for (const auto& backend : b.list) {

@@ -32,9 +32,9 @@ constexpr int64_t kGiB = int64_t(1) << 30;
 
 // Two GPUs of different sizes, so the capacity shows which one is chosen.
 DeviceCatalog two_gpus() {
-  return {{{Device::cpu(), "CPU", 0, "cpu"},
-           {Device::cuda(0), "NVIDIA H200", 140 * kGiB, "sm_90, 132 SMs"},
-           {Device::cuda(1), "NVIDIA H100", 80 * kGiB, "sm_90, 132 SMs"}},
+  return {{{Device::cpu(), "CPU", 0, "cpu", "", "", ""},
+           {Device::cuda(0), "NVIDIA H200", 140 * kGiB, "sm_90, 132 SMs", "", "", ""},
+           {Device::cuda(1), "NVIDIA H100", 80 * kGiB, "sm_90, 132 SMs", "", "", ""}},
           ""};
 }
 
