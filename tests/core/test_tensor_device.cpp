@@ -83,6 +83,26 @@ class TestTensorDevice : public QObject {
     QCOMPARE(tracker.live_total(), int64_t(0));
   }
 
+  void shareAsKeepsTheBytesOnceUnderTheNewTag() {
+    MemoryTracker tracker;
+    ScopedMemoryTracker track(tracker);
+    Tensor x({16, 8});  // held by its producer (workspace) ...
+    x[5] = real(2.5);
+    Tensor kept = x.share_as(MemTag{MemCategory::saved_activations, 1, "attn_norm.input"});  // ... and kept
+    QCOMPARE(kept.raw(), x.raw());  // no copy
+    QCOMPARE(kept[5], real(2.5));
+    QCOMPARE(tracker.live_bytes(MemCategory::workspace), int64_t(0));
+    QCOMPARE(tracker.live_bytes(MemCategory::saved_activations), x.bytes());  // counted once
+    x.reset();  // the producer lets go: the kept handle still holds the bytes
+    QCOMPARE(tracker.live_bytes(MemCategory::saved_activations), kept.bytes());
+    QCOMPARE(kept[5], real(2.5));
+    kept.reset();
+    QCOMPARE(tracker.live_total(), int64_t(0));
+    // A view shares part of someone else's block: not handed out (the caller copies).
+    Tensor base({4, 4});
+    QVERIFY(base.view(4, {2, 4}).share_as(MemTag{}).empty());
+  }
+
   void trackerKeepsDevicesApartAndTogether() {
     MemoryTracker t;
     const MemTag p{MemCategory::parameters, -1, ""};
