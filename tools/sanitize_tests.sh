@@ -5,7 +5,7 @@
 #
 #   tools/sanitize_tests.sh            ASan + UBSan in build-asan/, the suites below (what CI
 #                                      runs after the test suite: a build of the core and
-#                                      28 suites, then about a minute of tests on 2 cores)
+#                                      30 suites, then about a minute of tests on 2 cores)
 #   tools/sanitize_tests.sh address all  ASan + UBSan, every core, cli and fuzz suite
 #   tools/sanitize_tests.sh thread     TSan in build-tsan/: the suites with threads (the
 #                                      trainer's rank threads, the thread pool, the
@@ -34,11 +34,11 @@ case "$mode" in
       default_tests='^(core|cli|fuzz)\.'
     else
       # Everything that reads what a user or a disk hands over (configs, overrides,
-      # checkpoints, tokenizers, corpora, the run store), training runs start to end (two
+      # checkpoints, tokenizers, corpora, the run store and imports), training runs start to end (two
       # threads, the MoK dispatcher), stop and resume, the fuzz targets. Left out:
       # test_cli_interrupt, whose long steps take 4 minutes under ASan (19 s without).
       suites=(fuzz_config_yaml fuzz_config_override fuzz_safetensors fuzz_trainer_state fuzz_tokenizer_text
-              fuzz_corpus_text test_config test_config_bad_input test_checkpoint test_checkpoint_integrity
+              fuzz_corpus_text fuzz_run_store test_run_import test_config test_config_bad_input test_checkpoint test_checkpoint_integrity
               test_checkpoint_safetensors test_tokenizer test_data_corpus test_data_batches test_store
               test_store_safety test_train test_step_cancellation test_resume_branch test_memory_fit
               test_slow_step_notice test_thread_pool test_kitten_policy test_mok_dispatcher test_cli_train
