@@ -28,9 +28,9 @@ struct StoreInspection {
   enum class Kind { empty, ours, foreign } kind = Kind::empty;
   int version = 0;                 // PRAGMA user_version
   std::string foreign_detail;      // for foreign: what was found instead
-  // For ours, of a version this build knows: what its schema lacks or holds besides what
-  // the migrations up to `version` create ("" when it is whole): a table missing or not a
-  // table, a column missing, a view or trigger (a run store has none).
+  // For ours, of a version this build knows: how its schema differs from what the
+  // migrations up to `version` create ("" when it is whole): one of those tables missing or
+  // not a table (a view), a column of theirs missing, a trigger (a run store has none).
   std::string schema_damage;
 };
 StoreInspection inspect_run_store(SqliteConnection& db);

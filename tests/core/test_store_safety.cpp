@@ -168,11 +168,12 @@ class TestStoreSafety : public QObject {
     QCOMPARE(mok::test::raw_count(p, "PRAGMA user_version"), int64_t(1));  // not upgraded
   }
 
-  // A run store holds no views or triggers. A `runs` view joined with an endless recursive
-  // count made every read of the runs (`mok runs list`, an import, the workbench's pages)
-  // run until memory ran out; a trigger would run its own SQL inside a trainer's writes.
-  // Every open refuses such a file at once, unchanged.
-  void storeWithAViewOrTriggerIsRefused() {
+  // A view in the place of a table: a `runs` view joined with an endless recursive count
+  // made every read of the runs (`mok runs list`, an import, the workbench's pages) run until
+  // memory ran out. A trigger would run its own SQL inside a trainer's writes. Every open
+  // refuses such a file at once, unchanged; a view of another name is someone's addition
+  // and left alone.
+  void storeWithAViewForATableOrATriggerIsRefused() {
     const std::string view = path("view.db");
     {
       RunStore s = RunStore::open(view);
@@ -188,7 +189,7 @@ class TestStoreSafety : public QObject {
       s.create_run({.name = "kept"});
     }
     raw_exec(trigger, "CREATE TRIGGER wipe AFTER UPDATE ON runs BEGIN DELETE FROM metrics; END;");
-    for (const auto& [p, says] : {std::pair{view, "is damaged (it holds a view 'runs', which a run store never has)"},
+    for (const auto& [p, says] : {std::pair{view, "is damaged (runs is a view, not a table); it was left unchanged"},
                                   std::pair{trigger, "is damaged (it holds a trigger 'wipe', which a run store never has)"}}) {
       const FileSnapshot before = snapshot(p);
       expect_refused(p, says);
@@ -196,6 +197,14 @@ class TestStoreSafety : public QObject {
       QVERIFY_THROWS_EXCEPTION(mok::StoreError, mok::check_run_store_readable(p));
       QVERIFY(snapshot(p) == before);
     }
+    const std::string added = path("added_view.db");
+    {
+      RunStore s = RunStore::open(added);
+      s.create_run({.name = "kept"});
+    }
+    raw_exec(added, "CREATE VIEW finished_runs AS SELECT id, name FROM runs WHERE status = 'finished';");
+    RunStore s = RunStore::open(added);
+    QCOMPARE(s.list_runs().size(), size_t(1));
   }
 
   void folderIsRefused() {
