@@ -9,7 +9,9 @@
 #   tools/sanitize_tests.sh address all  ASan + UBSan, every core, cli and fuzz suite
 #   tools/sanitize_tests.sh thread     TSan in build-tsan/: the suites with threads (the
 #                                      trainer's rank threads, the thread pool, the
-#                                      communicators, the store's writers)
+#                                      communicators, the store's writers, mok train; CI
+#                                      runs it too: a build and 18 suites, about 4 minutes
+#                                      on 2 cores)
 #   MOK_SANITIZE_TESTS=REGEX MOK_SANITIZE_TARGETS="t1 t2 ..."  any other selection
 #
 # Any finding stops the test that made it (UBSan does not recover), so the ctest summary
