@@ -6,19 +6,21 @@
 //     killed process left, as the next writer does);
 //   - every run in it shows as interrupted, and the next read-write open records that (a
 //     warning event "status: interrupted");
-//   - the run's metric rows run from step 1 to its last step without a gap, each step with
+//   - each run's metric rows run from step 1 to its last step without a gap, each step with
 //     exactly the metrics the uninterrupted run logs at that step (no half row), no metric
 //     twice at a step and no checkpoint row twice for a step;
 //   - no checkpoint was published before its metrics: for every step_N folder on disk the
 //     store's last step is N or later and it holds the checkpoint's row.
-// At the end the run is finished and every metric (wall-time figures aside) is bitwise the
+// At the end one run is finished and every metric (wall-time figures aside) is bitwise the
 // uninterrupted run's.
 //
-// The moments are drawn from a seed printed first; MOK_KILL_SEED=S runs the same draws
-// again (where a moment lands in the run still depends on the machine's speed: the moments
-// are scaled by the uninterrupted run's wall time, measured first). test_cli_kill.cpp kills
-// at fixed moments with a checkpoint after every step; here checkpoints are every 3 steps,
-// so most kills lose steps that the resumed run logs again.
+// A moment is either in start-up (some milliseconds after the process starts) or some
+// milliseconds after the checkpoint of a step drawn among the next four has appeared; the
+// milliseconds are scaled by the uninterrupted run's pace, measured first. The draws come
+// from a seed printed first; MOK_KILL_SEED=S draws the same again (where they land still
+// depends on the machine's timing). test_cli_kill.cpp kills at fixed moments with a
+// checkpoint after every step; here checkpoints are every 3 steps, so most kills lose steps
+// that the resumed run logs again.
 #include <QtTest>
 
 #include <chrono>
