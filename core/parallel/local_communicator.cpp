@@ -84,8 +84,15 @@ void LocalCommunicator::exchange(const uint8_t* const* send, const int64_t* send
     }
     if (n > 0) std::memcpy(recv[s], box.send[rank_], static_cast<size_t>(n));
   }
+  // Every copy is done; buffers may change again. A rank that found a mismatch waits here
+  // too before it throws: until every rank has passed, another may still be reading this
+  // rank's mailbox, whose buffers unwinding would free.
+  try {
+    group_->arrive_and_wait();
+  } catch (const CommAborted&) {
+    if (mismatch.empty()) throw;
+  }
   if (!mismatch.empty()) throw std::runtime_error(mismatch);
-  group_->arrive_and_wait();  // every copy is done; buffers may change again
 }
 
 void run_local_ranks(int ranks, const std::function<void(Communicator&)>& fn,

@@ -18,7 +18,8 @@ struct CheckedStoreReader {
 };
 
 // Throws StoreError naming `path` when the file is missing, a folder, empty, not an SQLite
-// database, someone else's database, of a newer schema, or damaged (quick_check).
+// database, someone else's database, of a newer schema, or damaged (its schema not what the
+// migrations make, or quick_check).
 CheckedStoreReader open_checked_store_reader(const std::string& path);
 
 // The same checks for a caller that wants only the verdict; the file is closed again.

@@ -336,9 +336,13 @@ RunStore RunStore::open(const std::string& path) {
   sqlite3_busy_timeout(db.handle(), kBusyTimeoutMs);
   for (int attempt = 0;; ++attempt) {
     try {
-      migrate_run_store(db);
       // WAL: readers never block the writer; a commit is durable against process death.
+      // Before the schema is created: a process killed while creating the store then leaves
+      // an uncommitted log that the next open ignores, not half a schema in the file itself
+      // with a rollback journal beside it (which the checks above read past, immutable,
+      // refusing the store as damaged).
       db.query_text("PRAGMA journal_mode=WAL");
+      migrate_run_store(db);
       break;
     } catch (const StoreBusyError&) {
       if (attempt + 1 >= kBusyRetries) throw;

@@ -10,8 +10,8 @@
 //   RunStore browse = RunStore::open_readonly("runs/mok.db"); // never writes or creates
 //
 // Safety: before anything is written, a file that is not an SQLite database, someone
-// else's database, or a newer schema is refused with StoreError, and the file is left
-// exactly as it was. A read-write open marks runs of this host whose process has died as
+// else's database, a newer schema or a damaged one (a table or column missing, a view or
+// trigger) is refused with StoreError, and the file is left exactly as it was. A read-write open marks runs of this host whose process has died as
 // `interrupted`. All methods are thread-safe (one mutex per store). Schema: run_store_schema.h,
 // docs/run_store.md.
 

@@ -1,5 +1,11 @@
 #include "core/store/run_store_schema.h"
 
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
 #include "core/store/run_uid.h"
 #include "core/store/sqlite_connection.h"
 #include "core/store/store_error.h"
@@ -119,6 +125,63 @@ const std::vector<std::string>& per_run_tables() {
   return tables;
 }
 
+namespace {
+
+// Table → its columns, as the migrations up to one version create them.
+using TableColumns = std::map<std::string, std::vector<std::string>>;
+
+std::vector<std::string> column_names(SqliteConnection& db, const std::string& table) {
+  std::vector<std::string> columns;
+  SqliteStatement st = db.prepare("SELECT name FROM pragma_table_info(?1)");
+  st.bind(1, table);
+  while (st.step()) columns.push_back(st.text(0));
+  return columns;
+}
+
+// The tables and columns of every schema version, read off an in-memory database the
+// migrations build (index: the version), so they never disagree with the migrations.
+const std::vector<TableColumns>& tables_by_version() {
+  static const std::vector<TableColumns> by_version = [] {
+    std::vector<TableColumns> out(kRunStoreSchemaVersion + 1);
+    SqliteConnection mem(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    for (const Migration& m : run_store_migrations()) {
+      mem.exec(m.sql);
+      TableColumns& tables = out.at(static_cast<size_t>(m.version));
+      SqliteStatement st =
+          mem.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'");
+      std::vector<std::string> names;
+      while (st.step()) names.push_back(st.text(0));
+      for (const std::string& t : names) tables[t] = column_names(mem, t);
+    }
+    return out;
+  }();
+  return by_version;
+}
+
+// What the schema of a store of ours at `version` lacks, or holds that would change what
+// MoK's own statements do; "" when whole. Tables, indexes and views of other names are left
+// alone (someone's additions by hand); a view in the place of one of ours is not (reading it
+// could run any query, endlessly), nor is a trigger (it would run inside MoK's writes).
+std::string schema_damage(SqliteConnection& db, int version) {
+  for (const auto& [table, columns] : tables_by_version().at(static_cast<size_t>(version))) {
+    SqliteStatement st = db.prepare("SELECT type FROM sqlite_master WHERE name = ?1");
+    st.bind(1, table);
+    if (!st.step()) return "its table " + table + " is missing";
+    if (st.text(0) != "table") return table + " is a " + st.text(0) + ", not a table";
+    const std::vector<std::string> present = column_names(db, table);
+    for (const std::string& c : columns) {
+      if (std::find(present.begin(), present.end(), c) == present.end()) {
+        return "its table " + table + " has no column " + c + ", which schema " + std::to_string(version) + " has";
+      }
+    }
+  }
+  SqliteStatement trigger = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name LIMIT 1");
+  if (trigger.step()) return "it holds a trigger '" + trigger.text(0) + "', which a run store never has";
+  return {};
+}
+
+}  // namespace
+
 StoreInspection inspect_run_store(SqliteConnection& db) {
   StoreInspection out;
   out.version = static_cast<int>(db.query_int("PRAGMA user_version"));
@@ -130,6 +193,7 @@ StoreInspection inspect_run_store(SqliteConnection& db) {
     SqliteStatement st = db.prepare("SELECT value FROM meta WHERE key='app'");
     if (st.step() && st.text(0) == kRunStoreAppId) {
       out.kind = StoreInspection::Kind::ours;
+      if (out.version >= 1 && out.version <= kRunStoreSchemaVersion) out.schema_damage = schema_damage(db, out.version);
       return out;
     }
   }
@@ -151,6 +215,9 @@ void check_run_store_usable(const StoreInspection& found, const std::string& pat
     throw StoreError(path + " was written by a newer MoK (schema " + std::to_string(found.version) +
                      ", this build reads up to " + std::to_string(kRunStoreSchemaVersion) +
                      "); it was left unchanged");
+  }
+  if (!found.schema_damage.empty()) {
+    throw StoreError(path + " is damaged (" + found.schema_damage + "); it was left unchanged");
   }
 }
 

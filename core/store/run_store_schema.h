@@ -28,11 +28,16 @@ struct StoreInspection {
   enum class Kind { empty, ours, foreign } kind = Kind::empty;
   int version = 0;                 // PRAGMA user_version
   std::string foreign_detail;      // for foreign: what was found instead
+  // For ours, of a version this build knows: how its schema differs from what the
+  // migrations up to `version` create ("" when it is whole): one of those tables missing or
+  // not a table (a view), a column of theirs missing, a trigger (a run store has none).
+  std::string schema_damage;
 };
 StoreInspection inspect_run_store(SqliteConnection& db);
 
 // Throws StoreError when the inspection rules the file out for this build: someone else's
-// database, or a schema newer than kRunStoreSchemaVersion. `path` goes in the message.
+// database, a schema newer than kRunStoreSchemaVersion, or a damaged schema (whose queries
+// would fail part way, after a writer had changed the file). `path` goes in the message.
 void check_run_store_usable(const StoreInspection& found, const std::string& path);
 
 // Brings the schema to kRunStoreSchemaVersion in one IMMEDIATE transaction (re-checking the

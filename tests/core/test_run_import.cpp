@@ -257,6 +257,25 @@ class TestRunImport : public QObject {
     }
   }
 
+  // A source whose schema lost a column is refused, naming it, before the destination exists.
+  // It used to pass the checks and fail in the copy with a NOT NULL constraint of the
+  // destination, under the destination's name (found by fuzzing:
+  // tests/fuzz/corpus/run_store/regress_checkpoints_without_path.db).
+  void sourceWithAColumnMissingIsRefusedNamingIt() {
+    const std::string damaged = path("no_path.db");
+    fs::copy_file(cluster_, damaged);
+    raw_exec(damaged, "ALTER TABLE checkpoints DROP COLUMN path");
+    const std::string local = path("not_made.db");
+    const QByteArray before = sha256_of(damaged);
+    const QString msg = refusal([&] { mok::open_import_source(damaged, local); });
+    QVERIFY2(msg.startsWith(QString::fromStdString(damaged) +
+                            " is damaged (its table checkpoints has no column path, which schema"),
+             qPrintable(msg));
+    QCOMPARE(sha256_of(damaged), before);
+    QVERIFY(!has_side_files(damaged));
+    QVERIFY(!fs::exists(local));
+  }
+
   void importingAStoreIntoItselfIsRefused() {
     const std::string self = path("self.db");
     fs::copy_file(cluster_, self);

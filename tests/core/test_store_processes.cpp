@@ -1,6 +1,8 @@
 // RunStore across processes: two forked writers appending to one database at once lose
-// nothing (including both creating the database at the same moment), and a writer killed
-// with SIGKILL keeps exactly the rows it flushed and is reported as interrupted.
+// nothing (including both creating the database at the same moment), a writer killed
+// with SIGKILL keeps exactly the rows it flushed and is reported as interrupted, and a
+// writer killed at any write while it creates the store leaves a store the next open takes,
+// and forked writers record runs of distinct uids.
 // Children never touch Qt; they report through their exit status (0 = ok).
 #include <QtTest>
 
@@ -37,6 +39,40 @@ bool child_ok(pid_t pid) {
   int status = 0;
   if (waitpid(pid, &status, 0) != pid) return false;
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// In a child: SIGKILL at the Nth write this process makes through SQLite (to a database, its
+// rollback journal or its write-ahead log), just before it reaches the file. SQLite's unix
+// VFS lets a program replace the system calls it makes; the -shm index is memory-mapped,
+// so its changes are not writes here.
+int g_writes_left = 0;
+sqlite3_syscall_ptr g_write = nullptr, g_pwrite = nullptr, g_pwrite64 = nullptr;
+
+void count_write() {
+  if (--g_writes_left == 0) raise(SIGKILL);
+}
+ssize_t killing_write(int fd, const void* buf, size_t n) {
+  count_write();
+  return reinterpret_cast<ssize_t (*)(int, const void*, size_t)>(g_write)(fd, buf, n);
+}
+ssize_t killing_pwrite(int fd, const void* buf, size_t n, off_t at) {
+  count_write();
+  return reinterpret_cast<ssize_t (*)(int, const void*, size_t, off_t)>(g_pwrite)(fd, buf, n, at);
+}
+ssize_t killing_pwrite64(int fd, const void* buf, size_t n, off64_t at) {
+  count_write();
+  return reinterpret_cast<ssize_t (*)(int, const void*, size_t, off64_t)>(g_pwrite64)(fd, buf, n, at);
+}
+
+void kill_at_write(int n) {
+  g_writes_left = n;
+  sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+  g_write = vfs->xGetSystemCall(vfs, "write");
+  g_pwrite = vfs->xGetSystemCall(vfs, "pwrite");
+  g_pwrite64 = vfs->xGetSystemCall(vfs, "pwrite64");
+  if (g_write) vfs->xSetSystemCall(vfs, "write", reinterpret_cast<sqlite3_syscall_ptr>(killing_write));
+  if (g_pwrite) vfs->xSetSystemCall(vfs, "pwrite", reinterpret_cast<sqlite3_syscall_ptr>(killing_pwrite));
+  if (g_pwrite64) vfs->xSetSystemCall(vfs, "pwrite64", reinterpret_cast<sqlite3_syscall_ptr>(killing_pwrite64));
 }
 
 void raw_exec(const std::string& path, const std::string& sql) {
@@ -163,6 +199,82 @@ class TestStoreProcesses : public QObject {
     // Opening again changes nothing more (one event, status stays).
     RunStore again = RunStore::open(p);
     QCOMPARE(again.events(id).size(), ev.size());
+  }
+
+  // A trainer killed while it creates its store, at each of the writes that takes in turn
+  // (the schema, the first run, its first metric rows): the next open takes the store,
+  // with whatever was committed before the kill, and records a run in it. The schema used to
+  // be created before the store switched to its write-ahead log: a kill inside that commit
+  // left half a schema in the file beside a rollback journal, and every later open refused
+  // the store as damaged or not a database (its checks read the file as immutable, past the
+  // journal that would have rolled it back).
+  void killedAtAnyWriteWhileCreatingTheStoreOpensAgain() {
+    const std::string p = path("created.db");
+    int killed = 0;
+    for (int n = 1;; ++n) {
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(p + suffix);
+      const pid_t kid = fork();
+      QVERIFY(kid >= 0);
+      if (kid == 0) {
+        kill_at_write(n);
+        try {
+          RunStore store = RunStore::open(p);
+          const int64_t id = store.create_run({.name = "first"});
+          store.append_metrics(id, {row(1, 3.0), row(2, 2.5)});
+        } catch (...) {
+          _exit(3);
+        }
+        _exit(0);
+      }
+      int status = 0;
+      QCOMPARE(waitpid(kid, &status, 0), kid);
+      if (WIFEXITED(status)) {
+        QCOMPARE(WEXITSTATUS(status), 0);  // every write made: done
+        break;
+      }
+      QVERIFY(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+      ++killed;
+      try {
+        RunStore store = RunStore::open(p);
+        const auto runs = store.list_runs();
+        QVERIFY(runs.size() <= 1);
+        if (!runs.empty()) QCOMPARE(runs.front().status, RunStatus::interrupted);
+        QVERIFY(store.create_run({.name = "next"}) > 0);
+      } catch (const mok::StoreError& e) {
+        QFAIL(qPrintable(QString("killed at write %1 of the store's creation: %2").arg(n).arg(e.what())));
+      }
+      QVERIFY2(n < 1000, "the creation never ran to its end");
+    }
+    QVERIFY2(killed >= 5, qPrintable(QString("only %1 writes").arg(killed)));
+  }
+
+  // Processes forked from one that had made a run uid make uids of their own. They used to
+  // repeat the parent's sequence (its generator, copied by fork), so a second run recorded
+  // into a shared store was refused by its unique index on runs.uid.
+  void forkedProcessesMakeUidsOfTheirOwn() {
+    const std::string p = path("uids.db");
+    {
+      RunStore store = RunStore::open(p);
+      store.create_run({.name = "parent"});  // this thread's uid generator is seeded now
+    }
+    pid_t kids[2];
+    for (pid_t& kid : kids) {
+      kid = fork();
+      QVERIFY(kid >= 0);
+      if (kid == 0) {
+        try {
+          RunStore store = RunStore::open(p);
+          store.create_run({.name = "child"});
+        } catch (...) {
+          _exit(3);
+        }
+        _exit(0);
+      }
+      QVERIFY(child_ok(kid));
+    }
+    RunStore store = RunStore::open(p);
+    QVERIFY(store.create_run({.name = "parent again"}) > 0);
+    QCOMPARE(store.list_runs().size(), size_t(4));
   }
 
   void liveRunsAndOtherHostsAreLeftAlone() {

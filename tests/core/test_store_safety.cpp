@@ -12,8 +12,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/store/checked_store_reader.h"
 #include "core/store/run_store.h"
 #include "core/store/run_store_schema.h"
+#include "support/raw_sqlite.h"
 
 using mok::RunStore;
 namespace fs = std::filesystem;
@@ -139,6 +141,70 @@ class TestStoreSafety : public QObject {
       QVERIFY(QString(e.what()).contains("does not exist"));
     }
     QVERIFY(!fs::exists(path("missing")));
+  }
+
+  // A store whose schema lost a column (a damaged schema page, or an edit by hand) is refused
+  // by every open before anything is written. A read-write open used to upgrade such a
+  // schema-1 store to the current schema first and fail only at its next query, leaving the
+  // file changed (found by fuzzing: tests/fuzz/corpus/run_store/regress_schema1_*).
+  void storeWithAColumnMissingIsRefusedBeforeAnyWrite() {
+    const std::string p = path("no_last_step.db");
+    std::string schema1 = mok::run_store_migrations().front().sql;
+    const std::string column = "  last_step      INTEGER,\n";
+    const size_t at = schema1.find(column);
+    QVERIFY(at != std::string::npos);
+    schema1.erase(at, column.size());
+    raw_exec(p, schema1.c_str());
+    raw_exec(p,
+             "INSERT INTO meta(key, value) VALUES ('app', 'mok-run-store'); PRAGMA user_version = 1;"
+             "INSERT INTO runs(name, status, created_at) VALUES ('old', 'finished', 1700000000);");
+    const FileSnapshot before = snapshot(p);
+    expect_refused(p, "is damaged (its table runs has no column last_step, which schema 1 has); it was left unchanged");
+    QVERIFY_THROWS_EXCEPTION(mok::StoreError, RunStore::open_snapshot(p));
+    QVERIFY_THROWS_EXCEPTION(mok::StoreError, mok::check_run_store_readable(p));
+    QVERIFY(snapshot(p) == before);
+    QVERIFY(!fs::exists(p + "-wal"));
+    QVERIFY(!fs::exists(p + "-journal"));
+    QCOMPARE(mok::test::raw_count(p, "PRAGMA user_version"), int64_t(1));  // not upgraded
+  }
+
+  // A view in the place of a table: a `runs` view joined with an endless recursive count
+  // made every read of the runs (`mok runs list`, an import, the workbench's pages) run until
+  // memory ran out. A trigger would run its own SQL inside a trainer's writes. Every open
+  // refuses such a file at once, unchanged; a view of another name is someone's addition
+  // and left alone.
+  void storeWithAViewForATableOrATriggerIsRefused() {
+    const std::string view = path("view.db");
+    {
+      RunStore s = RunStore::open(view);
+      s.create_run({.name = "kept"});
+    }
+    raw_exec(view,
+             "PRAGMA legacy_alter_table=ON; ALTER TABLE runs RENAME TO runs_kept;"
+             "CREATE VIEW runs AS SELECT r.* FROM runs_kept r,"
+             " (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT i FROM n);");
+    const std::string trigger = path("trigger.db");
+    {
+      RunStore s = RunStore::open(trigger);
+      s.create_run({.name = "kept"});
+    }
+    raw_exec(trigger, "CREATE TRIGGER wipe AFTER UPDATE ON runs BEGIN DELETE FROM metrics; END;");
+    for (const auto& [p, says] : {std::pair{view, "is damaged (runs is a view, not a table); it was left unchanged"},
+                                  std::pair{trigger, "is damaged (it holds a trigger 'wipe', which a run store never has)"}}) {
+      const FileSnapshot before = snapshot(p);
+      expect_refused(p, says);
+      QVERIFY_THROWS_EXCEPTION(mok::StoreError, RunStore::open_snapshot(p));
+      QVERIFY_THROWS_EXCEPTION(mok::StoreError, mok::check_run_store_readable(p));
+      QVERIFY(snapshot(p) == before);
+    }
+    const std::string added = path("added_view.db");
+    {
+      RunStore s = RunStore::open(added);
+      s.create_run({.name = "kept"});
+    }
+    raw_exec(added, "CREATE VIEW finished_runs AS SELECT id, name FROM runs WHERE status = 'finished';");
+    RunStore s = RunStore::open(added);
+    QCOMPARE(s.list_runs().size(), size_t(1));
   }
 
   void folderIsRefused() {
