@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -56,7 +57,9 @@ ProcessIdentity current_process_identity() {
 }
 
 bool process_is_alive(const ProcessIdentity& who) {
-  if (who.pid <= 0) return false;
+  // A stored pid outside pid_t (a damaged row) would wrap: 2³² to 0, which kill() takes as
+  // "this process group" and answers alive.
+  if (who.pid <= 0 || who.pid > std::numeric_limits<pid_t>::max()) return false;
   if (!who.boot_id.empty()) {
     const std::string now = read_boot_id();
     if (!now.empty() && now != who.boot_id) return false;  // rebooted since
