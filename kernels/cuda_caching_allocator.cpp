@@ -131,11 +131,7 @@ std::string sized(const char* what, int64_t bytes) {
 }  // namespace
 
 void CudaCachingAllocator::memset(void* p, int value, int64_t bytes) {
-  if (profiler_ && profiler_->enabled()) {
-    const auto timed = profiler_->scope([&] { return sized("memset", bytes); });
-    MOK_CUDA_CHECK(cudaMemsetAsync(p, value, static_cast<size_t>(bytes), stream_));
-    return;
-  }
+  const auto timed = OpProfiler::scope_of(profiler_, [&] { return sized("memset", bytes); });
   MOK_CUDA_CHECK(cudaMemsetAsync(p, value, static_cast<size_t>(bytes), stream_));
 }
 
@@ -150,11 +146,7 @@ void CudaCachingAllocator::copy_from_host(void* dst, const void* host_src, int64
 }
 
 void CudaCachingAllocator::copy_within(void* dst, const void* src, int64_t bytes) {
-  if (profiler_ && profiler_->enabled()) {
-    const auto timed = profiler_->scope([&] { return sized("copy_within", bytes); });
-    MOK_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
-    return;
-  }
+  const auto timed = OpProfiler::scope_of(profiler_, [&] { return sized("copy_within", bytes); });
   MOK_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
 }
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mok::cuda {
@@ -59,6 +60,12 @@ class OpProfiler {
     if (!enabled_) return Scope(nullptr, kNotRecorded);
     if (depth_++ > 0) return Scope(this, kNotRecorded);
     return Scope(this, enter(label()));
+  }
+
+  // scope() of `profiler`, or a scope that records nothing when there is none.
+  template <typename Label>
+  static Scope scope_of(OpProfiler* profiler, Label&& label) {
+    return profiler ? profiler->scope(std::forward<Label>(label)) : Scope(nullptr, kNotRecorded);
   }
 
   // Waits for the stream; the rows by label, largest time first; forgets them.

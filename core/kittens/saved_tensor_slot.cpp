@@ -3,14 +3,13 @@
 MOK_NN_BEGIN
 
 void SavedTensorSlot::keep(Tensor&& t) {
-  reset();
-  if (!policy_) {
-    exact_ = std::move(t);
+  if (policy_) {
+    keep_shared(t);  // the policy's compact copy
+    t.reset();
     return;
   }
-  keeper_ = policy_->make(layer_, kind_);
-  keeper_->save(t, MemTag{MemCategory::saved_activations, layer_, kind_});
-  t.reset();
+  reset();
+  exact_ = std::move(t);
 }
 
 void SavedTensorSlot::keep_shared(const Tensor& t) {

@@ -126,16 +126,21 @@ bool Tensor::retag(MemTag tag) {
   return true;
 }
 
-Tensor Tensor::share_as(MemTag tag) const {
-  if (!storage_ || view_) return {};
+Tensor Tensor::handle(int64_t offset_bytes, std::vector<int64_t> shape, bool view) const {
   Tensor t;
-  t.shape_ = shape_;
-  t.numel_ = numel_;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
   t.dtype_ = dtype_;
   t.storage_ = storage_;
-  t.offset_bytes_ = offset_bytes_;
-  storage_->retag(std::move(tag));
+  t.offset_bytes_ = offset_bytes;
+  t.view_ = view;
   return t;
+}
+
+Tensor Tensor::share_as(MemTag tag) const {
+  if (!storage_ || view_) return {};
+  storage_->retag(std::move(tag));
+  return handle(offset_bytes_, shape_, false);
 }
 
 Tensor Tensor::view(int64_t offset, std::vector<int64_t> shape) const {
@@ -145,14 +150,7 @@ Tensor Tensor::view(int64_t offset, std::vector<int64_t> shape) const {
   if (offset < 0 || base + offset + n > size)
     throw std::out_of_range("Tensor::view: elements [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
                             ") outside a tensor of " + std::to_string(numel_));
-  Tensor v;
-  v.shape_ = std::move(shape);
-  v.numel_ = n;
-  v.dtype_ = dtype_;
-  v.storage_ = storage_;
-  v.offset_bytes_ = offset_bytes_ + offset * dtype_size(dtype_);
-  v.view_ = true;
-  return v;
+  return handle(offset_bytes_ + offset * dtype_size(dtype_), std::move(shape), true);
 }
 
 void Tensor::check_host(DType want) const {

@@ -136,6 +136,8 @@ class Tensor {
 
  private:
   Tensor(std::vector<int64_t> shape, DType dtype, Allocator& allocator, MemTag tag, bool zero_fill);
+  // Another handle to this tensor's storage: `shape` from `offset_bytes`, a view or not.
+  Tensor handle(int64_t offset_bytes, std::vector<int64_t> shape, bool view) const;
   template <typename T> T* host_ptr() {
     check_host(dtype_of<T>);
     return static_cast<T*>(raw());
