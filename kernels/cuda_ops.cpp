@@ -21,6 +21,7 @@
 #include "kernels/grad_norm.h"
 #include "kernels/grouped_gemm.h"
 #include "kernels/moe_routing.h"
+#include "kernels/mok_plan.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/row_quantize.h"
@@ -119,6 +120,11 @@ void CudaOps::bind_thread() { MOK_CUDA_CHECK(cudaSetDevice(device_)); }
 
 OpProfiler::Scope CudaOps::profile(const char* op) {
   return profiler_->scope([op] { return std::string(op); });
+}
+
+std::string CudaOps::op_profile_report(const std::string& title, int steps, double wall_s, int top) {
+  profiler_->set_enabled(false);
+  return format_op_profile(profiler_->collect(), title, steps, wall_s, top);
 }
 
 Tensor CudaOps::scratch(size_t bytes) {
@@ -484,6 +490,49 @@ void CudaOps::rows_to_pairs(const Tensor& per_row, const Tensor& order, Tensor& 
   const auto timed = profile("rows_to_pairs");
   rows_to_pair_values(per_row.ptr<float>(), order.ptr<int32_t>(), order.numel(), per_pair.numel(),
                       per_pair.ptr<float>(), stream_);
+}
+
+void CudaOps::scatter_positions(const Tensor& index, int32_t base, Tensor& out) {
+  const auto timed = profile("scatter_positions");
+  cuda::scatter_positions(index.ptr<int32_t>(), index.numel(), base, out.ptr<int32_t>(), stream_);
+}
+
+void CudaOps::slot_share_counts(const Tensor& expert, const Tensor& owner, int k, Tensor& counts) {
+  const auto timed = profile("slot_share_counts");
+  cuda::slot_share_counts(expert.ptr<int32_t>(), owner.ptr<int32_t>(), expert.numel() / k, k,
+                          static_cast<int>(owner.numel()), counts.ptr<int32_t>(), stream_);
+}
+
+mok::ShipRows CudaOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest,
+                                 const Tensor& local_index, int k, int ranks) {
+  const auto timed = profile("ship_rows");
+  const int64_t n = expert.numel() / k;
+  mok::ShipRows out;
+  // Counts first (they size the outputs and cross to the host), then the rows.
+  Tensor counts = Tensor::empty({2 * static_cast<int64_t>(ranks)}, DType::i64, *allocator_);
+  int64_t* rows = counts.ptr<int64_t>();
+  cuda::ship_rows(false, expert.ptr<int32_t>(), nullptr, dest.ptr<int32_t>(), nullptr, n, k, ranks, nullptr, rows,
+                  nullptr, nullptr, nullptr, nullptr, nullptr, stream_);
+  out.rows.assign(static_cast<size_t>(ranks), 0);
+  counts.view(0, {ranks}).copy_to_host(out.rows.data(), ranks * sizeof(int64_t));
+  std::vector<int64_t> base(static_cast<size_t>(ranks), 0);
+  int64_t total = 0;
+  for (int q = 0; q < ranks; ++q) {
+    base[q] = total;
+    total += out.rows[q];
+  }
+  Tensor base_dev = counts.view(ranks, {ranks});
+  base_dev.copy_from_host(base.data(), ranks * sizeof(int64_t));
+  out.token = Tensor::empty({total}, DType::i32, *allocator_);
+  out.head_pair = Tensor::empty({total}, DType::i32, *allocator_);
+  out.entry = Tensor::empty({total, k}, DType::i32, *allocator_);
+  out.gate = Tensor::empty({total, k}, DType::f32, *allocator_);
+  out.pair = Tensor::empty({total, k}, DType::i32, *allocator_);
+  if (total > 0)
+    cuda::ship_rows(true, expert.ptr<int32_t>(), gate.ptr<float>(), dest.ptr<int32_t>(), local_index.ptr<int32_t>(), n,
+                    k, ranks, base_dev.ptr<int64_t>(), nullptr, out.token.ptr<int32_t>(), out.head_pair.ptr<int32_t>(),
+                    out.entry.ptr<int32_t>(), out.gate.ptr<float>(), out.pair.ptr<int32_t>(), stream_);
+  return out;
 }
 
 void CudaOps::row_dot(const Tensor& a, const Tensor& b, Tensor& out) {

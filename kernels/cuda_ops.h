@@ -44,6 +44,8 @@ class CudaOps final : public mok::Ops {
   CudaCachingAllocator& caching_allocator() { return *allocator_; }
   // Device time per op, off unless enabled (kernels/op_profiler.h).
   OpProfiler& profiler() { return *profiler_; }
+  void start_op_profile() override { profiler_->set_enabled(true); }
+  std::string op_profile_report(const std::string& title, int steps, double wall_s, int top) override;
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const mok::Tensor& a,
             int64_t lda, const mok::Tensor& b, int64_t ldb, double beta, mok::Tensor& c, int64_t ldc) override;
@@ -88,6 +90,10 @@ class CudaOps final : public mok::Ops {
                      int k, mok::Tensor& out) override;
   void pairs_to_rows(const mok::Tensor& per_pair, const mok::Tensor& order, mok::Tensor& per_row) override;
   void rows_to_pairs(const mok::Tensor& per_row, const mok::Tensor& order, mok::Tensor& per_pair) override;
+  void scatter_positions(const mok::Tensor& index, int32_t base, mok::Tensor& out) override;
+  void slot_share_counts(const mok::Tensor& expert, const mok::Tensor& owner, int k, mok::Tensor& counts) override;
+  mok::ShipRows ship_rows(const mok::Tensor& expert, const mok::Tensor& gate, const mok::Tensor& dest,
+                          const mok::Tensor& local_index, int k, int ranks) override;
   void row_dot(const mok::Tensor& a, const mok::Tensor& b, mok::Tensor& out) override;
   void scale_rows(const mok::Tensor& x, const mok::Tensor& s, mok::Tensor& out) override;
   void quantize_rows(const mok::Tensor& x, const mok::QuantizeOptions& options, mok::Tensor& codes,

@@ -365,7 +365,7 @@ __global__ void pair_values_to_rows_kernel(const float* per_pair, const int32_t*
 
 __global__ void rows_to_pair_values_kernel(const float* per_row, const int32_t* order, int64_t m, float* per_pair) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i < m) per_pair[order[i]] = per_row[i];
+  if (i < m && order[i] >= 0) per_pair[order[i]] = per_row[i];
 }
 
 // ---- router losses: column sums of p per chunk of rows, then one block in a fixed order ----

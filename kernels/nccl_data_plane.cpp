@@ -93,6 +93,7 @@ class NcclDataPlane final : public mok::DataPlane {
     auto* pbase = static_cast<uint8_t*>(parts.raw());
     const cudaStream_t stream = ops_->stream();
     const ncclComm_t comm = live_comm();
+    const auto profiled = profile("nccl_all_reduce", purpose);
     Timed timed(*this);
 
     // 1. reduce-scatter: chunk c of every rank to rank c; the own chunk is a local copy.
@@ -140,6 +141,7 @@ class NcclDataPlane final : public mok::DataPlane {
     const int R = size(), me = rank();
     if (root < 0 || root >= R) throw std::invalid_argument("broadcast: root out of range");
     const int64_t bytes = data.bytes();
+    const auto profiled = profile("nccl_broadcast", purpose);
     Timed timed(*this);
     if (bytes) MOK_NCCL_CHECK(ncclBroadcast(data.raw(), data.raw(), bytes, ncclUint8, root, live_comm(), ops_->stream()));
     std::vector<int64_t> sb(R, 0), rb(R, 0);
@@ -157,6 +159,7 @@ class NcclDataPlane final : public mok::DataPlane {
     const int R = size(), me = rank();
     const cudaStream_t stream = ops_->stream();
     const ncclComm_t comm = live_comm();
+    const auto profiled = profile("nccl_all_to_all", purpose);
     Timed timed(*this);
     std::vector<int64_t> soff(R + 1, 0), roff(R + 1, 0);
     for (int p = 0; p < R; ++p) {
@@ -189,6 +192,11 @@ class NcclDataPlane final : public mok::DataPlane {
       MOK_CUDA_CHECK(cudaEventCreate(&e));
     }
     return e;
+  }
+  // The op profiler's scope for one collective, labelled by kind and purpose.
+  OpProfiler::Scope profile(const char* kind, mok::CommPurpose purpose) {
+    return ops_->profiler().scope(
+        [&] { return std::string(kind) + " " + mok::comm_purpose_name(purpose); });
   }
   // Brackets one collective's work on the stream with events (read by settle()).
   struct Timed {

@@ -91,4 +91,10 @@ class OpProfiler {
   std::vector<cudaEvent_t> spare_;  // events of collected scopes, reused
 };
 
+// The profile as a table: by op family (shapes merged), then the `top` largest op shapes,
+// each per step over `steps` steps that took `wall_s` seconds in all. The wall time minus the
+// time in ops is what the GPU spent waiting for the host between ops.
+std::string format_op_profile(const std::vector<OpProfiler::Row>& rows, const std::string& title, int steps,
+                              double wall_s, int top);
+
 }  // namespace mok::cuda

@@ -365,7 +365,84 @@ void CpuOps::rows_to_pairs(const Tensor& per_row, const Tensor& order, Tensor& p
   const real* src = per_row.data();
   real* dst = per_pair.data();
   std::fill(dst, dst + per_pair.numel(), real(0));
-  for (int64_t i = 0; i < order.numel(); ++i) dst[ord[i]] = src[i];
+  for (int64_t i = 0; i < order.numel(); ++i)
+    if (ord[i] >= 0) dst[ord[i]] = src[i];
+}
+
+void CpuOps::scatter_positions(const Tensor& index, int32_t base, Tensor& out) {
+  const int32_t* idx = index.data_as<int32_t>();
+  int32_t* dst = out.data_as<int32_t>();
+  for (int64_t i = 0; i < index.numel(); ++i)
+    if (idx[i] >= 0) dst[idx[i]] = base + static_cast<int32_t>(i);
+}
+
+void CpuOps::slot_share_counts(const Tensor& expert, const Tensor& owner, int k, Tensor& counts) {
+  const int32_t* ex = expert.data_as<int32_t>();
+  const int32_t* own = owner.data_as<int32_t>();
+  int32_t* cnt = counts.data_as<int32_t>();
+  std::fill(cnt, cnt + counts.numel(), 0);
+  const int64_t n = expert.numel() / k;
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t* e = ex + t * k;
+    for (int s = 0; s < k; ++s) {
+      if (e[s] < 0) continue;
+      int m = 0;
+      for (int j = 0; j < k; ++j) m += e[j] >= 0 && own[e[j]] == own[e[s]];
+      cnt[static_cast<int64_t>(e[s]) * k + m - 1]++;
+    }
+  }
+}
+
+ShipRows CpuOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index,
+                           int k, int ranks) {
+  const int32_t* ex = expert.data_as<int32_t>();
+  const int32_t* to = dest.data_as<int32_t>();
+  const int32_t* local = local_index.data_as<int32_t>();
+  const real* g = gate.data();
+  const int64_t n = expert.numel() / k;
+  auto dest_of = [&](int32_t e) { return e >= 0 ? to[e] : -1; };
+  ShipRows out;
+  out.rows.assign(static_cast<size_t>(ranks), 0);
+  for (int64_t t = 0; t < n; ++t)
+    for (int q = 0; q < ranks; ++q)
+      for (int s = 0; s < k; ++s)
+        if (dest_of(ex[t * k + s]) == q) {
+          out.rows[q]++;
+          break;
+        }
+  int64_t total = 0;
+  for (int64_t r : out.rows) total += r;
+  Allocator& mem = cpu_allocator();
+  out.token = Tensor::empty({total}, DType::i32, mem);
+  out.head_pair = Tensor::empty({total}, DType::i32, mem);
+  out.entry = Tensor::empty({total, k}, DType::i32, mem);
+  out.gate = Tensor::empty({total, k}, kRealDType, mem);
+  out.pair = Tensor::empty({total, k}, DType::i32, mem);
+  int64_t row = 0;
+  for (int q = 0; q < ranks; ++q)
+    for (int64_t t = 0; t < n; ++t) {
+      int j = 0;
+      for (int s = 0; s < k; ++s) {
+        const int32_t e = ex[t * k + s];
+        if (dest_of(e) != q) continue;
+        if (j == 0) {
+          out.token.data_as<int32_t>()[row] = static_cast<int32_t>(t);
+          out.head_pair.data_as<int32_t>()[row] = static_cast<int32_t>(t * k + s);
+        }
+        out.entry.data_as<int32_t>()[row * k + j] = local[e];
+        out.gate.data()[row * k + j] = g[t * k + s];
+        out.pair.data_as<int32_t>()[row * k + j] = static_cast<int32_t>(t * k + s);
+        ++j;
+      }
+      if (j == 0) continue;
+      for (; j < k; ++j) {
+        out.entry.data_as<int32_t>()[row * k + j] = -1;
+        out.gate.data()[row * k + j] = real(0);
+        out.pair.data_as<int32_t>()[row * k + j] = -1;
+      }
+      ++row;
+    }
+  return out;
 }
 
 void CpuOps::row_dot(const Tensor& a, const Tensor& b, Tensor& out) {

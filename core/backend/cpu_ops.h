@@ -55,6 +55,10 @@ class CpuOps final : public Ops {
                      Tensor& out) override;
   void pairs_to_rows(const Tensor& per_pair, const Tensor& order, Tensor& per_row) override;
   void rows_to_pairs(const Tensor& per_row, const Tensor& order, Tensor& per_pair) override;
+  void scatter_positions(const Tensor& index, int32_t base, Tensor& out) override;
+  void slot_share_counts(const Tensor& expert, const Tensor& owner, int k, Tensor& counts) override;
+  ShipRows ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index, int k,
+                     int ranks) override;
   void row_dot(const Tensor& a, const Tensor& b, Tensor& out) override;
   void scale_rows(const Tensor& x, const Tensor& s, Tensor& out) override;
   void quantize_rows(const Tensor& x, const QuantizeOptions& options, Tensor& codes, Tensor& scales,

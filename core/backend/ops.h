@@ -41,6 +41,18 @@ struct PairOrder {
   int64_t rows() const { return offsets.empty() ? 0 : offsets.back(); }
 };
 
+// The rows a rank ships for MoK dispatch (Ops::ship_rows): one per (destination rank, token)
+// holding at least one shipped slot, destination ranks ascending, tokens in order within a
+// rank; each row's k entries in slot order, then padding.
+struct ShipRows {
+  std::vector<int64_t> rows;  // (R), host: rows to each destination rank
+  Tensor token;               // (Σ rows) i32: the token of each row
+  Tensor head_pair;           // (Σ rows) i32: pair t·k+s of the row's first entry
+  Tensor entry;               // (Σ rows, k) i32: the entry's expert index on the destination, −1 pad
+  Tensor gate;                // (Σ rows, k) f32/`real`: the entry's gate, 0 pad
+  Tensor pair;                // (Σ rows, k) i32: the entry's pair t·k+s, −1 pad
+};
+
 // The router's loss sums, before their coefficients (core/routing/topk_router.h):
 //   aux = Σ_e f_e·P_e with P_e the mean probability of expert e; z_sum = Σ_t lse_t²;
 //   remote_sum = Σ_t Σ_{e not local} p_te.
@@ -67,6 +79,16 @@ class Ops {
   // Makes this device the calling thread's (each rank thread calls it, through
   // ScopedExecContext, before it computes; a no-op on the CPU).
   virtual void bind_thread() {}
+  // Device time op by op, for a backend that can time its ops (CUDA: kernels/op_profiler.h).
+  // start_op_profile() begins timing every op; op_profile_report() waits for the device, stops
+  // and returns the table of what was timed since, per step (`steps` steps took `wall_s`
+  // seconds in all), the `top` largest op shapes listed. A backend that cannot time its ops
+  // returns "".
+  virtual void start_op_profile() {}
+  virtual std::string op_profile_report(const std::string& title, int steps, double wall_s, int top) {
+    (void)title, (void)steps, (void)wall_s, (void)top;
+    return {};
+  }
 
   // --- matrix products: C(m,n) = alpha·op(A)·op(B) + beta·C over strided row-major views
   // (lda, ldb, ldc in elements). A and B in the compute dtype; C in the compute dtype or
@@ -140,9 +162,23 @@ class Ops {
   // dropped pairs; gate null → 1.
   virtual void combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n, int k,
                              Tensor& out) = 0;
-  // per_row[i] = per_pair[order[i]];  per_pair (n·k) = 0, then per_pair[order[i]] = per_row[i].
+  // per_row[i] = per_pair[order[i]];  per_pair (n·k) = 0, then per_pair[order[i]] = per_row[i]
+  // (rows_to_pairs skips order[i] < 0).
   virtual void pairs_to_rows(const Tensor& per_pair, const Tensor& order, Tensor& per_row) = 0;
   virtual void rows_to_pairs(const Tensor& per_row, const Tensor& order, Tensor& per_pair) = 0;
+  // out[index[i]] = base + i for every i with index[i] ≥ 0; the rest of out (i32) is untouched.
+  virtual void scatter_positions(const Tensor& index, int32_t base, Tensor& out) = 0;
+
+  // --- MoK dispatch plan (core/parallel/mok_dispatcher.h), made where the routing lives.
+  // expert (n·k) i32 (−1: not routed); owner (E) i32: the rank holding each expert.
+  // counts (E·k) i32: counts[e·k + m − 1] = tokens with a slot on e and m slots in all on
+  // experts of e's rank (a row shipped once for m experts costs each of them 1/m).
+  virtual void slot_share_counts(const Tensor& expert, const Tensor& owner, int k, Tensor& counts) = 0;
+  // The rows to ship (ShipRows): slot (t, s) with expert e is shipped to dest[e] (E, i32; −1:
+  // not shipped), its entry is local_index[e] (E, i32). gate (n·k) the routing gates. Waits
+  // for the row counts (they size the outputs and the peers' receive buffers).
+  virtual ShipRows ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index,
+                             int k, int ranks) = 0;
   // out[r] = Σ_j a[r, j]·b[r, j];  out[r, :] = s[r]·x[r, :]  (out may be x).
   virtual void row_dot(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void scale_rows(const Tensor& x, const Tensor& s, Tensor& out) = 0;

@@ -85,6 +85,23 @@ void match_saved_inputs(SwiGluMlp& shadow, const ExpertBank& bank) {
 
 }  // namespace
 
+std::vector<double> shipped_row_shares(const RoutingDecision& r, const std::vector<int>& owner, int me) {
+  const ExecContext& cx = ExecContext::current();
+  const int E = static_cast<int>(owner.size()), k = r.k;
+  const Tensor owner_dev = upload_i32(std::vector<int32_t>(owner.begin(), owner.end()));
+  Tensor counts = cx.empty({static_cast<int64_t>(E) * k}, DType::i32);
+  cx.ops().slot_share_counts(r.expert, owner_dev, k, counts);
+  std::vector<int32_t> c(static_cast<size_t>(E) * k);
+  counts.copy_to_host(c.data(), counts.bytes());
+  std::vector<double> rows(static_cast<size_t>(E), 0.0);
+  for (int e = 0; e < E; ++e) {
+    if (owner[e] == me) continue;
+    for (int m = 1; m <= k; ++m) rows[e] += static_cast<double>(c[static_cast<size_t>(e) * k + m - 1]) / m;
+  }
+  return rows;
+}
+
+
 MokDispatcher::MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options)
     : own_plane_(std::make_unique<HostDataPlane>(comm)), plane_(*own_plane_), comm_(comm),
       placement_(std::move(placement)), options_(options),
@@ -148,6 +165,170 @@ SwiGluMlp& MokDispatcher::shadow_copy(int expert, int64_t d, int64_t f) {
   return *slot;
 }
 
+std::vector<uint8_t> MokDispatcher::decide(const std::vector<double>& rows, const std::vector<int>& owner,
+                                           DType row_dtype, int64_t d, int64_t f, bool keep) {
+  MokCostParams cost = options_.cost;
+  cost.row_value_bytes = static_cast<double>(dtype_size(row_dtype));  // bf16 rows cost half
+  const MokCostModel model(cost, d, f);
+  std::vector<uint8_t> decision = model.decide(rows, owner, comm_.rank(), keep);
+  my_shadowed_.clear();
+  for (int e = 0; e < static_cast<int>(decision.size()); ++e)
+    if (decision[e]) {
+      my_shadowed_.push_back(e);
+      log_.shadowed.push_back(e);
+      log_.shadowed_rows.push_back(rows[e]);
+    }
+  return decision;
+}
+
+int64_t MokDispatcher::exchange_heads(const std::vector<int64_t>& pairs_offsets, const std::vector<uint8_t>& my_decision) {
+  // One small all-to-all tells every peer (a) per expert, 2 · (pairs routed to it from here)
+  // + shadow flag — owners learn who shadows their experts, the pair counts price the
+  // classic baseline in the log — (b) how many rows come its way and (c) how many rows this
+  // rank sends in all, so that every rank picks the same chunk count.
+  const int R = comm_.size(), me = comm_.rank(), E = placement_.experts();
+  const int64_t W = E + 2;
+  std::vector<int64_t> head_send(static_cast<size_t>(R * W)), head_recv(static_cast<size_t>(R * W));
+  std::vector<int64_t> packed(static_cast<size_t>(E), 0);
+  for (int e = 0; e < E; ++e) packed[e] = 2 * (pairs_offsets[e + 1] - pairs_offsets[e]) + my_decision[e];
+  int64_t my_rows = 0;
+  for (int q = 0; q < R; ++q) my_rows += send_rows_[q];
+  for (int q = 0; q < R; ++q) {
+    std::copy(packed.begin(), packed.end(), head_send.begin() + static_cast<ptrdiff_t>(q * W));
+    head_send[static_cast<size_t>(q * W + E)] = send_rows_[q];
+    head_send[static_cast<size_t>(q * W + E + 1)] = my_rows;
+  }
+  const std::vector<int64_t> head_len(R, W);
+  comm_.all_to_all_v(head_send.data(), head_len, head_recv.data(), head_len, CommPurpose::control);
+  shadow_all_.assign(static_cast<size_t>(R) * E, 0);
+  recv_rows_.assign(R, 0);
+  classic_in_pairs_ = 0;
+  int64_t global_rows = 0;
+  for (int s = 0; s < R; ++s) {
+    for (int e = 0; e < E; ++e) {
+      const int64_t v = head_recv[static_cast<size_t>(s * W + e)];
+      shadow_all_[static_cast<size_t>(s) * E + e] = static_cast<uint8_t>(v & 1);
+      if (s != me && placement_.owner(e) == me) classic_in_pairs_ += v >> 1;
+    }
+    recv_rows_[s] = head_recv[static_cast<size_t>(s * W + E)];
+    global_rows += head_recv[static_cast<size_t>(s * W + E + 1)];
+  }
+  return global_rows;
+}
+
+void MokDispatcher::fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f) {
+  // Per destination, experts ascending, W_up then W_down.
+  const int R = comm_.size(), me = comm_.rank(), E = placement_.experts();
+  auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
+  bool any_shadow = false;
+  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
+  if (!any_shadow) return;
+  const ExecContext& cx = ExecContext::current();
+  const std::vector<int>& mine = placement_.experts_on(me);
+  const int64_t P = 3 * d * f;  // values per expert: W_up (d, 2f), W_down (f, d)
+  std::vector<int64_t> send_cnt(R, 0), recv_cnt(R, 0);
+  for (int q = 0; q < R; ++q) {
+    for (int e : mine)
+      if (shadows(q, e)) send_cnt[q] += P;
+    for (int e : placement_.experts_on(q))
+      if (shadows(me, e)) recv_cnt[q] += P;
+  }
+  int64_t send_total = 0, recv_total = 0;
+  for (int q = 0; q < R; ++q) {
+    send_total += send_cnt[q];
+    recv_total += recv_cnt[q];
+  }
+  Allocator& mem = cx.allocator();
+  Tensor send_w = cx.empty({send_total}, kRealDType), recv_w = cx.empty({recv_total}, kRealDType);
+  const int64_t esize = static_cast<int64_t>(sizeof(real));
+  int64_t off = 0;
+  for (int q = 0; q < R; ++q)
+    for (int e : mine)
+      if (shadows(q, e)) {
+        SwiGluMlp& ex = *bank.experts[e];
+        if (ex.up().weight().value.numel() + ex.down().weight().value.numel() != P)
+          throw std::logic_error("MokDispatcher: expert " + std::to_string(e) + " is not (d, f)");
+        auto* w = static_cast<uint8_t*>(send_w.raw()) + off * esize;
+        mem.copy_within(w, ex.up().weight().value.raw(), 2 * d * f * esize);
+        mem.copy_within(w + 2 * d * f * esize, ex.down().weight().value.raw(), f * d * esize);
+        off += P;
+      }
+  plane_.all_to_all_rows(send_w, send_cnt, recv_w, recv_cnt, CommPurpose::weights);
+  off = 0;
+  std::vector<Parameter*> refreshed;
+  for (int q = 0; q < R; ++q)
+    for (int e : placement_.experts_on(q))
+      if (shadows(me, e)) {
+        SwiGluMlp& sc = grouped_ ? *stacked_shadows(d, f, bank).experts.at(e) : shadow_copy(e, d, f);
+        if (grouped_)
+          ever_shadowed_[e] = 1;
+        else
+          match_saved_inputs(sc, bank);
+        const auto* w = static_cast<const uint8_t*>(recv_w.raw()) + off * esize;
+        mem.copy_within(sc.up().weight().value.raw(), w, 2 * d * f * esize);
+        mem.copy_within(sc.down().weight().value.raw(), w + 2 * d * f * esize, f * d * esize);
+        refreshed.push_back(&sc.up().weight());
+        refreshed.push_back(&sc.down().weight());
+        off += P;
+      }
+  cx.ops().refresh_compute_copies(refreshed);  // bf16 copies of the fetched weights, where the device keeps them
+}
+
+void MokDispatcher::return_shadow_gradients(ExpertBank& bank, int64_t d) {
+  const int R = comm_.size(), me = comm_.rank(), E = placement_.experts();
+  auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
+  bool any_shadow = false;
+  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
+  if (!any_shadow) return;
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  Allocator& mem = cx.allocator();
+  const std::vector<int>& mine = placement_.experts_on(me);
+  const int64_t f = [&] {
+    for (int e : my_shadowed_) return shadow_of(e).hidden();
+    for (int e : mine)
+      if (bank.experts[e]) return bank.experts[e]->hidden();
+    return int64_t{0};
+  }();
+  const int64_t P = 3 * d * f;
+  const int64_t esize = static_cast<int64_t>(sizeof(real));
+  std::vector<int64_t> send_cnt(R, 0), recv_cnt(R, 0);
+  for (int q = 0; q < R; ++q) {
+    for (int e : placement_.experts_on(q))
+      if (shadows(me, e)) send_cnt[q] += P;
+    for (int e : mine)
+      if (shadows(q, e)) recv_cnt[q] += P;
+  }
+  int64_t st = 0, rt = 0;
+  for (int q = 0; q < R; ++q) {
+    st += send_cnt[q];
+    rt += recv_cnt[q];
+  }
+  Tensor send_g = cx.empty({st}, kRealDType), recv_g = cx.empty({rt}, kRealDType);
+  int64_t off = 0;
+  for (int q = 0; q < R; ++q)
+    for (int e : placement_.experts_on(q))
+      if (shadows(me, e)) {
+        SwiGluMlp& sc = shadow_of(e);
+        auto* g = static_cast<uint8_t*>(send_g.raw()) + off * esize;
+        mem.copy_within(g, sc.up().weight().grad.raw(), 2 * d * f * esize);
+        mem.copy_within(g + 2 * d * f * esize, sc.down().weight().grad.raw(), f * d * esize);
+        off += P;
+      }
+  plane_.all_to_all_rows(send_g, send_cnt, recv_g, recv_cnt, CommPurpose::gradients);
+  // The owner's own gradient is already in; add the shadows' in source-rank order.
+  off = 0;
+  for (int s = 0; s < R; ++s)
+    for (int e : mine)
+      if (shadows(s, e)) {
+        Tensor& gu = bank.experts[e]->up().weight().grad;
+        Tensor& gd = bank.experts[e]->down().weight().grad;
+        ops.add_(gu, recv_g.view(off, gu.shape()));
+        ops.add_(gd, recv_g.view(off + 2 * d * f, gd.shape()));
+        off += P;
+      }
+}
+
 Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertBank& bank,
                               bool keep) {
   const int R = comm_.size(), me = comm_.rank();
@@ -161,12 +342,6 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   const bool host_rows = std::string(plane_.kind()) == "host";
   const int64_t n = x.dim(0), d = x.dim(1);
   const int k = r.k;
-  // The plan is made on the host: a copy of the routing (the router's own on the CPU).
-  const std::vector<int32_t> expert_host = expert_ids(r);
-  std::vector<real> gate_host(static_cast<size_t>(n * k));
-  r.gate.copy_to_host(gate_host.data(), r.gate.bytes());
-  const int32_t* expert = expert_host.data();  // (n·k)
-  const real* gate = gate_host.data();         // (n·k)
   n_ = n;
   k_ = k;
   const std::vector<int>& mine = placement_.experts_on(me);
@@ -181,37 +356,28 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     if (bank.experts[e]) f = bank.experts[e]->hidden();
   if (f <= 0)
     throw std::invalid_argument("MokDispatcher: no expert here and options.expert_hidden unset");
-  const int64_t P = 3 * d * f;  // values per expert: W_up (d, 2f), W_down (f, d)
+
+  device_plan_ = bank.grouped != nullptr && (options_.plan == MokPlanPlace::device ||
+                                             (options_.plan == MokPlanPlace::automatic && !host_rows));
+  if (options_.plan == MokPlanPlace::device && !bank.grouped)
+    throw std::logic_error("MokDispatcher: the device plan needs this rank's experts stacked");
+  if (device_plan_) return forward_device(x, r, bank, keep, f);
+
+  // The plan is made on the host: a copy of the routing (the router's own on the CPU).
+  const std::vector<int32_t> expert_host = expert_ids(r);
+  std::vector<real> gate_host(static_cast<size_t>(n * k));
+  r.gate.copy_to_host(gate_host.data(), r.gate.bytes());
+  const int32_t* expert = expert_host.data();  // (n·k)
+  const real* gate = gate_host.data();         // (n·k)
 
   std::vector<int> owner(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) owner[e] = placement_.owner(e);
 
   // 0. rows this rank would ship per remote expert (a row shared by m experts of one rank
   // counts 1/m to each), the decisions, and everyone's decisions.
-  std::vector<double> rows(static_cast<size_t>(E), 0.0);
-  std::vector<int> per_owner(static_cast<size_t>(R), 0);  // the token's kept slots per rank
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t* ex = expert + t * k;
-    for (int s = 0; s < k; ++s)
-      if (ex[s] >= 0) per_owner[owner[ex[s]]]++;
-    for (int s = 0; s < k; ++s)
-      if (ex[s] >= 0 && owner[ex[s]] != me) rows[ex[s]] += 1.0 / per_owner[owner[ex[s]]];
-    for (int s = 0; s < k; ++s)
-      if (ex[s] >= 0) per_owner[owner[ex[s]]] = 0;
-  }
-  MokCostParams cost = options_.cost;
-  cost.row_value_bytes = static_cast<double>(dtype_size(x.dtype()));  // bf16 rows cost half
-  const MokCostModel model(cost, d, f);
-  std::vector<uint8_t> my_decision = model.decide(rows, owner, me, keep);
+  const std::vector<uint8_t> my_decision = decide(shipped_row_shares(r, owner, me), owner, x.dtype(), d, f, keep);
   // 1. plan: one row per (destination, token) with its entries in slot order (the
   // experts this rank shadows are computed here instead).
-  my_shadowed_.clear();
-  for (int e = 0; e < E; ++e)
-    if (my_decision[e]) {
-      my_shadowed_.push_back(e);
-      log_.shadowed.push_back(e);
-      log_.shadowed_rows.push_back(rows[e]);
-    }
   std::vector<int> shadow_index(static_cast<size_t>(E), -1);
   for (size_t i = 0; i < my_shadowed_.size(); ++i) shadow_index[my_shadowed_[i]] = static_cast<int>(i);
   shadow_pairs_.assign(my_shadowed_.size(), {});
@@ -288,40 +454,8 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   for (int q = 0; q < R; ++q)
     if (q != me) log_.shipped_rows += send_rows_[q];
 
-  // 2. one small all-to-all tells every peer (a) per expert, 2 · (pairs routed to it from
-  // here) + shadow flag — owners learn who shadows their experts, the pair counts price
-  // the classic baseline in the log — (b) how many rows come its way and (c) how many rows
-  // this rank sends in all, so that every rank picks the same chunk count.
-  const int64_t W = E + 2;
-  std::vector<int64_t> head_send(static_cast<size_t>(R * W)), head_recv(static_cast<size_t>(R * W));
-  {
-    std::vector<int64_t> packed(static_cast<size_t>(E), 0);
-    for (int64_t p = 0; p < n * k; ++p)
-      if (expert[p] >= 0) packed[expert[p]] += 2;
-    for (int e = 0; e < E; ++e) packed[e] += my_decision[e];
-    int64_t my_rows = 0;
-    for (int q = 0; q < R; ++q) my_rows += send_rows_[q];
-    for (int q = 0; q < R; ++q) {
-      std::copy(packed.begin(), packed.end(), head_send.begin() + static_cast<ptrdiff_t>(q * W));
-      head_send[static_cast<size_t>(q * W + E)] = send_rows_[q];
-      head_send[static_cast<size_t>(q * W + E + 1)] = my_rows;
-    }
-  }
-  const std::vector<int64_t> head_len(R, W);
-  comm_.all_to_all_v(head_send.data(), head_len, head_recv.data(), head_len, CommPurpose::control);
-  shadow_all_.assign(static_cast<size_t>(R) * E, 0);
-  recv_rows_.assign(R, 0);
-  classic_in_pairs_ = 0;
-  int64_t global_rows = 0;
-  for (int s = 0; s < R; ++s) {
-    for (int e = 0; e < E; ++e) {
-      const int64_t v = head_recv[static_cast<size_t>(s * W + e)];
-      shadow_all_[static_cast<size_t>(s) * E + e] = static_cast<uint8_t>(v & 1);
-      if (s != me && owner[e] == me) classic_in_pairs_ += v >> 1;
-    }
-    recv_rows_[s] = head_recv[static_cast<size_t>(s * W + E)];
-    global_rows += head_recv[static_cast<size_t>(s * W + E + 1)];
-  }
+  // 2. pair counts, decisions and row counts to every peer.
+  const int64_t global_rows = exchange_heads(r.pairs.offsets, my_decision);
   // Chunks pay off only when each carries enough rows (MokOptions::min_chunk_rows).
   chunks_ = host_rows ? std::max(1, options_.overlap_chunks) : 1;  // see the header: one stream
   const int64_t fill = global_rows / (R * std::max<int64_t>(1, options_.min_chunk_rows));
@@ -331,60 +465,9 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   // shadow copies.
   grouped_ = chunks_ == 1 && bank.grouped != nullptr;
   worker_->set_inline(chunks_ == 1);  // one chunk: nothing to overlap worth two thread hand-offs
-  auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
-  bool any_shadow = false;
-  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
 
-  // 3. owners send the weights of shadowed experts: per destination, experts ascending,
-  // W_up then W_down.
-  if (any_shadow) {
-    std::vector<int64_t> send_cnt(R, 0), recv_cnt(R, 0);
-    for (int q = 0; q < R; ++q) {
-      for (int e : mine)
-        if (shadows(q, e)) send_cnt[q] += P;
-      for (int e : placement_.experts_on(q))
-        if (shadows(me, e)) recv_cnt[q] += P;
-    }
-    int64_t send_total = 0, recv_total = 0;
-    for (int q = 0; q < R; ++q) {
-      send_total += send_cnt[q];
-      recv_total += recv_cnt[q];
-    }
-    Allocator& mem = cx.allocator();
-    Tensor send_w = cx.empty({send_total}, kRealDType), recv_w = cx.empty({recv_total}, kRealDType);
-    const int64_t esize = static_cast<int64_t>(sizeof(real));
-    int64_t off = 0;
-    for (int q = 0; q < R; ++q)
-      for (int e : mine)
-        if (shadows(q, e)) {
-          SwiGluMlp& ex = *bank.experts[e];
-          if (ex.up().weight().value.numel() + ex.down().weight().value.numel() != P)
-            throw std::logic_error("MokDispatcher: expert " + std::to_string(e) + " is not (d, f)");
-          auto* w = static_cast<uint8_t*>(send_w.raw()) + off * esize;
-          mem.copy_within(w, ex.up().weight().value.raw(), 2 * d * f * esize);
-          mem.copy_within(w + 2 * d * f * esize, ex.down().weight().value.raw(), f * d * esize);
-          off += P;
-        }
-    plane_.all_to_all_rows(send_w, send_cnt, recv_w, recv_cnt, CommPurpose::weights);
-    off = 0;
-    std::vector<Parameter*> refreshed;
-    for (int q = 0; q < R; ++q)
-      for (int e : placement_.experts_on(q))
-        if (shadows(me, e)) {
-          SwiGluMlp& sc = grouped_ ? *stacked_shadows(d, f, bank).experts.at(e) : shadow_copy(e, d, f);
-          if (grouped_)
-            ever_shadowed_[e] = 1;
-          else
-            match_saved_inputs(sc, bank);
-          const auto* w = static_cast<const uint8_t*>(recv_w.raw()) + off * esize;
-          mem.copy_within(sc.up().weight().value.raw(), w, 2 * d * f * esize);
-          mem.copy_within(sc.down().weight().value.raw(), w + 2 * d * f * esize, f * d * esize);
-          refreshed.push_back(&sc.up().weight());
-          refreshed.push_back(&sc.down().weight());
-          off += P;
-        }
-    ops.refresh_compute_copies(refreshed);  // bf16 copies of the fetched weights, where the device keeps them
-  }
+  // 3. owners send the weights of shadowed experts.
+  fetch_shadow_weights(bank, d, f);
 
   int64_t sent_total = 0, recv_total = 0;
   std::vector<int64_t> send_meta(R), recv_meta(R);
@@ -603,16 +686,15 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
 
 Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate_out) {
   if (!kept_) throw std::logic_error("MokDispatcher::backward without a kept forward");
+  if (device_plan_) return backward_device(dy, bank, dgate_out);
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   Allocator& mem = cx.allocator();
   const int R = comm_.size(), me = comm_.rank();
-  const int E = placement_.experts();
   const int64_t n = n_, d = dy.dim(1);
   const int k = k_;
   const std::vector<int>& mine = placement_.experts_on(me);
   const int L = static_cast<int>(mine.size());
-  auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
   int64_t sent_total = 0, recv_total = 0;
   std::vector<int64_t> send_k(R), recv_k(R);
   for (int q = 0; q < R; ++q) {
@@ -749,53 +831,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
   Tensor got_dgate = cx.empty({sent_total * k}, kRealDType);
   plane_.all_to_all_rows(back_dgate, recv_k, got_dgate, send_k, CommPurpose::control);
 
-  bool any_shadow = false;
-  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
-  if (any_shadow) {
-    const int64_t f = [&] {
-      for (int e : my_shadowed_) return shadow_of(e).hidden();
-      for (int e : mine)
-        if (bank.experts[e]) return bank.experts[e]->hidden();
-      return int64_t{0};
-    }();
-    const int64_t P = 3 * d * f;
-    const int64_t esize = static_cast<int64_t>(sizeof(real));
-    std::vector<int64_t> send_cnt(R, 0), recv_cnt(R, 0);
-    for (int q = 0; q < R; ++q) {
-      for (int e : placement_.experts_on(q))
-        if (shadows(me, e)) send_cnt[q] += P;
-      for (int e : mine)
-        if (shadows(q, e)) recv_cnt[q] += P;
-    }
-    int64_t st = 0, rt = 0;
-    for (int q = 0; q < R; ++q) {
-      st += send_cnt[q];
-      rt += recv_cnt[q];
-    }
-    Tensor send_g = cx.empty({st}, kRealDType), recv_g = cx.empty({rt}, kRealDType);
-    int64_t off = 0;
-    for (int q = 0; q < R; ++q)
-      for (int e : placement_.experts_on(q))
-        if (shadows(me, e)) {
-          SwiGluMlp& sc = shadow_of(e);
-          auto* g = static_cast<uint8_t*>(send_g.raw()) + off * esize;
-          mem.copy_within(g, sc.up().weight().grad.raw(), 2 * d * f * esize);
-          mem.copy_within(g + 2 * d * f * esize, sc.down().weight().grad.raw(), f * d * esize);
-          off += P;
-        }
-    plane_.all_to_all_rows(send_g, send_cnt, recv_g, recv_cnt, CommPurpose::gradients);
-    // The owner's own gradient is already in; add the shadows' in source-rank order.
-    off = 0;
-    for (int s = 0; s < R; ++s)
-      for (int e : mine)
-        if (shadows(s, e)) {
-          Tensor& gu = bank.experts[e]->up().weight().grad;
-          Tensor& gd = bank.experts[e]->down().weight().grad;
-          ops.add_(gu, recv_g.view(off, gu.shape()));
-          ops.add_(gd, recv_g.view(off + 2 * d * f, gd.shape()));
-          off += P;
-        }
-  }
+  return_shadow_gradients(bank, d);
 
   // Shipped groups: the reduced dx at the group's first slot, gate gradients per slot.
   std::vector<int32_t> got_entry;  // entry of got_dgate for each gate gradient after the shadows'

@@ -46,13 +46,18 @@
 // `keep`. Shadow copies are SwiGLU experts that keep their saved inputs the way the layer's
 // own experts do (the same kitten policy and hidden recompute).
 //
-// Devices. The plan (steps 0–2 and the entries of step 4) is made on the host from a host
-// copy of the routing and travels over the control Communicator; rows, weights and their
-// gradients move through the DataPlane of the rank's device, and every row operation is
-// one of the rank's ops (gathers and the slot-order combine), so the same code runs on CPU
-// and GPU ranks. With one chunk, the local experts run as one grouped product over all
-// their rows (the stacked bank); with several, expert by expert as each chunk arrives. On a
-// GPU the chunks would share one stream, so a GPU rank uses one chunk (no overlap yet).
+// Where the plan is made (MokOptions::plan). On the host (every chunk count; CPU ranks by
+// default): from a host copy of the routing, travelling over the control Communicator. On the
+// device (one chunk, a stacked bank; GPU ranks by default): by the rank's ops
+// (Ops::slot_share_counts, ship_rows, sort_pairs of the received entries, scatter_positions),
+// entries and gates travelling through the DataPlane, so that only counts cross to the host
+// (the slot shares for the decisions, rows per destination, rows per local expert). Both
+// places give the same rows in the same order, so the results are bitwise the same (tested).
+// Rows, weights and their gradients always move through the DataPlane of the rank's device,
+// and every row operation is one of the rank's ops. With one chunk, the local experts run as
+// one grouped product over all their rows (the stacked bank); with several, expert by expert
+// as each chunk arrives. On a GPU the chunks would share one stream, so a GPU rank uses one
+// chunk (no overlap yet).
 
 #include <cstdint>
 #include <map>
@@ -60,6 +65,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/ops.h"
 #include "core/parallel/chunk_layout.h"
 #include "core/parallel/comm_worker.h"
 #include "core/parallel/communicator.h"
@@ -71,6 +77,9 @@
 #include "core/real.h"
 
 MOK_NN_BEGIN
+
+// Where a MoK step's plan is made (see the header comment).
+enum class MokPlanPlace { automatic, host, device };
 
 struct MokOptions {
   MokCostParams cost;        // link, compute rate, shadow mode
@@ -86,6 +95,9 @@ struct MokOptions {
   // count, so every rank agrees). A decode step of a few rows would otherwise pay one
   // exchange's latency per chunk for nothing.
   int64_t min_chunk_rows = 64;
+  // automatic: on the device for a device DataPlane (then with one chunk), else on the host.
+  // device forces one chunk on any rank (CPU ranks too: the tests compare both places).
+  MokPlanPlace plan = MokPlanPlace::automatic;
 };
 
 class MokDispatcher final : public ExpertDispatcher {
@@ -112,6 +124,19 @@ class MokDispatcher final : public ExpertDispatcher {
 
  private:
   void check_setup() const;
+  // Steps shared by both plan places. decide: this rank's ship/shadow choice per expert from
+  // the row shares of its remote experts (fills my_shadowed_ and the log's decisions).
+  // exchange_heads: step 2 (shadow_all_, recv_rows_, classic_in_pairs_; returns the rows all
+  // ranks send). fetch_shadow_weights: step 3. return_shadow_gradients: backward's weight
+  // gradients of the shadow copies to their owners, added there in source-rank order.
+  std::vector<uint8_t> decide(const std::vector<double>& rows, const std::vector<int>& owner, DType row_dtype,
+                              int64_t d, int64_t f, bool keep);
+  int64_t exchange_heads(const std::vector<int64_t>& pairs_per_expert, const std::vector<uint8_t>& my_decision);
+  void fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f);
+  void return_shadow_gradients(ExpertBank& bank, int64_t d);
+  // The plan made by the rank's ops (MokPlanPlace::device).
+  Tensor forward_device(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep, int64_t f);
+  Tensor backward_device(const Tensor& dy, ExpertBank& bank, Tensor& dgate);
   SwiGluMlp& shadow_copy(int expert, int64_t d, int64_t f);
   void finish_log(const CommStats& before, bool complete);
   // Chunk c's slice of an all-to-all whose rows lie in `send` (layout ls) and `recv` (lr).
@@ -172,6 +197,21 @@ class MokDispatcher final : public ExpertDispatcher {
   std::vector<int32_t> head_of_;        // (n·k) ≥ 0 where a group starts, −1 elsewhere
   Tensor gate_;                         // (n·k) the routing gates, on the device
   bool kept_ = false;
+
+  // The device plan's step (MokPlanPlace::device), kept for backward.
+  bool device_plan_ = false;
+  ShipRows ship_;               // the rows this rank sent, their entries, gates and pairs
+  Tensor recv_gate_dev_;        // (received rows, k) gates of the received entries
+  PairOrder recv_order_;        // the received entries sorted by local expert (expert-major batch)
+  Tensor shadow_order_;         // (shadowed pairs) i32: the pairs of my_shadowed_, expert-major
+  Tensor row_of_group_;         // (n·k) i32: results row of each group's first slot, −1 elsewhere
+  int64_t shadow_rows_ = 0;
 };
+
+// Rows this rank would ship per remote expert: a token shipped to a rank once for its m
+// experts there costs each of them 1/m of a row (0 for experts of rank `me`). From the
+// slot-share counts of the rank's ops (Ops::slot_share_counts), so the host and the device
+// plan decide alike.
+std::vector<double> shipped_row_shares(const RoutingDecision& routing, const std::vector<int>& owner, int me);
 
 MOK_NN_END

@@ -3,6 +3,8 @@
 #include "core/backend/exec_context.h"
 
 #include <chrono>
+#include <cstdio>
+#include <string>
 
 #include "core/data/batch_sampler.h"
 #include "core/parallel/dispatcher_factory.h"
@@ -29,7 +31,9 @@ TrainStep::TrainStep(const ExperimentConfig& config, const TokenDataset& data, R
       rows_(rc.shard_rows(micro_)),
       row0_(rc.shard_begin(micro_)),
       tokens_(static_cast<size_t>(micro_) * config.data.seq_len),
-      targets_(tokens_.size()) {}
+      targets_(tokens_.size()) {
+  if (rc.leader() && !profile_.warning().empty()) std::fprintf(stderr, "%s\n", profile_.warning().c_str());
+}
 
 TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   const TrainConfig& tc = cfg_.train;
@@ -38,6 +42,8 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   TrainStepResult r;
   if (rc_.data) rc_.data->settle();  // transfers since the last step (an evaluation's) count there
   const CommStats comm_before = rc_.parallel() ? rc_.comm->stats() : CommStats{};
+  Ops& ops = ExecContext::current().ops();
+  profile_.before_step(ops, step + 1);
   const auto t0 = Clock::now();
   model.set_step(step);
   model.zero_grad();
@@ -82,8 +88,10 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   r.grad_norm = sync_and_clip_gradients(rc_, m_.params, tc.grad_clip);
   r.lr = schedule_.lr_at(step);
   m_.adam->step(r.lr);
-  ExecContext::current().ops().synchronize();  // a GPU step has ended when its last kernel has
+  ops.synchronize();  // a GPU step has ended when its last kernel has
   r.step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  profile_.after_step(ops, step + 1, r.step_s,
+                      "rank " + std::to_string(rc_.rank) + " of " + std::to_string(rc_.ranks) + " (" + ops.name() + ")");
   if (rc_.data) rc_.data->settle();  // a GPU plane's transfer time, now that it is known
   if (rc_.parallel()) {
     // Sum the step's figures over ranks (this reduction is not part of the step's traffic).

@@ -14,6 +14,7 @@
 #include "core/config/experiment_config.h"
 #include "core/data/token_dataset.h"
 #include "core/train/lr_schedule.h"
+#include "core/train/op_profile_window.h"
 #include "core/train/rank_context.h"
 #include "core/train/step_cancellation.h"
 #include "core/train/step_figures.h"
@@ -57,6 +58,7 @@ class TrainStep {
   const int rows_;   // this rank's rows of a micro-batch
   const int row0_;   // its first row
   std::vector<int32_t> tokens_, targets_;  // (rows, seq_len) of one micro-batch
+  OpProfileWindow profile_;                // MOK_OP_PROFILE=FIRST:COUNT
 };
 
 }  // namespace mok

@@ -23,7 +23,10 @@ std::vector<OpCheck> run_cuda_op_checks(unsigned long long seed, const std::vect
   std::vector<OpCheck> out;
   if (wanted("elementwise")) check_elementwise(in, out);
   if (wanted("gemm")) check_gemm(in, out);
-  if (wanted("moe")) check_moe_routing(in, out);
+  if (wanted("moe")) {
+    check_moe_routing(in, out);
+    check_mok_plan(in, out);
+  }
   if (wanted("attention")) check_attention(in, out);
   if (wanted("sketch")) check_sketch(in, out);
   if (wanted("kittens")) check_kittens(in, out);

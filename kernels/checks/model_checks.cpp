@@ -305,42 +305,12 @@ void print_model_profile(const std::vector<std::string>& models, int top) {
     try {
       BenchRun run(b);
       for (int step = 0; step < warmup; ++step) run.step(step);
-      run.ops().profiler().set_enabled(true);
+      run.ops().start_op_profile();
       double seconds = 0.0;
       for (int step = warmup; step < warmup + steps; ++step) seconds += run.step(step);
-      run.ops().profiler().set_enabled(false);
-      const auto rows = run.ops().profiler().collect();
-      const double wall_ms = 1e3 * seconds / steps;
-      double ops_ms = 0.0;
-      for (const auto& r : rows) ops_ms += r.ms / steps;
-      double host_ms = 0.0;
-      for (const auto& r : rows) host_ms += r.host_ms / steps;
-      struct Family {
-        double ms = 0, host = 0, before = 0;
-      };
-      std::map<std::string, Family> families;  // by op name, shapes merged
-      for (const auto& r : rows) {
-        Family& f = families[r.label.substr(0, r.label.find(' '))];
-        f.ms += r.ms / steps;
-        f.host += r.host_ms / steps;
-        f.before += r.host_before_ms / steps;
-      }
-      std::vector<std::tuple<double, double, double, std::string>> by_family;
-      for (const auto& [name, f] : families) by_family.emplace_back(f.ms, f.host, f.before, name);
-      std::sort(by_family.rbegin(), by_family.rend());
-      std::printf("\nprofile %s (bf16, %d x %d): %.2f ms per step, %.2f ms in ops, %.2f ms host gaps; host "
-                  "%.2f ms inside ops (profiled steps; events add a little)\n",
-                  b.name, kBenchBatch, kBenchSeq, wall_ms, ops_ms, wall_ms - ops_ms, host_ms);
-      // host ms: host time inside the op; host before: host time between the previous op's
-      // end and this op's start (the model's own work), where the GPU idles if it has caught up.
-      std::printf("  %-24s %9s %7s %9s %11s\n", "op", "ms/step", "%", "host ms", "host before");
-      for (const auto& [ms, host, before, name] : by_family)
-        std::printf("  %-24s %9.3f %7.1f %9.3f %11.3f\n", name.c_str(), ms, 100.0 * ms / wall_ms, host, before);
-      std::printf("  %-56s %7s %9s %7s %9s\n", "op and shape (largest first)", "calls", "ms/step", "%", "host ms");
-      for (int i = 0; i < static_cast<int>(rows.size()) && i < top; ++i)
-        std::printf("  %-56s %7.1f %9.3f %7.1f %9.3f\n", rows[i].label.c_str(),
-                    static_cast<double>(rows[i].calls) / steps, rows[i].ms / steps,
-                    100.0 * rows[i].ms / steps / wall_ms, rows[i].host_ms / steps);
+      char title[96];
+      std::snprintf(title, sizeof title, "%s (bf16, %d x %d)", b.name, kBenchBatch, kBenchSeq);
+      std::fputs(run.ops().op_profile_report(title, steps, seconds, top).c_str(), stdout);
     } catch (const std::exception& e) {
       std::printf("profile %s failed: %s\n", b.name, e.what());
     }

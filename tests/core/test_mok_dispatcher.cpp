@@ -8,7 +8,9 @@
 //    their gradients;
 //  - the step log's saved bytes and local fraction agree with the counters;
 //  - transfers in C chunks on a helper thread (overlap) give the same bits and the same
-//    bytes as the blocking single-chunk order, for every C.
+//    bytes as the blocking single-chunk order, for every C;
+//  - the plan made by the rank's ops (MokPlanPlace::device, what GPU ranks use) gives the
+//    same bits, the same bytes by purpose and the same step log as the host plan.
 #include <QtTest>
 
 #include <algorithm>
@@ -41,6 +43,7 @@ class TestMokDispatcher : public QObject {
   void overlapChunksChangeNoBitNorByte();
   void shadowCopiesKeepInputsLikeTheLayersExperts();
   void fewRowsUseFewerChunks();
+  void devicePlanMatchesHostPlanBitwise();
 };
 
 namespace {
@@ -110,7 +113,9 @@ struct RankRun {
 
 // classic = true runs ClassicDispatcher instead (same harness).
 // chunks = MokOptions::overlap_chunks.
-RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int chunks = 4) {
+// plan = MokOptions::plan.
+RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int chunks = 4,
+                  MokPlanPlace plan = MokPlanPlace::automatic) {
   RankRun run;
   run.result.y.assign(kN * kD, 0);
   run.result.dx.assign(kN * kD, 0);
@@ -133,6 +138,7 @@ RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int c
       opt.cost = MokCostParams{25.0, 0.0, 1e6, mode};
       opt.overlap_chunks = chunks;
       opt.min_chunk_rows = 1;  // this small batch still uses every chunk asked for
+      opt.plan = plan;
       auto md = std::make_unique<MokDispatcher>(comm, place, opt);
       mok = md.get();
       dispatcher = std::move(md);
@@ -441,6 +447,44 @@ void TestMokDispatcher::fewRowsUseFewerChunks() {
     if (m == 64) QCOMPARE(expected, 1);  // 72 tokens: too few rows to split
     if (m == 1) QCOMPARE(expected, 4);
   }
+}
+
+// What GPU ranks run: entries, gates and the expert-major batch from the rank's ops, only
+// counts on the host. Against the host plan with one chunk (the same rows in the same order)
+// and against the default (four chunks on a helper thread).
+void TestMokDispatcher::devicePlanMatchesHostPlanBitwise() {
+  for (int R : {2, 3, 4})
+    for (ShadowMode mode : {ShadowMode::never, ShadowMode::always, ShadowMode::automatic})
+      for (int64_t f : {4, 24}) {
+        const RankRun host = run_ranks(R, mode, f, false, 1, MokPlanPlace::host);
+        const RankRun chunked = run_ranks(R, mode, f, false, 4, MokPlanPlace::host);
+        const RankRun device = run_ranks(R, mode, f, false, 4, MokPlanPlace::device);
+        const QString what = QString("R=%1 mode=%2 f=%3").arg(R).arg(shadow_mode_name(mode)).arg(f);
+        for (const RankRun* ref : {&host, &chunked}) {
+          QVERIFY2(same_bits(device.result.y, ref->result.y), qPrintable("y " + what));
+          QVERIFY2(same_bits(device.result.dx, ref->result.dx), qPrintable("dx " + what));
+          QVERIFY2(same_bits(device.result.dgate, ref->result.dgate), qPrintable("dgate " + what));
+          for (int e = 0; e < kE; ++e)
+            QVERIFY2(same_bits(device.result.expert_grad[e], ref->result.expert_grad[e]), qPrintable("grad " + what));
+        }
+        for (int me = 0; me < R; ++me) {
+          for (CommPurpose p : {CommPurpose::dispatch, CommPurpose::combine, CommPurpose::weights,
+                                CommPurpose::gradients, CommPurpose::control})
+            QVERIFY2(device.stats[me].remote_sent(p) == host.stats[me].remote_sent(p),
+                     qPrintable(what + " bytes of " + comm_purpose_name(p)));
+          const MokStepLog &a = device.logs[me], &b = host.logs[me];
+          QCOMPARE(a.chunks, 1);
+          QCOMPARE(a.pairs, b.pairs);
+          QCOMPARE(a.own_pairs, b.own_pairs);
+          QCOMPARE(a.shadow_pairs, b.shadow_pairs);
+          QCOMPARE(a.shipped_pairs, b.shipped_pairs);
+          QCOMPARE(a.shipped_rows, b.shipped_rows);
+          QVERIFY(a.shadowed == b.shadowed);
+          QCOMPARE(a.bytes_saved, b.bytes_saved);
+        }
+        if (mode == ShadowMode::always) QVERIFY2(!device.logs[0].shadowed.empty(), qPrintable(what));
+        if (mode == ShadowMode::never) QVERIFY2(device.logs[0].shipped_rows > 0, qPrintable(what));
+      }
 }
 
 QTEST_GUILESS_MAIN(TestMokDispatcher)

@@ -11,10 +11,12 @@
 #   4. training throughput of the benchmark MoE shapes on one GPU (batch 16 × 1024) and on
 #      two (batch 32 × 1024, 16 per GPU) with classic, MoK and MoK + the locality router, bf16:
 #      tokens/s (median over the steps after WARMUP), peak device bytes, bytes between the
-#      GPUs per step.
+#      GPUs per step;
+#   5. (part profile) each rank's op profile (MOK_OP_PROFILE, core/train/op_profile_window.h) of
+#      PROFILE_VARIANTS on each shape: device ms per op, NCCL calls by purpose, host gaps.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
-# Settings: PARTS=checks,training,mpi,throughput  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
-#           TPUT_VARIANTS=1gpu,classic,mok,mok_ship,mok_locality
+# Settings: PARTS=checks,training,mpi,throughput,profile  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
+#           TPUT_VARIANTS=1gpu,classic,mok,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
 #           MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
@@ -24,7 +26,7 @@ OUT_DIR="${2:-${OUT:-/tmp/mok-multi-gpu}}"
 SHAPES="${SHAPES:-moe8,moe64}"
 STEPS="${STEPS:-20}"
 WARMUP="${WARMUP:-5}"
-PARTS="${PARTS:-checks,training,mpi,throughput}"
+PARTS="${PARTS:-checks,training,mpi,throughput,profile}"
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 mkdir -p "$OUT_DIR"
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
@@ -140,8 +142,6 @@ print(f"mpirun -np 2 vs two threads: {len(a)} metric values, {'bitwise the same'
 PY
 fi
 
-want throughput || { echo "written under $OUT_DIR"; exit 0; }
-section "throughput: one GPU against two"
 yaml_for() {
   case "$1" in
     moe8) echo "experiments/gpu/moe_8x1024.yaml" ;;
@@ -149,21 +149,43 @@ yaml_for() {
     dense) echo "experiments/gpu/dense_85m.yaml" ;;
   esac
 }
-IFS=',' read -r -a VARIANTS <<< "${TPUT_VARIANTS:-1gpu,classic,mok,mok_ship,mok_locality}"
+variant_args() {  # sets extra=(…): the mok train settings of a variant
+  case "$1" in
+    1gpu) extra=(--set train.batch=16) ;;
+    classic) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl) ;;
+    mok) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok) ;;
+    mok_ship) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok
+                     --set routing.shadow=never) ;;
+    mok_locality) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok
+                         --set routing.policy=locality --set routing.locality_margin=0.05) ;;
+  esac
+}
 IFS=',' read -r -a SHAPE_LIST <<< "$SHAPES"
+
+if want profile; then
+section "op profiles (steps 5-7 of 7)"
+IFS=',' read -r -a PVARIANTS <<< "${PROFILE_VARIANTS:-1gpu,classic,mok}"
+for shape in "${SHAPE_LIST[@]}"; do
+  for variant in "${PVARIANTS[@]}"; do
+    name="profile_${shape}_${variant}"
+    variant_args "$variant"
+    MOK_OP_PROFILE=5:3 timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train "$(yaml_for "$shape")" --json --quiet \
+      --db "$SCRATCH/$name.db" --set parallel.device=cuda --set train.steps=7 \
+      --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" "${extra[@]}" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.txt"
+    echo "$name: exit $?"
+    grep -E "^profile" "$OUT_DIR/$name.txt"
+  done
+done
+fi
+
+want throughput || { echo "written under $OUT_DIR"; exit 0; }
+section "throughput: one GPU against two"
+IFS=',' read -r -a VARIANTS <<< "${TPUT_VARIANTS:-1gpu,classic,mok,mok_ship,mok_locality}"
 for shape in "${SHAPE_LIST[@]}"; do
   yaml="$(yaml_for "$shape")"
   for variant in "${VARIANTS[@]}"; do
     name="tput_${shape}_${variant}"
-    case "$variant" in
-      1gpu) extra=(--set train.batch=16) ;;
-      classic) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl) ;;
-      mok) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok) ;;
-      mok_ship) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok
-                       --set routing.shadow=never) ;;
-      mok_locality) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok
-                           --set routing.policy=locality --set routing.locality_margin=0.05) ;;
-    esac
+    variant_args "$variant"
     timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train "$yaml" --json --quiet --db "$SCRATCH/$name.db" \
       --set parallel.device=cuda --set "train.steps=$((WARMUP + STEPS))" \
       --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" "${extra[@]}" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"

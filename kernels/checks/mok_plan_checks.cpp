@@ -1,0 +1,143 @@
+// The MoK plan's ops on the GPU (kernels/mok_plan.h through CudaOps) against host loops that
+// say what they compute (CpuOps does the same), on fresh random routings with dropped slots:
+// slot-share counts, the rows to ship (counts, tokens, head pairs, entries, gates, pairs),
+// scatter_positions and rows_to_pairs with skipped (−1) positions. All integer or copied
+// values: the GPU must match exactly.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/checks/check_util.h"
+#include "kernels/cuda_ops.h"
+
+namespace mok::cuda {
+
+namespace {
+
+template <typename A>
+double mismatch(const std::vector<A>& a, const std::vector<A>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(A)) != 0;
+  return a.empty() ? 0.0 : static_cast<double>(bad) / static_cast<double>(a.size());
+}
+
+template <typename T>
+mok::Tensor upload(CudaOps& ops, const std::vector<T>& v, mok::DType dtype, std::vector<int64_t> shape) {
+  mok::Tensor t = mok::Tensor::empty(std::move(shape), dtype, ops.allocator());
+  if (!v.empty()) t.copy_from_host(v.data(), static_cast<int64_t>(v.size() * sizeof(T)));
+  return t;
+}
+
+template <typename T>
+std::vector<T> download(const mok::Tensor& t) {
+  std::vector<T> v(static_cast<size_t>(t.bytes() / static_cast<int64_t>(sizeof(T))));
+  if (!v.empty()) t.copy_to_host(v.data(), t.bytes());
+  return v;
+}
+
+void check_one(CheckInputs& in, std::vector<OpCheck>& out, int64_t n, int k, int E, int R) {
+  const std::string tag = "_" + std::to_string(n) + "x" + std::to_string(k) + "_E" + std::to_string(E) + "_R" +
+                          std::to_string(R);
+  // Distinct experts per token (as the router gives), one slot in seven dropped (−1).
+  std::vector<int32_t> ex = in.uniform_int(static_cast<size_t>(n * k), E);
+  const std::vector<int32_t> drop = in.uniform_int(static_cast<size_t>(n * k), 7);
+  for (int64_t t = 0; t < n; ++t)
+    for (int s = 0; s < k; ++s) {
+      int32_t& e = ex[t * k + s];
+      for (int j = 0; j < s; ++j)
+        if (ex[t * k + j] == e) e = (e + 1) % E, j = -1;  // again from the first slot
+      if (drop[t * k + s] == 0) e = -1;
+    }
+  const std::vector<float> gate = in.normal(static_cast<size_t>(n * k));
+  std::vector<int32_t> owner(E), dest(E), local(E);
+  std::vector<int> held(R, 0);
+  const std::vector<int32_t> shadow = in.uniform_int(static_cast<size_t>(E), 4);
+  for (int e = 0; e < E; ++e) {
+    owner[e] = static_cast<int32_t>(int64_t(e) * R / E);
+    local[e] = held[owner[e]]++;
+    dest[e] = shadow[e] == 0 ? -1 : owner[e];  // a quarter shadowed (not shipped)
+  }
+
+  // References.
+  std::vector<int32_t> counts_ref(static_cast<size_t>(E) * k, 0);
+  for (int64_t t = 0; t < n; ++t)
+    for (int s = 0; s < k; ++s) {
+      const int32_t e = ex[t * k + s];
+      if (e < 0) continue;
+      int m = 0;
+      for (int j = 0; j < k; ++j) m += ex[t * k + j] >= 0 && owner[ex[t * k + j]] == owner[e];
+      counts_ref[static_cast<size_t>(e) * k + m - 1]++;
+    }
+  std::vector<int64_t> rows_ref(R, 0);
+  std::vector<int32_t> token_ref, head_ref, entry_ref, pair_ref;
+  std::vector<float> gate_ref;
+  for (int q = 0; q < R; ++q)
+    for (int64_t t = 0; t < n; ++t) {
+      int j = 0;
+      for (int s = 0; s < k; ++s) {
+        const int32_t e = ex[t * k + s];
+        if (e < 0 || dest[e] != q) continue;
+        if (j++ == 0) {
+          token_ref.push_back(static_cast<int32_t>(t));
+          head_ref.push_back(static_cast<int32_t>(t * k + s));
+        }
+        entry_ref.push_back(local[e]);
+        gate_ref.push_back(gate[t * k + s]);
+        pair_ref.push_back(static_cast<int32_t>(t * k + s));
+      }
+      if (j == 0) continue;
+      rows_ref[q]++;
+      for (; j < k; ++j) {
+        entry_ref.push_back(-1);
+        gate_ref.push_back(0.0f);
+        pair_ref.push_back(-1);
+      }
+    }
+
+  CudaOps ops(0);
+  const mok::Tensor d_ex = upload(ops, ex, mok::DType::i32, {n * k});
+  const mok::Tensor d_gate = upload(ops, gate, mok::DType::f32, {n * k});
+  const mok::Tensor d_owner = upload(ops, owner, mok::DType::i32, {E});
+  mok::Tensor d_counts = upload(ops, std::vector<int32_t>(counts_ref.size(), -7), mok::DType::i32,
+                                {static_cast<int64_t>(counts_ref.size())});  // poisoned
+  ops.slot_share_counts(d_ex, d_owner, k, d_counts);
+  out.push_back({"mok_plan.slot_share_counts" + tag, mismatch(download<int32_t>(d_counts), counts_ref), 0.0});
+
+  const mok::ShipRows ship = ops.ship_rows(d_ex, d_gate, upload(ops, dest, mok::DType::i32, {E}),
+                                           upload(ops, local, mok::DType::i32, {E}), k, R);
+  out.push_back({"mok_plan.ship_rows.rows" + tag, mismatch(ship.rows, rows_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.token" + tag, mismatch(download<int32_t>(ship.token), token_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.head_pair" + tag, mismatch(download<int32_t>(ship.head_pair), head_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.entry" + tag, mismatch(download<int32_t>(ship.entry), entry_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.gate" + tag, mismatch(download<float>(ship.gate), gate_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.pair" + tag, mismatch(download<int32_t>(ship.pair), pair_ref), 0.0});
+
+  // scatter_positions of the head pairs into a poisoned (n·k) table; rows_to_pairs of the
+  // entries' gates by their pairs (pads skipped) gives back each shipped slot's gate.
+  std::vector<int32_t> positions_ref(static_cast<size_t>(n * k), -3);
+  for (size_t i = 0; i < head_ref.size(); ++i) positions_ref[head_ref[i]] = 11 + static_cast<int32_t>(i);
+  mok::Tensor d_pos = upload(ops, std::vector<int32_t>(positions_ref.size(), -3), mok::DType::i32, {n * k});
+  ops.scatter_positions(ship.head_pair, 11, d_pos);
+  out.push_back({"mok_plan.scatter_positions" + tag, mismatch(download<int32_t>(d_pos), positions_ref), 0.0});
+  std::vector<float> per_pair_ref(static_cast<size_t>(n * k), 0.0f);
+  for (size_t i = 0; i < pair_ref.size(); ++i)
+    if (pair_ref[i] >= 0) per_pair_ref[pair_ref[i]] = gate_ref[i];
+  mok::Tensor d_per_pair = upload(ops, std::vector<float>(per_pair_ref.size(), 5.0f), mok::DType::f32, {n * k});
+  ops.rows_to_pairs(ship.gate, ship.pair, d_per_pair);
+  out.push_back({"mok_plan.rows_to_pairs_skipping_pads" + tag, mismatch(download<float>(d_per_pair), per_pair_ref),
+                 0.0});
+}
+
+}  // namespace
+
+void check_mok_plan(CheckInputs& in, std::vector<OpCheck>& out) {
+  run_guarded(out, "mok_plan", [&] {
+    check_one(in, out, 16384, 8, 64, 2);
+    check_one(in, out, 3001, 2, 8, 3);
+    check_one(in, out, 7, 4, 12, 4);
+  });
+}
+
+}  // namespace mok::cuda
