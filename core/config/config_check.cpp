@@ -175,7 +175,8 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
     }
   }
   if (p.comm == "nccl" && p.device != "cuda")
-    issue("parallel.comm", "comm nccl needs parallel.device cuda (device is " + p.device + ")");
+    issue("parallel.comm", "nccl moves data between GPUs and needs parallel.device cuda (device is " + p.device +
+                               "); CPU ranks exchange over local or mpi");
   if (t.precision == "bf16" && p.device != "cuda")
     issue("train.precision", "bf16 runs on a GPU only (parallel.device: cuda); the CPU computes in fp32");
   if (!p.device_memory_limit.empty()) {
@@ -189,7 +190,15 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
     if (const std::vector<int> ids = parse_gpu_list(p.gpus); ids.empty()) {
       issue("parallel.gpus", "'" + p.gpus + "' is not a comma list of GPU indices (e.g. `0,1`)");
     } else if (static_cast<int>(ids.size()) != p.ranks) {
-      issue("parallel.gpus", "names " + str(static_cast<int>(ids.size())) + " GPU(s) for parallel.ranks " + str(p.ranks));
+      issue("parallel.gpus", "names " + str(static_cast<int>(ids.size())) + " GPU(s) ('" + p.gpus +
+                                 "') for parallel.ranks " + str(p.ranks) +
+                                 ": name one GPU per rank, or leave it empty for rank r on cuda:r");
+    } else if (p.device == "cuda") {
+      // NCCL takes one rank per GPU: two ranks on one GPU cannot form a communicator.
+      std::vector<int> sorted = ids;
+      std::sort(sorted.begin(), sorted.end());
+      if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+        issue("parallel.gpus", "names GPU " + str(*twice) + " twice ('" + p.gpus + "'): each rank needs a GPU of its own");
     }
   }
 

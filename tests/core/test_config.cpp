@@ -425,7 +425,8 @@ class TestConfig : public QObject {
          "t.yaml:1:20: kittens.layers.7: layer index 7 is out of range: model.layers is 4"},
         {"kittens: {layers: {1: {method: svd}}}\n",
          "t.yaml:1:24: kittens.layers.1.method: must be one of sketch, rsvd, subspace, lowbit; got 'svd'"},
-        {"parallel: {comm: nccl}\n", "t.yaml:1:12: parallel.comm: comm nccl needs parallel.device cuda (device is cpu)"},
+        {"parallel: {comm: nccl}\n", "t.yaml:1:12: parallel.comm: nccl moves data between GPUs and needs parallel.device cuda (device is cpu); "
+         "CPU ranks exchange over local or mpi"},
         {"model: {moe_layers: \"1,9\"}\n", "t.yaml:1:9: model.moe_layers: layer 9 is out of range: model.layers is 4"},
         {"kittens: {bits: 5}\n", "t.yaml:1:11: kittens.bits: must be one of 4, 8; got '5'"},
         {"name: \"\"\n", "t.yaml:1:1: name: must not be empty"},

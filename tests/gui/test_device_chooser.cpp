@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QStandardItemModel>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -54,6 +55,23 @@ QString with_parallel(const ExperimentEditor& editor, const QString& device, con
   c.parallel.device = device.toStdString();
   c.parallel.gpus = gpus.toStdString();
   return QString::fromStdString(experiment_config_to_yaml(c));
+}
+
+QString with_parallel(const ExperimentEditor& editor, const QString& device, int ranks, const QString& comm,
+                      const QString& gpus) {
+  ExperimentConfig c = editor.config();
+  c.parallel.device = device.toStdString();
+  c.parallel.ranks = ranks;
+  c.parallel.comm = comm.toStdString();
+  c.parallel.gpus = gpus.toStdString();
+  return QString::fromStdString(experiment_config_to_yaml(c));
+}
+
+// (key, value) edits as a map, to read one.
+QMap<QString, QString> edit_map(const QList<QPair<QString, QString>>& edits) {
+  QMap<QString, QString> m;
+  for (const auto& [k, v] : edits) m[k] = v;
+  return m;
 }
 
 }  // namespace
@@ -201,6 +219,149 @@ class TestDeviceChooser : public QObject {
     QVERIFY(editor.edit_field("parallel.ranks", "2"));
     QVERIFY2(editor.field("parallel.comm")->issue().contains("nccl"), qPrintable(editor.issues().join("; ")));
     QVERIFY(!editor.is_valid());
+  }
+
+  void placement_edits_keep_device_ranks_and_comm_consistent() {
+    ExperimentConfig c;
+    c.parallel.ranks = 4;
+    c.parallel.comm = "nccl";
+    // Two GPUs from cuda:0: rank r on cuda:r, over NCCL.
+    QMap<QString, QString> e = edit_map(device_placement_edits(c, 0, 2));
+    QCOMPARE(e.value("parallel.device"), QStringLiteral("cuda"));
+    QCOMPARE(e.value("parallel.ranks"), QStringLiteral("2"));
+    QCOMPARE(e.value("parallel.comm"), QStringLiteral("nccl"));
+    QVERIFY(e.contains("parallel.gpus") && e.value("parallel.gpus").isEmpty());
+    // From cuda:1 on, the list names them.
+    e = edit_map(device_placement_edits(c, 1, 3));
+    QCOMPARE(e.value("parallel.gpus"), QStringLiteral("1,2,3"));
+    QCOMPARE(e.value("parallel.ranks"), QStringLiteral("3"));
+    // One GPU: one rank, nothing to exchange over NCCL.
+    e = edit_map(device_placement_edits(c, 1, 1));
+    QCOMPARE(e.value("parallel.gpus"), QStringLiteral("1"));
+    QCOMPARE(e.value("parallel.ranks"), QStringLiteral("1"));
+    QCOMPARE(e.value("parallel.comm"), QStringLiteral("local"));
+    // The CPU: ranks stay (CPU ranks), nccl becomes local, an mpi choice stays.
+    e = edit_map(device_placement_edits(c, -1, 0));
+    QCOMPARE(e.value("parallel.device"), QStringLiteral("cpu"));
+    QVERIFY(!e.contains("parallel.ranks"));
+    QCOMPARE(e.value("parallel.comm"), QStringLiteral("local"));
+    c.parallel.comm = "mpi";
+    QCOMPARE(edit_map(device_placement_edits(c, -1, 0)).value("parallel.comm"), QStringLiteral("mpi"));
+  }
+
+  void two_gpus_chosen_on_the_setup_page_make_a_two_rank_nccl_run() {
+    QTemporaryDir dir;
+    RunManager runs;
+    runs.set_db_path(dir.filePath("runs.db"));
+    SetupPage page(&runs);
+    ExperimentEditor* editor = page.editor();
+    editor->set_device_catalog(two_gpus());
+    page.resize(1400, 900);
+    page.show();
+    DeviceChooser* chooser = editor->device_chooser();
+    QComboBox* combo = chooser->combo();
+    QSpinBox* gpus = chooser->gpu_count();
+    QVERIFY(!gpus->isEnabled());  // the CPU
+    QVERIFY(!chooser->placement_note()->isVisible());
+
+    combo->setCurrentIndex(1);  // cuda:0
+    QVERIFY(gpus->isEnabled());
+    QCOMPARE(gpus->value(), 1);
+    QCOMPARE(gpus->maximum(), 2);
+    QCOMPARE(editor->config().parallel.ranks, 1);
+    QCOMPARE(editor->config().parallel.comm, std::string("local"));
+
+    gpus->setValue(2);
+    const ExperimentConfig& c = editor->config();
+    QCOMPARE(c.parallel.device, std::string("cuda"));
+    QCOMPARE(c.parallel.ranks, 2);
+    QCOMPARE(c.parallel.comm, std::string("nccl"));
+    QCOMPARE(c.parallel.gpus, std::string());  // rank r on cuda:r
+    const ExperimentConfig back = yaml_config(*editor);
+    QCOMPARE(back.parallel.device, std::string("cuda"));
+    QCOMPARE(back.parallel.ranks, 2);
+    QCOMPARE(back.parallel.comm, std::string("nccl"));
+    QCOMPARE(editor->field("parallel.ranks")->value_text(), QStringLiteral("2"));
+    QCOMPARE(editor->field("parallel.comm")->value_text(), QStringLiteral("nccl"));
+    QVERIFY2(editor->is_valid(), qPrintable(editor->issues().join("; ")));
+    QVERIFY(page.launch_button()->isEnabled());
+    QVERIFY(chooser->placement_note()->isVisible());
+    QCOMPARE(chooser->placement_note()->text(), QStringLiteral("2 ranks, one per GPU (cuda:0, cuda:1), exchanging over NCCL"));
+
+    // From cuda:1 there is one GPU left: one rank, cuda:1.
+    combo->setCurrentIndex(2);
+    QCOMPARE(editor->config().parallel.ranks, 1);
+    QCOMPARE(editor->config().parallel.gpus, std::string("1"));
+    QCOMPARE(editor->config().parallel.comm, std::string("local"));
+    QCOMPARE(gpus->maximum(), 1);
+    QVERIFY2(editor->is_valid(), qPrintable(editor->issues().join("; ")));
+
+    // Back to two GPUs, then the CPU: two CPU ranks, over local (NCCL is GPU only).
+    combo->setCurrentIndex(1);
+    gpus->setValue(2);
+    QCOMPARE(editor->config().parallel.comm, std::string("nccl"));
+    combo->setCurrentIndex(0);
+    QCOMPARE(editor->config().parallel.device, std::string("cpu"));
+    QCOMPARE(editor->config().parallel.ranks, 2);
+    QCOMPARE(editor->config().parallel.comm, std::string("local"));
+    QVERIFY2(editor->is_valid(), qPrintable(editor->issues().join("; ")));
+    QVERIFY(!gpus->isEnabled());
+    QCOMPARE(chooser->placement_note()->text(), QStringLiteral("2 ranks on the CPU, exchanging over local"));
+
+    // A YAML naming two GPUs selects cuda:0 and shows 2 GPUs.
+    QString error;
+    QVERIFY2(editor->apply_yaml_text(with_parallel(*editor, "cuda", 2, "nccl", ""), &error), qPrintable(error));
+    QCOMPARE(combo->currentIndex(), 1);
+    QCOMPARE(gpus->value(), 2);
+    QVERIFY2(editor->is_valid(), qPrintable(editor->issues().join("; ")));
+  }
+
+  void multi_gpu_config_problems_say_what_is_wrong() {
+    ExperimentEditor editor;
+    editor.set_device_catalog(two_gpus());
+    QString error;
+    auto issue_at = [&](const QString& key) { return editor.field(key)->issue(); };
+    auto all = [&] { return editor.issues().join("; "); };
+
+    // More GPU ranks than this machine has GPUs.
+    QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cuda", 4, "nccl", ""), &error), qPrintable(error));
+    QVERIFY(!editor.is_valid());
+    QCOMPARE(issue_at("parallel.ranks"),
+             QStringLiteral("4 GPU ranks need 4 GPUs, one each; cuda:2, cuda:3 are not on this machine (it has cuda:0, cuda:1)"));
+    QCOMPARE(editor.device_chooser()->gpu_count()->value(), 4);  // shown as the config has it
+
+    // NCCL on the CPU: the config check refuses the YAML, and the form field says why.
+    QVERIFY(!editor.apply_yaml_text(with_parallel(editor, "cpu", 2, "nccl", ""), &error));
+    QVERIFY2(error.contains("parallel.comm: nccl moves data between GPUs and needs parallel.device cuda (device is cpu)"),
+             qPrintable(error));
+    QVERIFY2(issue_at("parallel.comm").contains("nccl moves data between GPUs"), qPrintable(all()));
+    QVERIFY(!editor.is_valid());
+    // GPU ranks over host memory.
+    QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cuda", 2, "local", ""), &error), qPrintable(error));
+    QVERIFY2(issue_at("parallel.comm").contains("set parallel.comm: nccl"), qPrintable(all()));
+    // A GPU list that does not name one GPU per rank, or names one twice.
+    QVERIFY(!editor.apply_yaml_text(with_parallel(editor, "cuda", 2, "nccl", "1"), &error));
+    QVERIFY2(issue_at("parallel.gpus").contains("names 1 GPU(s) ('1') for parallel.ranks 2: name one GPU per rank"),
+             qPrintable(all()));
+    QVERIFY(!editor.apply_yaml_text(with_parallel(editor, "cuda", 2, "nccl", "0,0"), &error));
+    QVERIFY2(issue_at("parallel.gpus").contains("names GPU 0 twice ('0,0'): each rank needs a GPU of its own"),
+             qPrintable(all()));
+    // The same from the form: a GPU list typed into its field.
+    QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cuda", 2, "nccl", ""), &error), qPrintable(error));
+    QVERIFY(editor.is_valid());
+    editor.edit_field("parallel.gpus", "1,1");
+    QVERIFY(!editor.is_valid());
+    QVERIFY2(issue_at("parallel.gpus").contains("names GPU 1 twice"), qPrintable(all()));
+    // The list that fits.
+    QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cuda", 2, "nccl", "1,0"), &error), qPrintable(error));
+    QVERIFY2(editor.is_valid(), qPrintable(all()));
+    QCOMPARE(editor.device_chooser()->placement_note()->text(),
+             QStringLiteral("2 ranks, one per GPU (cuda:1, cuda:0), exchanging over NCCL"));
+    // A GPU list on the CPU is ignored: a warning, not a problem.
+    QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cpu", 2, "local", "0,1"), &error), qPrintable(error));
+    QVERIFY2(editor.is_valid(), qPrintable(all()));
+    QVERIFY2(editor.warnings().join("; ").contains("parallel.gpus: GPU list '0,1' is ignored"),
+             qPrintable(editor.warnings().join("; ")));
   }
 
   void precision_follows_the_device() {

@@ -44,6 +44,28 @@ static MetricRow row(int64_t step) {
   return r;
 }
 
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// A step of a two-rank run, as train_metric_row writes it: bytes sent between ranks summed
+// over ranks (dispatch s MiB, combine 2s MiB, gradients 3 MiB, and 0.5 MiB of weights and
+// control that only the total holds), time in communication 1.5 + 0.1·s ms.
+static MetricRow two_rank_row(int64_t step) {
+  MetricRow r;
+  r.step = step;
+  r.tokens = step * 512;
+  r.wall_s = step * 0.2;
+  const double s = double(step);
+  r.values = {{"train/loss", 4.0},
+              {"comm/remote_bytes", (3.0 * s + 3.5) * kMiB},
+              {"comm/dispatch_bytes", s * kMiB},
+              {"comm/combine_bytes", 2.0 * s * kMiB},
+              {"comm/grad_bytes", 3.0 * kMiB},
+              {"comm/local_tokens", 1000.0 + s},
+              {"perf/comm_ms", 1.5 + 0.1 * s},
+              {"perf/compute_ms", 40.0}};
+  return r;
+}
+
 class TestLiveDashboard : public QObject {
   Q_OBJECT
 
@@ -78,6 +100,80 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(dash.rows_seen(), 0);
     QCOMPARE(dash.loss_plot()->point_count(0), 0);
     QCOMPARE(dash.heat_map()->row_count(), 0);
+  }
+
+  void comm_plot_shows_bytes_by_purpose_and_time_in_communication() {
+    LiveDashboard dash;
+    dash.resize(1200, 800);
+    dash.show();
+    StreamingPlot* comm = dash.comm_plot();
+    // Nothing yet: the plot says why it is empty.
+    comm->flush();
+    QVERIFY(!comm->shown_empty_note().isEmpty());
+    std::vector<MetricRow> rows;
+    for (int s = 1; s <= 20; ++s) rows.push_back(two_rank_row(s));
+    dash.add_rows(rows);
+    comm->set_robust_autoscale(false);  // min..max, so the range is known exactly
+    comm->flush();
+    QVERIFY(comm->shown_empty_note().isEmpty());
+
+    // The total and each purpose in MiB per step on the left axis; the time on the right.
+    const QStringList bytes = LiveDashboard::comm_byte_curves();
+    QCOMPARE(bytes, (QStringList{"comm/remote_bytes", "comm/dispatch_bytes", "comm/combine_bytes", "comm/grad_bytes",
+                                 "weights + control"}));
+    for (const QString& name : bytes) {
+      const int c = comm->find_curve(name);
+      QVERIFY2(c >= 0, qPrintable(name));
+      QVERIFY2(comm->curve_visible(c), qPrintable(name));
+      QCOMPARE(comm->point_count(c), 20);
+      QCOMPARE(comm->value_axis(c), comm->plot()->yAxis);
+    }
+    const int time = comm->find_curve("perf/comm_ms");
+    QVERIFY(time >= 0);
+    QVERIFY(comm->curve_visible(time));
+    QCOMPARE(comm->point_count(time), 20);
+    QCOMPARE(comm->value_axis(time), comm->plot()->yAxis2);
+    QVERIFY(comm->plot()->yAxis2->visible());
+    QCOMPARE(comm->curve_count(), int(bytes.size()) + 1);  // comm/local_tokens and perf/compute_ms are not drawn here
+    QCOMPARE(comm->find_curve("comm/local_tokens"), -1);
+    QCOMPARE(comm->plot()->yAxis->label(), QStringLiteral("MiB per step (all ranks)"));
+    QCOMPARE(comm->plot()->yAxis2->label(), QStringLiteral("ms per step in communication"));
+
+    auto value = [&](const QString& curve, int i) { return comm->points(comm->find_curve(curve))[size_t(i)].value; };
+    QCOMPARE(value("comm/dispatch_bytes", 4), 5.0);  // step 5
+    QCOMPARE(value("comm/combine_bytes", 4), 10.0);
+    QCOMPARE(value("comm/grad_bytes", 4), 3.0);
+    QCOMPARE(value("comm/remote_bytes", 19), 63.5);  // step 20: 3·20 + 3.5
+    for (int i = 0; i < 20; ++i) QCOMPARE(value("weights + control", i), 0.5);
+    QCOMPARE(value("perf/comm_ms", 0), 1.6);
+    QCOMPARE(value("perf/comm_ms", 19), 3.5);
+    QCOMPARE(comm->points(time)[19].step, int64_t(20));
+
+    // Each axis spans its own values: MiB on the left (not bytes, not ms), ms on the right.
+    const QCPRange left = comm->plot()->yAxis->range(), right = comm->plot()->yAxis2->range();
+    QVERIFY2(left.lower <= 0.5 && left.upper >= 63.5 && left.upper < 100.0,
+             qPrintable(QString("%1..%2").arg(left.lower).arg(left.upper)));
+    QVERIFY2(right.lower <= 1.6 && right.lower > 0.0 && right.upper >= 3.5 && right.upper < 10.0,
+             qPrintable(QString("%1..%2").arg(right.lower).arg(right.upper)));
+    const QString hover = comm->hover_text_at(5);
+    QVERIFY2(hover.contains("weights + control") && hover.contains("perf/comm_ms"), qPrintable(hover));
+  }
+
+  void comm_plot_is_between_gpus_on_a_gpu_run() {
+    LiveDashboard dash;
+    dash.resize(1000, 700);
+    dash.show();
+    QCOMPARE(dash.comm_plot()->title(), QStringLiteral("Between ranks"));
+    dash.set_device("cuda:0", "bf16");
+    dash.comm_plot()->flush();
+    QCOMPARE(dash.comm_plot()->title(), QStringLiteral("Between GPUs"));
+    QVERIFY(dash.comm_plot()->shown_empty_note().contains("one GPU"));
+    dash.clear();  // the device stays until a run sets its own
+    QCOMPARE(dash.comm_plot()->title(), QStringLiteral("Between GPUs"));
+    dash.set_device("cpu", "fp32");
+    dash.comm_plot()->flush();
+    QCOMPARE(dash.comm_plot()->title(), QStringLiteral("Between ranks"));
+    QVERIFY(dash.comm_plot()->shown_empty_note().contains("one rank"));
   }
 
   void memory_axis_and_header_name_the_device() {

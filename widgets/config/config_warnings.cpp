@@ -6,6 +6,10 @@ namespace mok::gui {
 
 std::vector<ConfigIssue> config_warnings(const ExperimentConfig& c) {
   std::vector<ConfigIssue> out;
+  const ParallelConfig& p = c.parallel;
+  if (p.device != "cuda" && !p.gpus.empty())
+    out.push_back({"parallel.gpus", "GPU list '" + p.gpus + "' is ignored: parallel.device is " + p.device +
+                                        ", so every rank computes on the host CPU"});
   const int steps = c.train.steps;
   if (steps <= 0) return out;  // the checks report that
   const std::string run = std::to_string(steps) + " steps";

@@ -1,8 +1,12 @@
 #include "widgets/config/device_chooser.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include <QComboBox>
 #include <QFormLayout>
 #include <QLabel>
+#include <QSpinBox>
 #include <QStandardItemModel>
 
 #include "widgets/config/config_field.h"
@@ -27,6 +31,23 @@ bool entry_enabled(QComboBox* combo, int i) {
 
 }  // namespace
 
+QList<QPair<QString, QString>> device_placement_edits(const ExperimentConfig& config, int first_gpu, int gpu_count) {
+  if (first_gpu < 0) {
+    // CPU ranks exchange host memory (local threads or MPI processes); NCCL is GPU only.
+    const std::string& comm = config.parallel.comm;
+    return {{"parallel.device", "cpu"},
+            {"parallel.gpus", QString()},
+            {"parallel.comm", comm == "nccl" ? QStringLiteral("local") : QString::fromStdString(comm)}};
+  }
+  const int n = std::max(1, gpu_count);
+  QStringList ids;
+  for (int i = 0; i < n; ++i) ids << QString::number(first_gpu + i);
+  return {{"parallel.device", "cuda"},
+          {"parallel.gpus", first_gpu == 0 ? QString() : ids.join(',')},
+          {"parallel.ranks", QString::number(n)},
+          {"parallel.comm", n > 1 ? QStringLiteral("nccl") : QStringLiteral("local")}};
+}
+
 DeviceChooser::DeviceChooser(QWidget* parent) : QWidget(parent) {
   auto* form = new QFormLayout(this);
   form->setContentsMargins(4, 4, 4, 4);
@@ -40,9 +61,25 @@ DeviceChooser::DeviceChooser(QWidget* parent) : QWidget(parent) {
   note_->setStyleSheet("color: #8d6e63;");
   note_->setVisible(false);
   form->addRow(note_);
+  gpu_count_ = new QSpinBox;
+  gpu_count_->setObjectName("gpu_count");
+  gpu_count_->setRange(1, 1);
+  gpu_count_->setKeyboardTracking(false);
+  gpu_count_->setSuffix(tr(" (one rank each)"));
+  gpu_count_->setToolTip(tr("<b>parallel.ranks</b> on the GPU: how many GPUs the run spreads its experts over, "
+                            "from the chosen one on; 2 or more exchange over NCCL (<b>parallel.comm</b>: nccl)"));
+  gpu_count_->setEnabled(false);
+  form->addRow(tr("GPUs"), gpu_count_);
+  placement_ = new QLabel;
+  placement_->setObjectName("placement");
+  placement_->setWordWrap(true);
+  placement_->setStyleSheet("color: #455a64;");
+  placement_->setVisible(false);
+  form->addRow(placement_);
   precision_ = new ConfigField(*find_config_key("train.precision"));
   form->addRow(tr("Precision"), precision_);
   connect(combo_, &QComboBox::currentIndexChanged, this, &DeviceChooser::on_index_changed);
+  connect(gpu_count_, &QSpinBox::valueChanged, this, &DeviceChooser::on_gpu_count_changed);
   set_catalog(DeviceCatalog{});
 }
 
@@ -69,7 +106,16 @@ void DeviceChooser::set_catalog(const DeviceCatalog& catalog) {
   note_->setText(catalog.has_gpu() ? QString() : tr("No GPU: %1").arg(why));
   note_->setVisible(!catalog.has_gpu());
   shown_ = 0;
+  gpu_count_->setRange(1, 1);
+  gpu_count_->setEnabled(false);
+  placement_->setVisible(false);
   setting_ = false;
+}
+
+int DeviceChooser::gpus_from(int first) const {
+  int n = 0;
+  while (catalog_.gpu(first + n)) ++n;
+  return std::max(1, n);
 }
 
 QString DeviceChooser::device_of(int i) const { return combo_->itemData(i, kDeviceRole).toString(); }
@@ -92,7 +138,35 @@ void DeviceChooser::show_config(const ExperimentConfig& config) {
     disable_entry(combo_, i, tr("This machine has no GPU %1").arg(want));
   }
   select(i);
+  show_placement(config);
   setting_ = false;
+}
+
+void DeviceChooser::show_placement(const ExperimentConfig& config) {
+  const bool gpu = config.parallel.device == "cuda";
+  const int ranks = std::max(1, config.parallel.ranks);
+  const int first = rank0_device(config).index;
+  // A config may ask for more GPUs than this machine has: shown as it is (the editor says
+  // what is wrong), while a user's choice goes up to the GPUs there are.
+  gpu_count_->setRange(1, gpu ? std::max(gpus_from(first), ranks) : 1);
+  gpu_count_->setValue(gpu ? ranks : 1);
+  gpu_count_->setEnabled(gpu && catalog_.has_gpu() && entry_enabled(combo_, combo_->currentIndex()));
+  QString text;
+  const QString comm = config.parallel.comm == "nccl" ? QStringLiteral("NCCL") : QString::fromStdString(config.parallel.comm);
+  if (gpu && ranks > 1) {
+    QStringList where;
+    try {
+      for (int r = 0; r < ranks; ++r) where << QString::fromStdString(plan_rank_device(config, r, ranks, r).label());
+    } catch (const std::runtime_error&) {
+      where.clear();  // parallel.gpus does not name one GPU per rank: the editor says so
+    }
+    text = where.isEmpty() ? tr("%1 ranks on GPUs, exchanging over %2").arg(ranks).arg(comm)
+                           : tr("%1 ranks, one per GPU (%2), exchanging over %3").arg(ranks).arg(where.join(", "), comm);
+  } else if (!gpu && ranks > 1) {
+    text = tr("%1 ranks on the CPU, exchanging over %2").arg(ranks).arg(comm);
+  }
+  placement_->setText(text);
+  placement_->setVisible(!text.isEmpty());
 }
 
 void DeviceChooser::select(int i) {
@@ -110,13 +184,22 @@ void DeviceChooser::on_index_changed(int i) {
     select(shown_);
     return;
   }
-  const QString device = device_of(i);
+  emit_choice();
+}
+
+void DeviceChooser::on_gpu_count_changed(int) {
+  if (setting_) return;
+  emit_choice();
+}
+
+void DeviceChooser::emit_choice() {
+  const QString device = device_of(combo_->currentIndex());
   if (device == "cpu") {
-    emit device_chosen(device, QString());
+    emit placement_chosen(-1, 0);
     return;
   }
-  const int index = device.section(':', 1).toInt();
-  emit device_chosen(QStringLiteral("cuda"), index == 0 ? QString() : QString::number(index));
+  const int first = device.section(':', 1).toInt();
+  emit placement_chosen(first, std::clamp(gpu_count_->value(), 1, gpus_from(first)));
 }
 
 }  // namespace mok::gui

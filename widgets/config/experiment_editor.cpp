@@ -1,6 +1,8 @@
 #include "widgets/config/experiment_editor.h"
 
+#include <algorithm>
 #include <cctype>
+#include <stdexcept>
 
 #include <QComboBox>
 #include <QCoreApplication>
@@ -142,8 +144,8 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   side_layout->addWidget(routing_box, 2);
   split->addWidget(scrolled(side));
   for (ConfigField* f : device_->fields()) register_field(f);
-  connect(device_, &DeviceChooser::device_chosen, this, [this](const QString& device, const QString& gpus) {
-    apply_edits({{"parallel.device", device}, {"parallel.gpus", gpus}});
+  connect(device_, &DeviceChooser::placement_chosen, this, [this](int first_gpu, int gpu_count) {
+    apply_edits(device_placement_edits(config_, first_gpu, gpu_count));
   });
   for (ConfigField* f : schedule_->fields()) register_field(f);
   for (ConfigField* f : routing_->fields()) register_field(f);
@@ -391,15 +393,40 @@ void ExperimentEditor::validate() {
     const QString key = QString::fromStdString(issue.key_path);
     if (!edit_errors_.count(key)) add(key, QString::fromStdString(issue.message));
   }
-  // A GPU the catalog lacks (the trainer would find out only when it opens it).
+  // GPUs the catalog lacks (the trainer would find out only when it opens them): rank 0's,
+  // and with more ranks than GPUs, those of the ranks beyond.
   if (config_.parallel.device == "cuda" && catalog_.has_gpu()) {
-    const RankDevice device = rank0_device(config_);
-    if (!catalog_.gpu(device.index)) {
+    const int ranks = std::max(1, config_.parallel.ranks);
+    QStringList missing;
+    bool rank0_missing = false;
+    try {
+      for (int r = 0; r < ranks; ++r) {
+        const RankDevice device = plan_rank_device(config_, r, ranks, r);
+        const QString label = QString::fromStdString(device.label());
+        if (catalog_.gpu(device.index) || missing.contains(label)) continue;
+        missing << label;
+        rank0_missing = rank0_missing || r == 0;
+      }
+    } catch (const std::runtime_error&) {
+      // parallel.gpus does not name one GPU per rank (a config check says so): rank 0's GPU only.
+      const RankDevice device = rank0_device(config_);
+      if (!catalog_.gpu(device.index)) {
+        missing << QString::fromStdString(device.label());
+        rank0_missing = true;
+      }
+    }
+    if (!missing.isEmpty()) {
       QStringList here;
       for (const DeviceDescription& d : catalog_.devices)
         if (!d.device.is_cpu()) here << QString::fromStdString(d.device.str());
-      add(config_.parallel.gpus.empty() ? "parallel.device" : "parallel.gpus",
-          tr("%1 is not on this machine (it has %2)").arg(QString::fromStdString(device.label()), here.join(", ")));
+      const QString key = !config_.parallel.gpus.empty() ? QStringLiteral("parallel.gpus")
+                          : rank0_missing           ? QStringLiteral("parallel.device")
+                                                    : QStringLiteral("parallel.ranks");
+      QString message = missing.size() == 1 ? tr("%1 is not on this machine (it has %2)").arg(missing.front(), here.join(", "))
+                                            : tr("%1 are not on this machine (it has %2)").arg(missing.join(", "), here.join(", "));
+      if (key == "parallel.ranks")
+        message = tr("%1 GPU ranks need %1 GPUs, one each; %2").arg(ranks).arg(message);
+      add(key, message);
     }
   }
   // What the trainer would refuse on this machine (e.g. cuda where no GPU is usable), unless

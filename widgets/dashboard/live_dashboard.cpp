@@ -1,5 +1,6 @@
 #include "widgets/dashboard/live_dashboard.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -37,10 +38,12 @@ bool parse_layer(const std::string& name, const char* prefix, int* layer) {
   return std::sscanf(name.c_str() + n, "%d", layer) == 1;
 }
 
-int curve_for(StreamingPlot* plot, const QString& name) {
+int curve_for(StreamingPlot* plot, const QString& name, CurveAxis axis = CurveAxis::left) {
   int c = plot->find_curve(name);
-  return c >= 0 ? c : plot->add_curve(name);
+  return c >= 0 ? c : plot->add_curve(name, QColor(), axis);
 }
+
+constexpr double kMiB = 1024.0 * 1024.0;
 
 }  // namespace
 
@@ -81,10 +84,14 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   optimizer_->add_curve("train/lr");
   optimizer_->add_curve("train/grad_norm", QColor(), CurveAxis::right);
   optimizer_->set_right_y_label(tr("gradient norm"));
-  comm_ = make(tr("Between ranks"), tr("bytes/step"));
-  for (const char* n : {"comm/remote_bytes", "comm/dispatch_bytes", "comm/combine_bytes", "comm/grad_bytes"}) comm_->add_curve(n);
-  comm_->set_empty_note(tr("nothing recorded:\na run on one rank sends\nno bytes between ranks"));
+  // Bytes sent to other ranks in the step, summed over ranks, by purpose (MiB, left axis);
+  // the time a rank spends inside collectives, waiting for peers included (ms, right axis).
+  comm_ = make(tr("Between ranks"), tr("MiB per step (all ranks)"));
+  for (const QString& n : comm_byte_curves()) comm_->add_curve(n);
+  comm_->add_curve("perf/comm_ms", QColor(), CurveAxis::right);
+  comm_->set_right_y_label(tr("ms per step in communication"));
   validation_->set_empty_note(tr("no evaluation yet:\none comes every train.eval_every\nsteps and after the last"));
+  show_comm_device(QString());
   memory_ = new StackedMemoryPlot;
   memory_->set_title(tr("Memory by category"));
   memory_->set_categories(kMemCategories);
@@ -124,6 +131,18 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   connect(heat_layer_, &QComboBox::currentIndexChanged, this, &LiveDashboard::on_heat_layer_changed);
 }
 
+QStringList LiveDashboard::comm_byte_curves() {
+  return {"comm/remote_bytes", "comm/dispatch_bytes", "comm/combine_bytes", "comm/grad_bytes", QString(kCommRestCurve)};
+}
+
+void LiveDashboard::show_comm_device(const QString& device) {
+  // On a GPU run the ranks are GPUs, and what crosses between them goes over NVLink (or PCIe).
+  const bool gpu = device.startsWith("cuda");
+  comm_->set_title(gpu ? tr("Between GPUs") : tr("Between ranks"));
+  comm_->set_empty_note(gpu ? tr("nothing recorded:\na run on one GPU sends\nno bytes between GPUs")
+                            : tr("nothing recorded:\na run on one rank sends\nno bytes between ranks"));
+}
+
 QList<CoalescedPlot*> LiveDashboard::plots() const {
   return {loss_, validation_, throughput_, memory_, layers_, comm_, heat_, optimizer_};
 }
@@ -133,6 +152,7 @@ void LiveDashboard::set_title(const QString& text) { title_->setText(text); }
 void LiveDashboard::set_device(const QString& device, const QString& precision) {
   device_->setText(device.isEmpty() ? QString() : precision.isEmpty() ? device : device + " · " + precision);
   memory_->set_device(device);
+  show_comm_device(device);
 }
 
 QString LiveDashboard::device_text() const { return device_->text(); }
@@ -170,6 +190,10 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
     double saved_peak = NAN, total_peak = NAN;
     std::map<int, std::map<int, double>> load;  // layer → expert → share
     std::map<int, double> saved;
+    // Total and per-purpose bytes between ranks: what the total holds beyond the purposes
+    // the core names (weights fetched for shadow experts, control messages) is their difference.
+    double comm_total = NAN, comm_named = 0.0;
+    int comm_parts = 0;
     for (const MetricValue& v : row.values) {
       const MetricPoint p{row.step, row.tokens, row.wall_s, v.value};
       const QString name = QString::fromStdString(v.name);
@@ -178,7 +202,13 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
       else if (name == "val/bpb" || name == "val/ppl") validation_->append(validation_->find_curve(name), p);
       else if (name == "perf/tokens_per_s") throughput_->append(0, p);
       else if (name == "train/lr" || name == "train/grad_norm") optimizer_->append(optimizer_->find_curve(name), p);
-      else if (name.startsWith("comm/") && name != "comm/local_tokens") comm_->append(curve_for(comm_, name), p);
+      else if (name.startsWith("comm/") && name.endsWith("_bytes") && name != "comm/bytes_saved") {
+        comm_->append(curve_for(comm_, name), MetricPoint{row.step, row.tokens, row.wall_s, v.value / kMiB});
+        if (name == "comm/remote_bytes") comm_total = v.value;
+        else if (name == "comm/dispatch_bytes" || name == "comm/combine_bytes" || name == "comm/grad_bytes")
+          comm_named += v.value, ++comm_parts;
+      } else if (name == "perf/comm_ms" || (name.startsWith("comm/") && name.endsWith("_ms")))
+        comm_->append(curve_for(comm_, name, CurveAxis::right), p);
       else if (parse_layer(v.name, "mem/saved/layer", &layer)) saved[layer] += v.value;
       else if (name == "mem/peak_saved_activation_bytes") saved_peak = v.value;
       else if (name == "mem/peak_bytes") total_peak = v.value;
@@ -188,6 +218,9 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
       } else if (parse_layer_expert(v.name, &layer, &expert)) load[layer][expert] = v.value;
       else if (parse_layer(v.name, "kittens/rank/layer", &layer)) rank_by_layer_[layer] = v.value, layer_bars_dirty = true;
     }
+    if (std::isfinite(comm_total) && comm_parts == 3)
+      comm_->append(comm_->find_curve(kCommRestCurve),
+                    MetricPoint{row.step, row.tokens, row.wall_s, std::max(0.0, comm_total - comm_named) / kMiB});
     if (have_mem) {
       if (std::isfinite(saved_peak)) mem[size_t(kSavedActivations)] = std::max(mem[size_t(kSavedActivations)], saved_peak);
       memory_->append(MetricPoint{row.step, row.tokens, row.wall_s, 0}, mem, total_peak);

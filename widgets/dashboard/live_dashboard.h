@@ -2,14 +2,16 @@
 // LiveDashboard: every live figure of one run, fed MetricRows on the GUI thread:
 //   loss (train, val) · validation bpb and perplexity (an axis each) · tokens/s · memory by
 //   category at its peak within the step (stacked) · saved-activation MiB and kitten rank
-//   per layer · bytes between ranks · expert-load heat map (one layer at a time) · learning
-//   rate and gradient norm (an axis each).
+//   per layer · bytes between ranks by purpose (MiB per step) with the time spent in
+//   communication (ms per step, the right axis), titled "Between GPUs" on a GPU run ·
+//   expert-load heat map (one layer at a time) · learning rate and gradient norm (an axis each).
 // One PlotControlBar drives all plots (x-axis step/tokens/time, smoothing, log y,
 // outlier-robust autoscale); x zoom is linked across them.
 
 #include <map>
 #include <vector>
 
+#include <QStringList>
 #include <QWidget>
 
 #include "core/events/metric_event.h"
@@ -30,6 +32,12 @@ class LiveDashboard : public QWidget {
   Q_OBJECT
 
  public:
+  // The curve of bytes between ranks that no purpose of the core names (weights fetched for
+  // shadow experts, control messages): comm/remote_bytes less dispatch, combine and gradients.
+  static constexpr const char* kCommRestCurve = "weights + control";
+  // The byte curves of the comm plot, in MiB per step: the total, then by purpose.
+  static QStringList comm_byte_curves();
+
   explicit LiveDashboard(QWidget* parent = nullptr);
 
   void clear();
@@ -58,6 +66,7 @@ class LiveDashboard : public QWidget {
 
  private:
   void on_heat_layer_changed();
+  void show_comm_device(const QString& device);
   void update_layer_bars();
 
   PlotGroup* group_ = nullptr;

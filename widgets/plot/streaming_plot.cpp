@@ -117,6 +117,10 @@ QCPAxis* StreamingPlot::value_axis(int curve) const {
   return curve >= 0 && curve < int(curves_.size()) ? curves_[curve].smooth->valueAxis() : nullptr;
 }
 
+bool StreamingPlot::curve_visible(int curve) const {
+  return curve >= 0 && curve < int(curves_.size()) && curves_[size_t(curve)].visible;
+}
+
 void StreamingPlot::set_curve_visible(int curve, bool on) {
   if (curve < 0 || curve >= int(curves_.size())) return;
   curves_[curve].visible = on;

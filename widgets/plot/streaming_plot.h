@@ -46,6 +46,7 @@ class StreamingPlot : public CoalescedPlot {
   int find_curve(const QString& name) const;  // -1 when absent
   QString curve_name(int curve) const;
   void set_curve_visible(int curve, bool on);
+  bool curve_visible(int curve) const;
   void remove_all_curves();
   void clear_data();
 
