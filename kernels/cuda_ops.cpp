@@ -509,29 +509,24 @@ mok::ShipRows CudaOps::ship_rows(const Tensor& expert, const Tensor& gate, const
   const int64_t n = expert.numel() / k;
   mok::ShipRows out;
   // Counts first (they size the outputs and cross to the host), then the rows.
-  Tensor counts = Tensor::empty({2 * static_cast<int64_t>(ranks)}, DType::i64, *allocator_);
-  int64_t* rows = counts.ptr<int64_t>();
-  cuda::ship_rows(false, expert.ptr<int32_t>(), nullptr, dest.ptr<int32_t>(), nullptr, n, k, ranks, nullptr, rows,
-                  nullptr, nullptr, nullptr, nullptr, nullptr, stream_);
+  const size_t ws_bytes = ship_rows_workspace_bytes(n, ranks);
+  Tensor ws = scratch(ws_bytes);
+  Tensor rows = Tensor::empty({static_cast<int64_t>(ranks)}, DType::i64, *allocator_);
+  cuda::ship_rows_count(expert.ptr<int32_t>(), dest.ptr<int32_t>(), n, k, ranks, ws.raw(), ws_bytes,
+                        rows.ptr<int64_t>(), stream_);
   out.rows.assign(static_cast<size_t>(ranks), 0);
-  counts.view(0, {ranks}).copy_to_host(out.rows.data(), ranks * sizeof(int64_t));
-  std::vector<int64_t> base(static_cast<size_t>(ranks), 0);
+  rows.copy_to_host(out.rows.data(), rows.bytes());
   int64_t total = 0;
-  for (int q = 0; q < ranks; ++q) {
-    base[q] = total;
-    total += out.rows[q];
-  }
-  Tensor base_dev = counts.view(ranks, {ranks});
-  base_dev.copy_from_host(base.data(), ranks * sizeof(int64_t));
+  for (int64_t r : out.rows) total += r;
   out.token = Tensor::empty({total}, DType::i32, *allocator_);
   out.head_pair = Tensor::empty({total}, DType::i32, *allocator_);
   out.entry = Tensor::empty({total, k}, DType::i32, *allocator_);
   out.gate = Tensor::empty({total, k}, DType::f32, *allocator_);
   out.pair = Tensor::empty({total, k}, DType::i32, *allocator_);
   if (total > 0)
-    cuda::ship_rows(true, expert.ptr<int32_t>(), gate.ptr<float>(), dest.ptr<int32_t>(), local_index.ptr<int32_t>(), n,
-                    k, ranks, base_dev.ptr<int64_t>(), nullptr, out.token.ptr<int32_t>(), out.head_pair.ptr<int32_t>(),
-                    out.entry.ptr<int32_t>(), out.gate.ptr<float>(), out.pair.ptr<int32_t>(), stream_);
+    cuda::ship_rows_fill(expert.ptr<int32_t>(), gate.ptr<float>(), dest.ptr<int32_t>(), local_index.ptr<int32_t>(), n,
+                         k, ranks, ws.raw(), out.token.ptr<int32_t>(), out.head_pair.ptr<int32_t>(),
+                         out.entry.ptr<int32_t>(), out.gate.ptr<float>(), out.pair.ptr<int32_t>(), stream_);
   return out;
 }
 

@@ -1,5 +1,9 @@
 #include "kernels/mok_plan.h"
 
+#include <cub/device/device_scan.cuh>
+
+#include <cstdint>
+
 #include <stdexcept>
 #include <string>
 
@@ -10,7 +14,6 @@ namespace mok::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kScanThreads = 1024;  // ship_rows: one block scans all tokens
 
 __global__ void slot_share_counts_kernel(const int32_t* expert, const int32_t* owner, int64_t n, int k,
                                          int32_t* counts) {
@@ -32,57 +35,69 @@ __device__ inline bool ships_to(const int32_t* ex, int k, const int32_t* dest, i
   return false;
 }
 
-// One block. Thread i takes a contiguous run of tokens; per destination, an exclusive scan
-// of the runs' row counts places each run's rows after the earlier runs' (token order).
-__global__ void ship_rows_kernel(bool fill, const int32_t* expert, const float* gate, const int32_t* dest,
-                                 const int32_t* local_index, int64_t n, int k, int R, const int64_t* row_base,
-                                 int64_t* rows, int32_t* token, int32_t* head_pair, int32_t* entry,
-                                 float* entry_gate, int32_t* pair) {
-  __shared__ long long scan[kScanThreads];
-  const int tid = threadIdx.x;
-  const int64_t per = (n + kScanThreads - 1) / kScanThreads;
-  const int64_t t0 = min(n, tid * per), t1 = min(n, t0 + per);
-  for (int q = 0; q < R; ++q) {
-    long long c = 0;
-    for (int64_t t = t0; t < t1; ++t) c += ships_to(expert + t * k, k, dest, q);
-    scan[tid] = c;
-    __syncthreads();
-    for (int off = 1; off < kScanThreads; off <<= 1) {  // inclusive scan, Hillis–Steele
-      const long long v = tid >= off ? scan[tid - off] : 0;
-      __syncthreads();
-      scan[tid] += v;
-      __syncthreads();
+// flag[q·n + t] = 1 when token t ships to rank q.
+__global__ void ship_flags_kernel(const int32_t* expert, const int32_t* dest, int64_t n, int k, int R,
+                                  int32_t* flag) {
+  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (t >= n) return;
+  for (int q = 0; q < R; ++q) flag[q * n + t] = ships_to(expert + t * k, k, dest, q) ? 1 : 0;
+}
+
+// rows[q] from the exclusive scan `place` of the flags: the places where q's block starts and ends.
+__global__ void ship_counts_kernel(const int32_t* flag, const int32_t* place, int64_t n, int R, int64_t* rows) {
+  const int q = threadIdx.x;
+  if (q >= R) return;
+  const int64_t end = q + 1 < R ? int64_t(place[(q + 1) * n]) : int64_t(place[R * n - 1]) + flag[R * n - 1];
+  rows[q] = end - place[q * n];
+}
+
+// One thread per (q, token) that ships: the row at place[q·n + t].
+__global__ void ship_fill_kernel(const int32_t* expert, const float* gate, const int32_t* dest,
+                                 const int32_t* local_index, int64_t n, int k, const int32_t* flag,
+                                 const int32_t* place, int32_t* token, int32_t* head_pair, int32_t* entry,
+                                 float* entry_gate, int32_t* pair, int64_t total) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= total || !flag[i]) return;
+  const int q = static_cast<int>(i / n);
+  const int64_t t = i - int64_t(q) * n, row = place[i];
+  const int32_t* ex = expert + t * k;
+  int j = 0;
+  for (int s = 0; s < k; ++s) {
+    if (ex[s] < 0 || dest[ex[s]] != q) continue;
+    const int64_t p = t * k + s;
+    if (j == 0) {
+      token[row] = static_cast<int32_t>(t);
+      head_pair[row] = static_cast<int32_t>(p);
     }
-    if (!fill) {
-      if (tid == kScanThreads - 1) rows[q] = scan[tid];
-    } else {
-      int64_t row = row_base[q] + (scan[tid] - c);
-      for (int64_t t = t0; t < t1; ++t) {
-        const int32_t* ex = expert + t * k;
-        int j = 0;
-        for (int s = 0; s < k; ++s) {
-          if (ex[s] < 0 || dest[ex[s]] != q) continue;
-          const int64_t p = t * k + s;
-          if (j == 0) {
-            token[row] = static_cast<int32_t>(t);
-            head_pair[row] = static_cast<int32_t>(p);
-          }
-          entry[row * k + j] = local_index[ex[s]];
-          entry_gate[row * k + j] = gate[p];
-          pair[row * k + j] = static_cast<int32_t>(p);
-          ++j;
-        }
-        if (j == 0) continue;
-        for (; j < k; ++j) {
-          entry[row * k + j] = -1;
-          entry_gate[row * k + j] = 0.0f;
-          pair[row * k + j] = -1;
-        }
-        ++row;
-      }
-    }
-    __syncthreads();  // scan[] is rewritten for the next destination
+    entry[row * k + j] = local_index[ex[s]];
+    entry_gate[row * k + j] = gate[p];
+    pair[row * k + j] = static_cast<int32_t>(p);
+    ++j;
   }
+  for (; j < k; ++j) {
+    entry[row * k + j] = -1;
+    entry_gate[row * k + j] = 0.0f;
+    pair[row * k + j] = -1;
+  }
+}
+
+// Workspace: flags (R·n i32), places (R·n i32), then cub's scan storage; 256-byte aligned parts.
+struct ShipWorkspace {
+  int32_t* flag;
+  int32_t* place;
+  void* scan;
+  size_t scan_bytes, total;
+};
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+ShipWorkspace ship_workspace(void* base, int64_t n, int R) {
+  const int64_t m = n * R;
+  size_t scan_bytes = 0;
+  MOK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const int32_t*>(nullptr),
+                                               static_cast<int32_t*>(nullptr), static_cast<int>(m)));
+  auto* b = static_cast<uint8_t*>(base);
+  const size_t part = align256(size_t(m) * sizeof(int32_t));
+  return {reinterpret_cast<int32_t*>(b), reinterpret_cast<int32_t*>(b ? b + part : nullptr), b ? b + 2 * part : nullptr,
+          scan_bytes, 2 * part + align256(scan_bytes)};
 }
 
 __global__ void scatter_positions_kernel(const int32_t* index, int64_t m, int32_t base, int32_t* out) {
@@ -100,12 +115,33 @@ void slot_share_counts(const int32_t* expert, const int32_t* owner, int64_t n, i
   MOK_CUDA_CHECK_LAUNCH();
 }
 
-void ship_rows(bool fill, const int32_t* expert, const float* gate, const int32_t* dest, const int32_t* local_index,
-               int64_t n, int k, int R, const int64_t* row_base, int64_t* rows, int32_t* token, int32_t* head_pair,
-               int32_t* entry, float* entry_gate, int32_t* pair, cudaStream_t stream) {
-  if (R < 1) throw std::invalid_argument("ship_rows: " + std::to_string(R) + " ranks");
-  ship_rows_kernel<<<1, kScanThreads, 0, stream>>>(fill, expert, gate, dest, local_index, n, k, R, row_base, rows,
-                                                   token, head_pair, entry, entry_gate, pair);
+size_t ship_rows_workspace_bytes(int64_t n, int R) { return ship_workspace(nullptr, n, R).total; }
+
+void ship_rows_count(const int32_t* expert, const int32_t* dest, int64_t n, int k, int R, void* ws, size_t ws_bytes,
+                     int64_t* rows, cudaStream_t stream) {
+  if (R < 1) throw std::invalid_argument("ship_rows_count: " + std::to_string(R) + " ranks");
+  if (n * R > int64_t(INT32_MAX)) throw std::invalid_argument("ship_rows_count: more than 2^31 (token, rank) places");
+  if (n <= 0) {
+    MOK_CUDA_CHECK(cudaMemsetAsync(rows, 0, size_t(R) * sizeof(int64_t), stream));
+    return;
+  }
+  ShipWorkspace w = ship_workspace(ws, n, R);
+  if (ws_bytes < w.total) throw std::invalid_argument("ship_rows_count: workspace too small");
+  ship_flags_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(expert, dest, n, k, R, w.flag);
+  MOK_CUDA_CHECK_LAUNCH();
+  MOK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(w.scan, w.scan_bytes, w.flag, w.place, static_cast<int>(n * R), stream));
+  ship_counts_kernel<<<1, 32 * ((R + 31) / 32), 0, stream>>>(w.flag, w.place, n, R, rows);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void ship_rows_fill(const int32_t* expert, const float* gate, const int32_t* dest, const int32_t* local_index,
+                    int64_t n, int k, int R, const void* ws, int32_t* token, int32_t* head_pair, int32_t* entry,
+                    float* entry_gate, int32_t* pair, cudaStream_t stream) {
+  if (n <= 0) return;
+  const ShipWorkspace w = ship_workspace(const_cast<void*>(ws), n, R);
+  ship_fill_kernel<<<blocks_for(n * R, kThreads), kThreads, 0, stream>>>(expert, gate, dest, local_index, n, k, w.flag,
+                                                                          w.place, token, head_pair, entry, entry_gate,
+                                                                          pair, n * R);
   MOK_CUDA_CHECK_LAUNCH();
 }
 

@@ -2,8 +2,8 @@
 // The MoK dispatch plan on the GPU (core/parallel/mok_dispatcher.h), so that only row counts
 // cross to the host. CPU references: CpuOps::slot_share_counts, ship_rows and
 // scatter_positions (core/backend/cpu_ops.cpp). Pairs are p = t·k + s. Integer counts use
-// integer atomics (exact, so the result does not depend on their order); the row plan is a
-// fixed-order scan. Asynchronous on `stream`; nothing is allocated here.
+// integer atomics (exact, so the result does not depend on their order); the rows' places
+// come from an exclusive scan of integer flags. Asynchronous on `stream`; nothing is allocated here.
 
 #include <cuda_runtime.h>
 
@@ -16,14 +16,19 @@ namespace mok::cuda {
 void slot_share_counts(const int32_t* expert, const int32_t* owner, int64_t n, int k, int E, int32_t* counts,
                        cudaStream_t stream);
 
-// Rows to ship per destination rank q < R: tokens with a slot whose expert e has dest[e] = q.
-// Count pass (fill = false): rows (R) i64. Fill pass: with the same inputs, writes each row
-// (destination-major, tokens ascending) at row_base[q] + its rank among q's tokens: token,
-// head_pair, and k entries in slot order (entry = local_index[e], gate, pair), padded with
-// −1 / 0 / −1. One block: a token-order scan over n tokens per destination. gate float.
-void ship_rows(bool fill, const int32_t* expert, const float* gate, const int32_t* dest, const int32_t* local_index,
-               int64_t n, int k, int R, const int64_t* row_base, int64_t* rows, int32_t* token, int32_t* head_pair,
-               int32_t* entry, float* entry_gate, int32_t* pair, cudaStream_t stream);
+// Rows to ship per destination rank q < R: tokens with a slot whose expert e has dest[e] = q,
+// placed destination-major, tokens ascending. Two passes over one workspace:
+//   ship_rows_count  flags per (q, token), their exclusive scan (the rows' places) and the
+//                    rows per destination, rows (R) i64 on the device;
+//   ship_rows_fill   each row at its place: token, head_pair, and k entries in slot order
+//                    (entry = local_index[e], gate, pair), padded with −1 / 0 / −1.
+// The fill reads the workspace the count wrote (same inputs). gate float.
+size_t ship_rows_workspace_bytes(int64_t n, int R);
+void ship_rows_count(const int32_t* expert, const int32_t* dest, int64_t n, int k, int R, void* ws, size_t ws_bytes,
+                     int64_t* rows, cudaStream_t stream);
+void ship_rows_fill(const int32_t* expert, const float* gate, const int32_t* dest, const int32_t* local_index,
+                    int64_t n, int k, int R, const void* ws, int32_t* token, int32_t* head_pair, int32_t* entry,
+                    float* entry_gate, int32_t* pair, cudaStream_t stream);
 
 // out[index[i]] = base + i where index[i] ≥ 0.
 void scatter_positions(const int32_t* index, int64_t m, int32_t base, int32_t* out, cudaStream_t stream);
