@@ -11,6 +11,7 @@
 #include "core/model/parameter.h"
 #include "core/routing/locality_policy.h"
 #include "kernels/adamw.h"
+#include "kernels/cached_attention.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
 #include "kernels/dropped_pairs.h"
@@ -312,6 +313,31 @@ void CudaOps::attention_backward(const Tensor& qkv, const Tensor& d_o, const Ten
   by_type(qkv.dtype(), "attention_backward", [&]<typename T>() {
     flash_attention_backward<T>(static_cast<const T*>(qkv.raw()), static_cast<const T*>(d_o.raw()), lse.ptr<float>(),
                                 o ? static_cast<const T*>(o->raw()) : nullptr, batch, seq, heads, hd, static_cast<T*>(dqkv.raw()), ws.raw(), bytes, stream_);
+  });
+}
+
+void CudaOps::attention_cached(const Tensor& qkv, int n, const std::vector<Tensor*>& k_cache,
+                               const std::vector<Tensor*>& v_cache, const std::vector<int>& pos0, int heads, int hd,
+                               Tensor& o) {
+  const auto timed = profile("attention_cached");
+  const int batch = static_cast<int>(k_cache.size());
+  if (batch == 0) return;
+  // One upload: the caches' addresses (k then v), then the positions.
+  std::vector<uint64_t> table(2 * static_cast<size_t>(batch) + (static_cast<size_t>(batch) + 1) / 2, 0);
+  for (int b = 0; b < batch; ++b) {
+    table[b] = reinterpret_cast<uint64_t>(k_cache[b]->raw());
+    table[batch + b] = reinterpret_cast<uint64_t>(v_cache[b]->raw());
+  }
+  auto* positions = reinterpret_cast<int32_t*>(table.data() + 2 * batch);
+  for (int b = 0; b < batch; ++b) positions[b] = pos0[b];
+  Tensor dev = scratch(table.size() * sizeof(uint64_t));
+  dev.copy_from_host(table.data(), static_cast<int64_t>(table.size() * sizeof(uint64_t)));
+  const auto* base = static_cast<const uint64_t*>(dev.raw());
+  by_type(qkv.dtype(), "attention_cached", [&]<typename T>() {
+    cuda::cached_attention<T>(static_cast<const T*>(qkv.raw()), batch, n, reinterpret_cast<T* const*>(base),
+                              reinterpret_cast<T* const*>(base + batch),
+                              reinterpret_cast<const int32_t*>(base + 2 * batch), heads, hd, static_cast<T*>(o.raw()),
+                              stream_);
   });
 }
 

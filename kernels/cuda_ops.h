@@ -71,6 +71,9 @@ class CudaOps final : public mok::Ops {
                          mok::Tensor* lse) override;
   void attention_backward(const mok::Tensor& qkv, const mok::Tensor& d_o, const mok::Tensor& lse, const mok::Tensor* o,
                           int batch, int seq, int heads, int hd, mok::Tensor& dqkv) override;
+  void attention_cached(const mok::Tensor& qkv, int n, const std::vector<mok::Tensor*>& k_cache,
+                        const std::vector<mok::Tensor*>& v_cache, const std::vector<int>& pos0, int heads, int hd,
+                        mok::Tensor& o) override;
   void swiglu_forward(const mok::Tensor& a, mok::Tensor& h) override;
   void swiglu_backward(const mok::Tensor& a, const mok::Tensor& dh, mok::Tensor& da) override;
   mok::CrossEntropySum cross_entropy(mok::Tensor& logits, const int32_t* targets, bool write_grad) override;

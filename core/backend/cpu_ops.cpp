@@ -141,6 +141,34 @@ void CpuOps::rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int 
   rope_apply(x.data(), rows, ld, heads, seq, pos0, table, inverse);
 }
 
+void CpuOps::attention_cached(const Tensor& qkv, int n, const std::vector<Tensor*>& k_cache,
+                              const std::vector<Tensor*>& v_cache, const std::vector<int>& pos0, int heads, int hd,
+                              Tensor& o) {
+  const int64_t batch = static_cast<int64_t>(k_cache.size()), d = static_cast<int64_t>(heads) * hd;
+  for (int64_t b = 0; b < batch; ++b) {
+    const real* rows = qkv.data() + b * n * 3 * d;
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(k_cache[b]->data() + (pos0[b] + r) * d, rows + r * 3 * d + d, d * sizeof(real));
+      std::memcpy(v_cache[b]->data() + (pos0[b] + r) * d, rows + r * 3 * d + 2 * d, d * sizeof(real));
+    }
+  }
+  // One task per (sequence, head): each writes its own columns of its own rows.
+  parallel_for(batch * heads, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / heads, h = t % heads;
+      AttentionHeadView a;
+      a.q = qkv.data() + b * n * 3 * d + h * hd; a.ldq = 3 * d;
+      a.k = k_cache[b]->data() + h * hd; a.ldk = d;
+      a.v = v_cache[b]->data() + h * hd; a.ldv = d;
+      a.nq = n;
+      a.q_pos0 = pos0[b];
+      a.hd = hd;
+      a.scale = real(1) / std::sqrt(static_cast<real>(hd));
+      attention_head_forward(a, o.data() + b * n * d + h * hd, d, nullptr);
+    }
+  });
+}
+
 void CpuOps::attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o, Tensor* lse) {
   causal_attention_forward(qkv.data(), batch, seq, heads, hd, o.data(), lse ? lse->data() : nullptr);
 }

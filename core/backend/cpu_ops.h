@@ -36,6 +36,9 @@ class CpuOps final : public Ops {
   void attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o, Tensor* lse) override;
   void attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, const Tensor* o,
                           int batch, int seq, int heads, int hd, Tensor& dqkv) override;
+  void attention_cached(const Tensor& qkv, int n, const std::vector<Tensor*>& k_cache,
+                        const std::vector<Tensor*>& v_cache, const std::vector<int>& pos0, int heads, int hd,
+                        Tensor& o) override;
   void swiglu_forward(const Tensor& a, Tensor& h) override;
   void swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) override;
   CrossEntropySum cross_entropy(Tensor& logits, const int32_t* targets, bool write_grad) override;

@@ -126,6 +126,13 @@ class Ops {
                                  Tensor* lse) = 0;
   virtual void attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, const Tensor* o,
                                   int batch, int seq, int heads, int hd, Tensor& dqkv) = 0;
+  // Decoding over KV caches: for each sequence b, n new rows qkv[b·n + r] (RoPE applied) at
+  // positions pos0[b] + r. Their keys and values are written to rows pos0[b] + r of k_cache[b]
+  // and v_cache[b] ((max_len, h·hd) each, in the compute dtype); query row r then attends to
+  // cache rows [0, pos0[b] + r] (keys in order, one fixed reduction order) → o (batch·n, h·hd).
+  virtual void attention_cached(const Tensor& qkv, int n, const std::vector<Tensor*>& k_cache,
+                                const std::vector<Tensor*>& v_cache, const std::vector<int>& pos0, int heads, int hd,
+                                Tensor& o) = 0;
   // SwiGLU: a (n, 2f) = [gate | up] → h (n, f); backward writes da (n, 2f).
   virtual void swiglu_forward(const Tensor& a, Tensor& h) = 0;
   virtual void swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) = 0;

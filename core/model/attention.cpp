@@ -1,5 +1,6 @@
 #include "core/model/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -114,31 +115,23 @@ Tensor Attention::forward_cached_batch(const Tensor& x, int n, const std::vector
                                   std::to_string(cache[b]->k.dim(0)) + " positions; asked for " +
                                   std::to_string(pos0[b] + n));
   }
+  const ExecContext& cx = ExecContext::current();
   Tensor qkv = qkv_.forward(x, false);  // (B·n, 3d)
-  for (int64_t b = 0; b < batch; ++b) {
-    real* rows = qkv.data() + b * n * 3 * d_;
-    rope_apply(rows, n, 3 * d_, 2 * heads_, n, pos0[b], *rope_, false);
-    for (int64_t r = 0; r < n; ++r) {
-      std::memcpy(cache[b]->k.data() + (pos0[b] + r) * d_, rows + r * 3 * d_ + d_, d_ * sizeof(real));
-      std::memcpy(cache[b]->v.data() + (pos0[b] + r) * d_, rows + r * 3 * d_ + 2 * d_, d_ * sizeof(real));
+  if (std::all_of(pos0.begin(), pos0.end(), [&](int p) { return p == pos0[0]; })) {
+    cx.ops().rope_(qkv, batch * n, 3 * d_, 2 * heads_, n, pos0[0], *rope_, false);  // q and k heads
+  } else {
+    for (int64_t b = 0; b < batch; ++b) {
+      Tensor rows = qkv.view(b * n * 3 * d_, {static_cast<int64_t>(n), 3 * d_});
+      cx.ops().rope_(rows, n, 3 * d_, 2 * heads_, n, pos0[b], *rope_, false);
     }
   }
-  Tensor o = Tensor::uninitialized({batch * n, d_});
-  // One task per (sequence, head): each writes its own columns of its own rows.
-  parallel_for(batch * heads_, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / heads_, h = t % heads_;
-      AttentionHeadView a;
-      a.q = qkv.data() + b * n * 3 * d_ + h * hd_; a.ldq = 3 * d_;
-      a.k = cache[b]->k.data() + h * hd_; a.ldk = d_;
-      a.v = cache[b]->v.data() + h * hd_; a.ldv = d_;
-      a.nq = n;
-      a.q_pos0 = pos0[b];
-      a.hd = hd_;
-      a.scale = real(1) / std::sqrt(static_cast<real>(hd_));
-      attention_head_forward(a, o.data() + b * n * d_ + h * hd_, d_, nullptr);
-    }
-  });
+  std::vector<Tensor*> k(static_cast<size_t>(batch)), v(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    k[b] = &cache[b]->k;
+    v[b] = &cache[b]->v;
+  }
+  Tensor o = cx.activation({batch * n, d_});
+  cx.ops().attention_cached(qkv, n, k, v, pos0, heads_, hd_, o);
   return out_.forward(o, false);
 }
 

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/backend/exec_context.h"
+
 MOK_NN_BEGIN
 
 BatchedInferenceSession::BatchedInferenceSession(LanguageModel& model, int batch, int max_len)
@@ -23,9 +25,18 @@ std::vector<real> BatchedInferenceSession::feed(const int32_t* tokens, int n) {
   Tensor logits = model_.forward_cached_batch(tokens, batch_, n, pos0, cache_);  // (batch·n, vocab)
   position_ += n;
   const int64_t vocab = logits.dim(1);
+  // Each sequence's last row, on the host in `real` (a device's logits may be bf16).
+  const ExecContext& cx = ExecContext::current();
+  if (logits.dtype() != kRealDType) {
+    Tensor wide = cx.empty(logits.shape(), kRealDType);
+    cx.ops().convert(logits, wide);
+    logits = std::move(wide);
+  }
+  std::vector<real> all(static_cast<size_t>(logits.numel()));
+  logits.copy_to_host(all.data(), logits.bytes());
   std::vector<real> out(static_cast<size_t>(batch_ * vocab));
   for (int b = 0; b < batch_; ++b) {
-    const real* last = logits.data() + (static_cast<int64_t>(b) * n + n - 1) * vocab;
+    const real* last = all.data() + (static_cast<int64_t>(b) * n + n - 1) * vocab;
     std::copy(last, last + vocab, out.begin() + b * vocab);
   }
   return out;

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/backend/exec_context.h"
 #include "core/backend/rope.h"
 #include "core/model/cross_entropy.h"
 #include "core/model/embedding.h"
@@ -211,9 +212,13 @@ std::vector<LayerKvCache> LanguageModel::make_kv_cache(int max_len) const {
     throw std::invalid_argument("KV cache of " + std::to_string(max_len) + " positions exceeds max_seq_len " +
                                 std::to_string(impl_->options.max_seq_len));
   std::vector<LayerKvCache> cache(impl_->blocks.size());
+  // On the current device, in its compute dtype (zero-filled on the CPU).
+  const ExecContext& cx = ExecContext::current();
   for (auto& c : cache) {
-    c.k = Tensor({max_len, impl_->options.model.d_model});
-    c.v = Tensor({max_len, impl_->options.model.d_model});
+    c.k = cx.device().is_cpu() ? Tensor({max_len, impl_->options.model.d_model})
+                               : cx.activation({max_len, impl_->options.model.d_model});
+    c.v = cx.device().is_cpu() ? Tensor({max_len, impl_->options.model.d_model})
+                               : cx.activation({max_len, impl_->options.model.d_model});
   }
   return cache;
 }

@@ -13,6 +13,8 @@
 #include "core/data/corpus_split.h"
 #include "core/data/token_dataset.h"
 #include "core/data/tokenizer.h"
+#include "core/backend/exec_context.h"
+#include "core/parallel/data_plane.h"
 #include "core/parallel/dispatcher_factory.h"
 #include "core/parallel/expert_placement.h"
 #include "core/parallel/link_model.h"
@@ -23,6 +25,8 @@
 #include "core/model/language_model.h"
 #include "core/tensor/memory_tracker.h"
 #include "core/train/checkpoint.h"
+#include "core/train/rank_device.h"
+#include "core/train/rank_launch.h"
 #include "core/util/counter_rng.h"
 #include "core/util/thread_pool.h"
 
@@ -63,7 +67,8 @@ struct RankOutput {
   std::vector<double> figures;
 };
 
-RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communicator* comm) {
+// local_rank: the rank's index on its host (it picks the GPU of parallel.device cuda).
+RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communicator* comm, int local_rank) {
   const ExperimentConfig& cfg = sh.cfg;
   const int rank = comm ? comm->rank() : 0;
   const int ranks = comm ? comm->size() : 1;
@@ -71,6 +76,13 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   const int first = rank * local;
   const int context = cfg.data.seq_len;
   const bool parallel = comm && ranks > 1 && cfg.model.experts > 0;
+  // The rank's device (parallel.device, parallel.gpus, train.precision), as in training; rows
+  // between GPU ranks move through the device's data plane (NCCL), between CPU ranks as host
+  // messages.
+  const RankDevice device = bind_rank_device(cfg, rank, ranks, local_rank);
+  ScopedExecContext on_device(device.exec());
+  std::unique_ptr<DataPlane> plane;
+  if (parallel && !device.exec().is_cpu()) plane = make_data_plane(*comm, device.exec());
 
   ModelOptions mo;
   mo.model = cfg.model;
@@ -86,7 +98,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   }
   LanguageModel model(mo);
   std::vector<ExpertDispatcher*> dispatchers;
-  if (parallel) dispatchers = install_expert_parallel(model, cfg, *comm, placement);
+  if (parallel) dispatchers = install_expert_parallel(model, cfg, *comm, placement, nullptr, plane.get());
   const std::vector<Parameter*> params = model.parameters();  // null experts skipped
   if (comm && ranks > 1) {
     // A rank holds the dense parameters and its own experts of the full checkpoint.
@@ -97,6 +109,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   } else {
     load_model_weights(sh.dir, params);
   }
+  ExecContext::current().ops().refresh_compute_copies(params);  // bf16 copies of the loaded values (GPU)
   MokDecisionLog mok_log;
   for (ExpertDispatcher* d : dispatchers)
     if (auto* m = dynamic_cast<MokDispatcher*>(d)) m->set_decision_log(&mok_log);
@@ -282,7 +295,7 @@ ParallelGenerateResult generate_parallel(const std::string& checkpoint_dir, cons
     if (comm) comm->set_link(link);
     ThreadPool pool(threads);
     ScopedThreadPool scope(pool);
-    RankOutput mine = run_rank(sh, options, comm);
+    RankOutput mine = run_rank(sh, options, comm, comm ? host_local_rank(comm->rank()) : 0);
     return assemble(sh, options, mine, comm);
   }
   ParallelGenerateResult result;
@@ -293,7 +306,7 @@ ParallelGenerateResult generate_parallel(const std::string& checkpoint_dir, cons
         ScopedMemoryTracker track_rank(tracker);
         ThreadPool pool(threads);
         ScopedThreadPool pool_rank(pool);
-        RankOutput mine = run_rank(sh, options, &c);
+        RankOutput mine = run_rank(sh, options, &c, c.rank());
         ParallelGenerateResult r = assemble(sh, options, mine, &c);
         if (c.rank() == 0) result = std::move(r);
       },

@@ -15,15 +15,6 @@ namespace mok {
 
 namespace {
 
-// The rank's index among the ranks of its host, as MPI launchers tell it (Open MPI, Slurm,
-// MPICH); the world rank when none does (one host).
-int host_local_rank(int world_rank) {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
-    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
-  }
-  return world_rank;
-}
-
 RankContext rank_context(const ExperimentConfig& cfg, Communicator* comm, int local_rank) {
   RankContext rc;
   if (comm) {
@@ -52,6 +43,13 @@ void apply_memory_limit(const ExperimentConfig& cfg, RankContext& rc, MemoryTrac
 }
 
 }  // namespace
+
+int host_local_rank(int world_rank) {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
+  }
+  return world_rank;
+}
 
 bool runs_as_mpi_processes(const ExperimentConfig& config) {
   return config.parallel.comm == "mpi" || (config.parallel.comm == "nccl" && mpi_launch_detected());

@@ -30,6 +30,10 @@ namespace mok {
 // or nccl under such a launcher (NCCL's id then travels over MPI).
 bool runs_as_mpi_processes(const ExperimentConfig& config);
 
+// The rank's index among the ranks of its host, as MPI launchers tell it (Open MPI, Slurm,
+// MPICH); `world_rank` when none does (one host). It picks the rank's GPU.
+int host_local_rank(int world_rank);
+
 // The rank count of a run: the job size under MPI (mpi_comm set), else parallel.ranks.
 int run_rank_count(const ExperimentConfig& config, const Communicator* mpi_comm);
 

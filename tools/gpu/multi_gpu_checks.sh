@@ -12,10 +12,14 @@
 #      two (batch 32 × 1024, 16 per GPU) with classic, MoK and MoK + the locality router, bf16:
 #      tokens/s (median over the steps after WARMUP), peak device bytes, bytes between the
 #      GPUs per step;
-#   5. (part profile) each rank's op profile (MOK_OP_PROFILE, core/train/op_profile_window.h) of
+#   5. (part generate) batched greedy decoding (`mok generate`) of a quickstart checkpoint on
+#      one GPU and on two (classic, MoK) in fp32: the same texts as the CPU; then tokens/s of
+#      batched decoding (GEN_BATCH sequences, GEN_TOKENS new tokens each, bf16) of each shape's
+#      checkpoint on one GPU and on two (classic, MoK);
+#   6. (part profile) each rank's op profile (MOK_OP_PROFILE, core/train/op_profile_window.h) of
 #      PROFILE_VARIANTS on each shape: device ms per op, NCCL calls by purpose, host gaps.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
-# Settings: PARTS=checks,training,mpi,throughput,profile  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
+# Settings: PARTS=checks,training,mpi,generate,throughput,profile  GEN_BATCH=64  GEN_TOKENS=64  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
 #           TPUT_VARIANTS=1gpu,classic,mok,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
 #           MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
@@ -26,7 +30,7 @@ OUT_DIR="${2:-${OUT:-/tmp/mok-multi-gpu}}"
 SHAPES="${SHAPES:-moe8,moe64}"
 STEPS="${STEPS:-20}"
 WARMUP="${WARMUP:-5}"
-PARTS="${PARTS:-checks,training,mpi,throughput,profile}"
+PARTS="${PARTS:-checks,training,mpi,generate,throughput,profile}"
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 mkdir -p "$OUT_DIR"
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
@@ -161,6 +165,53 @@ variant_args() {  # sets extra=(…): the mok train settings of a variant
   esac
 }
 IFS=',' read -r -a SHAPE_LIST <<< "$SHAPES"
+
+if want generate; then
+section "generation: texts on the GPUs against the CPU (fp32), then tokens/s (bf16)"
+G="$SCRATCH/gen"
+mkdir -p "$G"
+timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train experiments/quickstart.yaml --db "$G/q.db" --json --quiet \
+  --set train.steps=20 --set train.eval_every=20 --set train.eval_batches=1 --set logging.checkpoint_dir="$G/q" \
+  --set parallel.device=cpu > "$OUT_DIR/gen_quickstart_train.json" 2>&1
+Q="$(ls -d "$G"/q/*/ 2>/dev/null | head -n 1)"
+gen() {  # name, then mok generate arguments
+  local name="$1"; shift
+  timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" generate "$@" --json --quiet > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+  echo "$name: exit $? $(tail -n 1 "$OUT_DIR/$name.json" | grep -o '"tokens_per_s":[0-9.e+-]*')"
+  [ -s "$OUT_DIR/$name.err" ] && tail -n 2 "$OUT_DIR/$name.err"
+}
+COMMON=(--batch 8 --tokens 48 --prompts-from-data 32 --temperature 0)
+gen gen_cpu "$Q" "${COMMON[@]}" --set parallel.device=cpu
+gen gen_gpu1 "$Q" "${COMMON[@]}" --set parallel.device=cuda --set train.precision=fp32
+gen gen_gpu2_classic "$Q" "${COMMON[@]}" --ranks 2 --dispatcher classic --set parallel.device=cuda --set train.precision=fp32
+gen gen_gpu2_mok "$Q" "${COMMON[@]}" --ranks 2 --dispatcher mok --set parallel.device=cuda --set train.precision=fp32
+python3 - "$OUT_DIR" <<'PY'
+import json, sys
+out = sys.argv[1]
+def texts(name):
+    try:
+        return json.loads(open(f"{out}/{name}.json").read().strip().splitlines()[-1]).get("texts")
+    except Exception as e:
+        return None
+ref = texts("gen_cpu")
+for name in ("gen_gpu1", "gen_gpu2_classic", "gen_gpu2_mok"):
+    t = texts(name)
+    same = ref is not None and t == ref
+    n = sum(a == b for a, b in zip(ref or [], t or []))
+    print(f"{name}: {n} of {len(ref or [])} greedy texts the CPU's ({'ok' if same else 'DIFFERENT'})")
+PY
+for shape in "${SHAPE_LIST[@]}"; do
+  timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train "$(yaml_for "$shape")" --db "$G/$shape.db" --json --quiet \
+    --set parallel.device=cuda --set train.steps=2 --set logging.checkpoint_dir="$G/$shape" > /dev/null 2>&1
+  C="$(ls -d "$G/$shape"/*/ 2>/dev/null | head -n 1)"
+  ARGS=(--batch "${GEN_BATCH:-64}" --tokens "${GEN_TOKENS:-64}" --prompts-from-data 128 --set parallel.device=cuda)
+  gen "gen_${shape}_1gpu" "$C" "${ARGS[@]}"
+  gen "gen_${shape}_classic" "$C" "${ARGS[@]}" --ranks 2 --dispatcher classic
+  gen "gen_${shape}_mok" "$C" "${ARGS[@]}" --ranks 2 --dispatcher mok
+  gen "gen_${shape}_mok_locality" "$C" "${ARGS[@]}" --ranks 2 --dispatcher mok --set routing.policy=locality \
+    --set routing.locality_margin=0.05
+done
+fi
 
 if want profile; then
 section "op profiles (steps 5-7 of 7)"
