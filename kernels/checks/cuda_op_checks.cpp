@@ -27,7 +27,10 @@ std::vector<OpCheck> run_cuda_op_checks(unsigned long long seed, const std::vect
     check_moe_routing(in, out);
     check_mok_plan(in, out);
   }
-  if (wanted("attention")) check_attention(in, out);
+  if (wanted("attention")) {
+    check_attention(in, out);
+    check_cached_attention(in, out);
+  }
   if (wanted("sketch")) check_sketch(in, out);
   if (wanted("kittens")) check_kittens(in, out);
   if (wanted("model")) check_model_training(in, out);
