@@ -25,7 +25,7 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
   // 0. the decisions, from the slot shares (one small wait).
   std::vector<int> owner(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) owner[e] = placement_.owner(e);
-  const std::vector<uint8_t> my_decision = decide(shipped_row_shares(r, owner, me), owner, x.dtype(), d, f, keep);
+  const std::vector<uint8_t> my_decision = decide(r, owner, x.dtype(), d, f, keep);
   std::vector<int32_t> dest(static_cast<size_t>(E)), local(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) {
     const int64_t pairs = off[e + 1] - off[e];

@@ -165,14 +165,25 @@ SwiGluMlp& MokDispatcher::shadow_copy(int expert, int64_t d, int64_t f) {
   return *slot;
 }
 
-std::vector<uint8_t> MokDispatcher::decide(const std::vector<double>& rows, const std::vector<int>& owner,
-                                           DType row_dtype, int64_t d, int64_t f, bool keep) {
+std::vector<uint8_t> MokDispatcher::decide(const RoutingDecision& r, const std::vector<int>& owner, DType row_dtype,
+                                           int64_t d, int64_t f, bool keep) {
+  const int E = static_cast<int>(owner.size()), me = comm_.rank();
   MokCostParams cost = options_.cost;
   cost.row_value_bytes = static_cast<double>(dtype_size(row_dtype));  // bf16 rows cost half
   const MokCostModel model(cost, d, f);
-  std::vector<uint8_t> decision = model.decide(rows, owner, comm_.rank(), keep);
+  // An expert's pairs bound the rows it would ship (a row counts 1/m for m experts of one
+  // rank), and a choice to shadow never turns into one to ship as rows grow: when no expert
+  // would be shadowed even at its bound, none is, and the slot shares (a wait for the
+  // device) are not needed. Small batches (decoding) take this way.
+  std::vector<double> bound(static_cast<size_t>(E), 0.0);
+  for (int e = 0; e < E; ++e)
+    if (owner[e] != me) bound[e] = static_cast<double>(r.pairs.offsets[e + 1] - r.pairs.offsets[e]);
+  std::vector<uint8_t> decision = model.decide(bound, owner, me, keep);
   my_shadowed_.clear();
-  for (int e = 0; e < static_cast<int>(decision.size()); ++e)
+  if (std::none_of(decision.begin(), decision.end(), [](uint8_t v) { return v != 0; })) return decision;
+  const std::vector<double> rows = shipped_row_shares(r, owner, me);
+  decision = model.decide(rows, owner, me, keep);
+  for (int e = 0; e < E; ++e)
     if (decision[e]) {
       my_shadowed_.push_back(e);
       log_.shadowed.push_back(e);
@@ -375,7 +386,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
 
   // 0. rows this rank would ship per remote expert (a row shared by m experts of one rank
   // counts 1/m to each), the decisions, and everyone's decisions.
-  const std::vector<uint8_t> my_decision = decide(shipped_row_shares(r, owner, me), owner, x.dtype(), d, f, keep);
+  const std::vector<uint8_t> my_decision = decide(r, owner, x.dtype(), d, f, keep);
   // 1. plan: one row per (destination, token) with its entries in slot order (the
   // experts this rank shadows are computed here instead).
   std::vector<int> shadow_index(static_cast<size_t>(E), -1);

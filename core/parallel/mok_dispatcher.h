@@ -125,11 +125,12 @@ class MokDispatcher final : public ExpertDispatcher {
  private:
   void check_setup() const;
   // Steps shared by both plan places. decide: this rank's ship/shadow choice per expert from
-  // the row shares of its remote experts (fills my_shadowed_ and the log's decisions).
+  // the row shares of its remote experts (shipped_row_shares, read only when some expert
+  // could be shadowed; fills my_shadowed_ and the log's decisions).
   // exchange_heads: step 2 (shadow_all_, recv_rows_, classic_in_pairs_; returns the rows all
   // ranks send). fetch_shadow_weights: step 3. return_shadow_gradients: backward's weight
   // gradients of the shadow copies to their owners, added there in source-rank order.
-  std::vector<uint8_t> decide(const std::vector<double>& rows, const std::vector<int>& owner, DType row_dtype,
+  std::vector<uint8_t> decide(const RoutingDecision& routing, const std::vector<int>& owner, DType row_dtype,
                               int64_t d, int64_t f, bool keep);
   int64_t exchange_heads(const std::vector<int64_t>& pairs_per_expert, const std::vector<uint8_t>& my_decision);
   void fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f);

@@ -1,7 +1,8 @@
 // MokCostModel: on known token counts it picks the cheaper side of the ship/shadow
 // crossover (≈ 1.5·f rows when the gradient add is negligible), ties go to
 // ship, forced modes are obeyed, own experts are never shadowed, and the decision is the
-// same on every call.
+// same on every call; a choice to shadow never turns into one to ship as rows grow (what
+// MokDispatcher relies on to skip the row shares when no expert could be shadowed).
 #include <QtTest>
 
 #include <cmath>
@@ -18,6 +19,7 @@ class TestMokCostModel : public QObject {
   void computeMovesTheCrossoverLatencyDoesNot();
   void forcedModesAndOwnExperts();
   void parsesModes();
+  void shadowingIsMonotoneInRows();
 };
 
 void TestMokCostModel::crossoverIsOneAndAHalfHidden() {
@@ -89,6 +91,22 @@ void TestMokCostModel::parsesModes() {
   QCOMPARE(parse_shadow_mode("always"), ShadowMode::always);
   QCOMPARE(std::string(shadow_mode_name(ShadowMode::always)), std::string("always"));
   QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_shadow_mode("sometimes"));
+}
+
+void TestMokCostModel::shadowingIsMonotoneInRows() {
+  for (ShadowMode mode : {ShadowMode::automatic, ShadowMode::never, ShadowMode::always})
+    for (bool training : {true, false})
+      for (int64_t f : {int64_t{16}, int64_t{256}, int64_t{1024}}) {
+        const MokCostModel m(MokCostParams{450.0, 3.0, 2e5, mode, 2.0}, 768, f);
+        bool shadowed = false;
+        for (double rows = 0.125; rows < 1e6; rows *= 1.07) {
+          const bool now = m.decide({rows}, {1}, 0, training)[0] != 0;
+          QVERIFY2(!shadowed || now, qPrintable(QString("mode %1, f %2: shadow at fewer rows, ship at %3")
+                                                    .arg(shadow_mode_name(mode)).arg(f).arg(rows)));
+          shadowed = now;
+        }
+        QCOMPARE(shadowed, mode != ShadowMode::never);  // enough rows always pay for a copy
+      }
 }
 
 QTEST_GUILESS_MAIN(TestMokCostModel)
