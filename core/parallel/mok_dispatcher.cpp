@@ -101,7 +101,6 @@ std::vector<double> shipped_row_shares(const RoutingDecision& r, const std::vect
   return rows;
 }
 
-
 MokDispatcher::MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options)
     : own_plane_(std::make_unique<HostDataPlane>(comm)), plane_(*own_plane_), comm_(comm),
       placement_(std::move(placement)), options_(options),

@@ -51,7 +51,8 @@
 // device (one chunk, a stacked bank; GPU ranks by default): by the rank's ops
 // (Ops::slot_share_counts, ship_rows, sort_pairs of the received entries, scatter_positions),
 // entries and gates travelling through the DataPlane, so that only counts cross to the host
-// (the slot shares for the decisions, rows per destination, rows per local expert). Both
+// (the slot shares for the decisions when some expert could be shadowed, rows per
+// destination, rows per local expert). Both
 // places give the same rows in the same order, so the results are bitwise the same (tested).
 // Rows, weights and their gradients always move through the DataPlane of the rank's device,
 // and every row operation is one of the rank's ops. With one chunk, the local experts run as
@@ -132,7 +133,8 @@ class MokDispatcher final : public ExpertDispatcher {
   // gradients of the shadow copies to their owners, added there in source-rank order.
   std::vector<uint8_t> decide(const RoutingDecision& routing, const std::vector<int>& owner, DType row_dtype,
                               int64_t d, int64_t f, bool keep);
-  int64_t exchange_heads(const std::vector<int64_t>& pairs_per_expert, const std::vector<uint8_t>& my_decision);
+  // pairs_offsets: (E + 1) the router's expert-major offsets of this rank's kept pairs.
+  int64_t exchange_heads(const std::vector<int64_t>& pairs_offsets, const std::vector<uint8_t>& my_decision);
   void fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f);
   void return_shadow_gradients(ExpertBank& bank, int64_t d);
   // The plan made by the rank's ops (MokPlanPlace::device).
