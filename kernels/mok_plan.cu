@@ -3,7 +3,6 @@
 #include <cub/device/device_scan.cuh>
 
 #include <cstdint>
-
 #include <stdexcept>
 #include <string>
 
