@@ -1,12 +1,12 @@
 #pragma once
-// JsonValue / parse_json: a small strict JSON reader (RFC 8259) for headers and state files
-// the project writes itself (safetensors headers, trainer_state.json). Numbers keep their
-// text so 64-bit integers round-trip exactly. Errors throw JsonParseError with the byte
-// offset of the problem.
+// JsonValue / parse_json: a strict JSON reader (RFC 8259) for the JSON files that guard a
+// process: safetensors headers, trainer_state.json, Hugging Face config.json,
+// tokenizer.json and index files. The grammar is nlohmann-json's (its SAX parser, which
+// also checks that strings are UTF-8); on top of it this reader refuses duplicate keys,
+// bounds nesting, keeps members in document order and keeps integers exact to 64 bits.
+// Every syntax error throws JsonParseError naming the byte offset (and line and column).
 
 #include <cstdint>
-#include <map>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -17,8 +17,8 @@ namespace mok {
 
 class JsonParseError : public std::runtime_error {
  public:
-  JsonParseError(const std::string& what, size_t offset)
-      : std::runtime_error(what + " at byte " + std::to_string(offset)), offset_(offset) {}
+  // `what` is the whole message, with its place ("JSON at byte 3 (line 1, column 4): …").
+  JsonParseError(const std::string& what, size_t offset) : std::runtime_error(what), offset_(offset) {}
   size_t offset() const { return offset_; }
 
  private:
@@ -53,23 +53,26 @@ class JsonValue {
   // Object member; throws std::runtime_error naming the key when missing.
   const JsonValue& at(std::string_view key) const;
 
-  static JsonValue make_null() { return JsonValue(); }
-  static JsonValue make_bool(bool b);
-  static JsonValue make_number(std::string text);
-  static JsonValue make_string(std::string s);
-  static JsonValue make_array(std::vector<JsonValue> items);
-  static JsonValue make_object(std::vector<std::pair<std::string, JsonValue>> members);
-
  private:
+  friend class JsonTreeBuilder;  // parse_json's SAX handler builds the tree
+  // How the number was written: an integer that fits int64 (negative ones) or uint64, or
+  // anything else (a fraction, an exponent, an integer beyond 64 bits).
+  enum class NumberKind { int64, uint64, other };
+
   Type type_ = Type::null;
   bool bool_ = false;
-  std::string text_;  // string value, or a number's text
+  NumberKind number_kind_ = NumberKind::other;
+  int64_t int_ = 0;    // NumberKind::int64
+  uint64_t uint_ = 0;  // NumberKind::uint64
+  double double_ = 0;  // every number
+  std::string text_;   // string value, or a number's text (for messages)
   std::vector<JsonValue> array_;
   std::vector<std::pair<std::string, JsonValue>> object_;
 };
 
 // Parses one JSON value; trailing whitespace is allowed, anything else is an error.
-// max_depth bounds nesting (malicious headers).
+// max_depth bounds nesting: at most that many arrays and objects inside one another
+// (malicious headers).
 JsonValue parse_json(std::string_view text, int max_depth = 64);
 
 }  // namespace mok

@@ -1,6 +1,13 @@
 #pragma once
 // JsonWriter: builds one JSON object as text, for `--json` output and exports.
 //   JsonWriter j; j.begin_object(); j.key("steps").value(200); j.end_object(); j.str();
+//
+// The reader is nlohmann-json (json_reader.cpp); the writer stays the project's own because
+// its bytes are a contract (DESIGN.md, `--json`; safetensors headers; trainer_state.json):
+// nlohmann's dump() writes the shortest round-trip double (0.1, not %.17g's
+// 0.10000000000000001) and 3.0 for an integral double (here 3), escapes U+0008 as \b
+// (here \u0008), throws on invalid UTF-8 unless told to replace it, and nlohmann::json
+// sorts keys. Any of these would change the output that scripts and tests compare.
 
 #include <cstdint>
 #include <string>

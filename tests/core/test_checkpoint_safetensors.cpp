@@ -1,11 +1,12 @@
 // safetensors files: round trip of F32/I64/U8 tensors and metadata, the on-disk layout
 // (header length, alignment, sorted keys), and clear errors naming the file on truncated
-// files, bad headers and wrong shapes. Also the small JSON reader the header uses.
+// files, bad headers and wrong shapes. Also the JSON reader the header uses (parse_json).
 #include <QtTest>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/train/safetensors.h"
 #include "core/util/json_reader.h"
@@ -171,6 +172,81 @@ class TestCheckpointSafetensors : public QObject {
       QVERIFY_THROWS_EXCEPTION(mok::JsonParseError, mok::parse_json(bad));
     }
     QVERIFY_THROWS_EXCEPTION(mok::JsonParseError, mok::parse_json(std::string(200, '[')));
+  }
+
+  // What a malformed header or state file is told: the place (byte, line, column) and the fault.
+  void jsonReaderErrorsNameThePlace() {
+    // The duplicate names the key and where its second copy starts (an escaped quote inside
+    // the key is not its start).
+    const std::string dup = "{\"a\\\"b\": 1,\n \"a\\\"b\": 2}";  // {"a\"b": 1, ⏎ "a\"b": 2}
+    QCOMPARE(json_error(dup), std::string("JSON at byte 13 (line 2, column 2): duplicate key \"a\"b\""));
+    // Depth: max_depth arrays and objects inside one another are fine, one more is refused at its '['.
+    QCOMPARE(mok::parse_json("[[{\"a\":1}]]", 3).as_array()[0].as_array()[0].at("a").as_int64(), int64_t(1));
+    QCOMPARE(json_error("[[[[1]]]]", 3),
+             std::string("JSON at byte 3 (line 1, column 4): nesting too deep (more than 3 arrays and objects inside "
+                         "one another)"));
+    // Syntax errors: the library's description, at the offending byte.
+    QCOMPARE(json_error("{\"a\" 1}"),
+             std::string("JSON at byte 5 (line 1, column 6): syntax error while parsing object separator - "
+                         "unexpected number literal; expected ':'"));
+    QCOMPARE(json_error("[1,]"), std::string("JSON at byte 3 (line 1, column 4): syntax error while parsing value - "
+                                             "unexpected ']'; expected '[', '{', or a literal"));
+    QCOMPARE(json_error("{"), std::string("JSON at byte 1 (line 1, column 2): syntax error while parsing object key - "
+                                          "unexpected end of input; expected string literal"));
+    // What the lexer had read is quoted, its last 40 bytes, control characters escaped.
+    const std::string long_bad = "[\"" + std::string(100, 'x') + "\x01\"]";
+    QCOMPARE(json_error(long_bad),
+             std::string("JSON at byte 102 (line 1, column 103): syntax error while parsing value - invalid string: "
+                         "control character U+0001 (SOH) must be escaped to \\u0001; last read: '…") +
+                 std::string(32, 'x') + "<U+0001>'");
+  }
+
+  // Checks the reader gained with nlohmann-json's lexer: strings must be UTF-8, numbers finite.
+  void jsonReaderRefusesInvalidUtf8AndOverflow() {
+    // 0xE9 starts a 3-byte sequence; the quote after it (byte 14) is where it breaks.
+    QVERIFY(json_error("{\"name\": \"caf\xe9\"}").find("byte 14") != std::string::npos);
+    QVERIFY(json_error("{\"name\": \"caf\xe9\"}").find("ill-formed UTF-8 byte") != std::string::npos);
+    QVERIFY(json_error("\"\xed\xa0\x80\"").find("ill-formed UTF-8 byte") != std::string::npos);  // a surrogate
+    QVERIFY(json_error("\"\xc0\xaf\"").find("ill-formed UTF-8 byte") != std::string::npos);      // overlong '/'
+    QCOMPARE(mok::parse_json("\"caf\xc3\xa9\"").as_string(), std::string("caf\xc3\xa9"));
+    QCOMPARE(json_error("[1e400]"), std::string("JSON at byte 5 (line 1, column 6): number overflow parsing '1e400'"));
+    // Integers: exact to 64 bits, beyond that an error naming the number when read as one.
+    const mok::JsonValue n = mok::parse_json("[18446744073709551615, -9223372036854775808, 18446744073709551616, 1.5]");
+    QCOMPARE(n.as_array()[0].as_uint64(), uint64_t(18446744073709551615ull));
+    QCOMPARE(n.as_array()[1].as_int64(), std::numeric_limits<int64_t>::min());
+    QVERIFY(throws_with([&] { n.as_array()[0].as_int64(); }, "integer out of range: 18446744073709551615"));
+    QVERIFY(throws_with([&] { n.as_array()[1].as_uint64(); }, "expected a non-negative integer"));
+    QVERIFY(throws_with([&] { n.as_array()[2].as_uint64(); }, "integer out of range: 18446744073709551616"));
+    QVERIFY(throws_with([&] { n.as_array()[3].as_int64(); }, "expected an integer, found 1.5"));
+    QCOMPARE(n.as_array()[3].as_double(), 1.5);
+    // A header with a non-UTF-8 tensor name is refused naming the file.
+    std::string header = "{\"w\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+    uint64_t len = header.size();
+    const std::string bad = (dir_.path() + "/latin1.safetensors").toStdString();
+    spit(bad, std::string(reinterpret_cast<const char*>(&len), 8) + header + "x");
+    QVERIFY(throws_naming([&] { SafeTensorsFile::read(bad); }, bad, "ill-formed UTF-8 byte"));
+  }
+
+ private:
+  // The message of the JsonParseError that parsing `text` throws ("no error" when none).
+  static std::string json_error(std::string_view text, int max_depth = 64) {
+    try {
+      mok::parse_json(text, max_depth);
+    } catch (const mok::JsonParseError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+
+  template <class Fn>
+  static bool throws_with(Fn fn, const std::string& needle) {
+    try {
+      fn();
+    } catch (const std::runtime_error& e) {
+      if (std::string(e.what()).find(needle) != std::string::npos) return true;
+      qWarning("message: %s", e.what());
+    }
+    return false;
   }
 };
 
