@@ -28,6 +28,8 @@ MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step
     v.push_back({"comm/dispatch_bytes", f.dispatch_bytes});
     v.push_back({"comm/combine_bytes", f.combine_bytes});
     v.push_back({"comm/grad_bytes", f.grad_bytes});
+    v.push_back({"comm/weight_bytes", f.weight_bytes});
+    v.push_back({"comm/control_bytes", f.control_bytes});
     v.push_back({"comm/local_tokens", f.local_pairs});
     v.push_back({"perf/comm_ms", f.comm_s / R * 1e3});
     v.push_back({"perf/compute_ms", (f.step_s - f.comm_s) / R * 1e3});

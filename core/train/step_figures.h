@@ -18,8 +18,11 @@ struct StepFigures {
   double dropped = 0.0;      // (token, expert) pairs dropped by the capacity factor
   double local_pairs = 0.0;  // routed pairs whose expert lives on the token's own rank
   std::vector<std::vector<double>> load;  // [MoE layer][expert] pairs routed (this rank's tokens)
-  // Traffic and time, this rank.
+  // Traffic and time, this rank. Bytes sent to other ranks: all purposes, then one field per
+  // CommPurpose (weights: shadow copies' weights and parameter broadcasts; control: counts,
+  // gates, scalars); the five add up to remote_bytes.
   double remote_bytes = 0.0, dispatch_bytes = 0.0, combine_bytes = 0.0, grad_bytes = 0.0;
+  double weight_bytes = 0.0, control_bytes = 0.0;
   double comm_s = 0.0;       // wall time inside collectives (waiting for peers included)
   double modeled_s = 0.0;    // emulated link time (LinkModel)
   double step_s = 0.0;       // wall time of the step

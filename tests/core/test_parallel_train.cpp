@@ -8,6 +8,8 @@
 //   - the comm/* counters equal what the routed pairs and the dense parameters imply, and,
 //     on the model itself, the dispatcher's byte counters equal an independent count of the
 //     routed pairs taken from the routing decisions;
+//   - the per-purpose counters add up to comm/remote_bytes; shadow weights are fetched with
+//     MoK (whole experts) and never with classic dispatch; both send control bytes;
 //   - a run stopped at step 20 and resumed from its (gathered) checkpoint continues with
 //     bitwise the metrics of an uninterrupted one.
 #include <QtTest>
@@ -284,6 +286,40 @@ class TestParallelTrain : public QObject {
       QVERIFY(rec.value(step, "perf/compute_ms") > 0.0);
     }
     QCOMPARE(static_cast<double>(r.comm_bytes_remote), total_remote);
+  }
+
+  // Every purpose has its metric, and they add up to the total. Classic dispatch fetches no
+  // weights (the parameter broadcast is before step 1) but sends routing counts and the norm
+  // (control). MoK with shadow: always copies every remote expert that has rows here: each
+  // copy is one expert's 3·d·h values, at most (E − E/R) per rank and MoE layer.
+  void weightAndControlBytesByPurpose() {
+    const int R = 2;
+    const double expert_bytes = 3.0 * 32 * 32 * 4;
+    const double max_weight_bytes = 2.0 * R * (8 - 8 / R) * expert_bytes;  // layers · ranks · remote experts
+    for (const char* dispatcher : {"classic", "mok"}) {
+      mok::ExperimentConfig c = tiny(R, std::string("purposes-") + dispatcher);
+      c.train.steps = 4;
+      c.train.eval_every = 0;
+      c.routing.dispatcher = dispatcher;
+      c.routing.shadow = "always";
+      Recorder rec;
+      QCOMPARE(run(c, rec, no_checkpoints()).status, RunStatus::finished);
+      const bool is_mok = std::strcmp(dispatcher, "mok") == 0;
+      for (int64_t step = 1; step <= 4; ++step) {
+        const double weights = rec.value(step, "comm/weight_bytes"), control = rec.value(step, "comm/control_bytes");
+        qInfo("%s step %lld: weight_bytes %.0f, control_bytes %.0f", dispatcher, static_cast<long long>(step), weights, control);
+        if (is_mok) {
+          QVERIFY(weights > 0 && weights <= max_weight_bytes);
+          QCOMPARE(std::fmod(weights, expert_bytes), 0.0);  // whole experts
+        } else {
+          QCOMPARE(weights, 0.0);
+        }
+        QVERIFY(control > 0);
+        QCOMPARE(rec.value(step, "comm/remote_bytes"),
+                 rec.value(step, "comm/dispatch_bytes") + rec.value(step, "comm/combine_bytes") +
+                     rec.value(step, "comm/grad_bytes") + weights + control);
+      }
+    }
   }
 
   // On the model: replicas over R local ranks with a dispatcher that records the routing

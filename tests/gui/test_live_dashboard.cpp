@@ -47,8 +47,8 @@ static MetricRow row(int64_t step) {
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // A step of a two-rank run, as train_metric_row writes it: bytes sent between ranks summed
-// over ranks (dispatch s MiB, combine 2s MiB, gradients 3 MiB, and 0.5 MiB of weights and
-// control that only the total holds), time in communication 1.5 + 0.1·s ms.
+// over ranks (dispatch s MiB, combine 2s MiB, gradients 3 MiB, shadow weights 0.25·s MiB,
+// control 0.125 MiB; the total their sum), time in communication 1.5 + 0.1·s ms.
 static MetricRow two_rank_row(int64_t step) {
   MetricRow r;
   r.step = step;
@@ -56,10 +56,12 @@ static MetricRow two_rank_row(int64_t step) {
   r.wall_s = step * 0.2;
   const double s = double(step);
   r.values = {{"train/loss", 4.0},
-              {"comm/remote_bytes", (3.0 * s + 3.5) * kMiB},
+              {"comm/remote_bytes", (3.25 * s + 3.125) * kMiB},
               {"comm/dispatch_bytes", s * kMiB},
               {"comm/combine_bytes", 2.0 * s * kMiB},
               {"comm/grad_bytes", 3.0 * kMiB},
+              {"comm/weight_bytes", 0.25 * s * kMiB},
+              {"comm/control_bytes", 0.125 * kMiB},
               {"comm/local_tokens", 1000.0 + s},
               {"perf/comm_ms", 1.5 + 0.1 * s},
               {"perf/compute_ms", 40.0}};
@@ -85,6 +87,10 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(dash.validation_plot()->point_count(dash.validation_plot()->find_curve("val/bpb")), 5);
     QCOMPARE(dash.throughput_plot()->point_count(0), 50);
     QCOMPARE(dash.comm_plot()->point_count(dash.comm_plot()->find_curve("comm/remote_bytes")), 50);
+    // Rows with only the total (a run stored before weights and control were recorded): the
+    // purposes stay empty, nothing is derived from the total.
+    for (const char* purpose : {"comm/dispatch_bytes", "comm/weight_bytes", "comm/control_bytes"})
+      QCOMPARE(dash.comm_plot()->point_count(dash.comm_plot()->find_curve(purpose)), 0);
     QCOMPARE(dash.memory_plot()->row_count(), 50);
     QCOMPARE(dash.memory_plot()->last_total_mib(), 3.0);  // peak is not a category
     const std::vector<double> bars = dash.layer_plot()->bar_values();
@@ -120,7 +126,7 @@ class TestLiveDashboard : public QObject {
     // The total and each purpose in MiB per step on the left axis; the time on the right.
     const QStringList bytes = LiveDashboard::comm_byte_curves();
     QCOMPARE(bytes, (QStringList{"comm/remote_bytes", "comm/dispatch_bytes", "comm/combine_bytes", "comm/grad_bytes",
-                                 "weights + control"}));
+                                 "comm/weight_bytes", "comm/control_bytes"}));
     for (const QString& name : bytes) {
       const int c = comm->find_curve(name);
       QVERIFY2(c >= 0, qPrintable(name));
@@ -143,20 +149,23 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(value("comm/dispatch_bytes", 4), 5.0);  // step 5
     QCOMPARE(value("comm/combine_bytes", 4), 10.0);
     QCOMPARE(value("comm/grad_bytes", 4), 3.0);
-    QCOMPARE(value("comm/remote_bytes", 19), 63.5);  // step 20: 3·20 + 3.5
-    for (int i = 0; i < 20; ++i) QCOMPARE(value("weights + control", i), 0.5);
+    QCOMPARE(value("comm/remote_bytes", 19), 68.125);  // step 20: 3.25·20 + 3.125
+    QCOMPARE(value("comm/weight_bytes", 4), 1.25);      // step 5: 0.25·5, as recorded
+    QCOMPARE(value("comm/weight_bytes", 19), 5.0);
+    for (int i = 0; i < 20; ++i) QCOMPARE(value("comm/control_bytes", i), 0.125);
     QCOMPARE(value("perf/comm_ms", 0), 1.6);
     QCOMPARE(value("perf/comm_ms", 19), 3.5);
     QCOMPARE(comm->points(time)[19].step, int64_t(20));
 
     // Each axis spans its own values: MiB on the left (not bytes, not ms), ms on the right.
     const QCPRange left = comm->plot()->yAxis->range(), right = comm->plot()->yAxis2->range();
-    QVERIFY2(left.lower <= 0.5 && left.upper >= 63.5 && left.upper < 100.0,
+    QVERIFY2(left.lower <= 0.125 && left.upper >= 68.125 && left.upper < 100.0,
              qPrintable(QString("%1..%2").arg(left.lower).arg(left.upper)));
     QVERIFY2(right.lower <= 1.6 && right.lower > 0.0 && right.upper >= 3.5 && right.upper < 10.0,
              qPrintable(QString("%1..%2").arg(right.lower).arg(right.upper)));
     const QString hover = comm->hover_text_at(5);
-    QVERIFY2(hover.contains("weights + control") && hover.contains("perf/comm_ms"), qPrintable(hover));
+    QVERIFY2(hover.contains("comm/weight_bytes") && hover.contains("comm/control_bytes") && hover.contains("perf/comm_ms"),
+             qPrintable(hover));
   }
 
   void comm_plot_is_between_gpus_on_a_gpu_run() {

@@ -132,7 +132,8 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
 }
 
 QStringList LiveDashboard::comm_byte_curves() {
-  return {"comm/remote_bytes", "comm/dispatch_bytes", "comm/combine_bytes", "comm/grad_bytes", QString(kCommRestCurve)};
+  return {"comm/remote_bytes", "comm/dispatch_bytes", "comm/combine_bytes", "comm/grad_bytes",
+          "comm/weight_bytes", "comm/control_bytes"};
 }
 
 void LiveDashboard::show_comm_device(const QString& device) {
@@ -190,10 +191,6 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
     double saved_peak = NAN, total_peak = NAN;
     std::map<int, std::map<int, double>> load;  // layer → expert → share
     std::map<int, double> saved;
-    // Total and per-purpose bytes between ranks: what the total holds beyond the purposes
-    // the core names (weights fetched for shadow experts, control messages) is their difference.
-    double comm_total = NAN, comm_named = 0.0;
-    int comm_parts = 0;
     for (const MetricValue& v : row.values) {
       const MetricPoint p{row.step, row.tokens, row.wall_s, v.value};
       const QString name = QString::fromStdString(v.name);
@@ -202,12 +199,9 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
       else if (name == "val/bpb" || name == "val/ppl") validation_->append(validation_->find_curve(name), p);
       else if (name == "perf/tokens_per_s") throughput_->append(0, p);
       else if (name == "train/lr" || name == "train/grad_norm") optimizer_->append(optimizer_->find_curve(name), p);
-      else if (name.startsWith("comm/") && name.endsWith("_bytes") && name != "comm/bytes_saved") {
+      else if (name.startsWith("comm/") && name.endsWith("_bytes") && name != "comm/bytes_saved")
         comm_->append(curve_for(comm_, name), MetricPoint{row.step, row.tokens, row.wall_s, v.value / kMiB});
-        if (name == "comm/remote_bytes") comm_total = v.value;
-        else if (name == "comm/dispatch_bytes" || name == "comm/combine_bytes" || name == "comm/grad_bytes")
-          comm_named += v.value, ++comm_parts;
-      } else if (name == "perf/comm_ms" || (name.startsWith("comm/") && name.endsWith("_ms")))
+      else if (name == "perf/comm_ms" || (name.startsWith("comm/") && name.endsWith("_ms")))
         comm_->append(curve_for(comm_, name, CurveAxis::right), p);
       else if (parse_layer(v.name, "mem/saved/layer", &layer)) saved[layer] += v.value;
       else if (name == "mem/peak_saved_activation_bytes") saved_peak = v.value;
@@ -218,9 +212,6 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
       } else if (parse_layer_expert(v.name, &layer, &expert)) load[layer][expert] = v.value;
       else if (parse_layer(v.name, "kittens/rank/layer", &layer)) rank_by_layer_[layer] = v.value, layer_bars_dirty = true;
     }
-    if (std::isfinite(comm_total) && comm_parts == 3)
-      comm_->append(comm_->find_curve(kCommRestCurve),
-                    MetricPoint{row.step, row.tokens, row.wall_s, std::max(0.0, comm_total - comm_named) / kMiB});
     if (have_mem) {
       if (std::isfinite(saved_peak)) mem[size_t(kSavedActivations)] = std::max(mem[size_t(kSavedActivations)], saved_peak);
       memory_->append(MetricPoint{row.step, row.tokens, row.wall_s, 0}, mem, total_peak);

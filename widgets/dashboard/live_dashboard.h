@@ -32,10 +32,9 @@ class LiveDashboard : public QWidget {
   Q_OBJECT
 
  public:
-  // The curve of bytes between ranks that no purpose of the core names (weights fetched for
-  // shadow experts, control messages): comm/remote_bytes less dispatch, combine and gradients.
-  static constexpr const char* kCommRestCurve = "weights + control";
-  // The byte curves of the comm plot, in MiB per step: the total, then by purpose.
+  // The byte curves of the comm plot, in MiB per step, each a recorded metric: the total,
+  // then by purpose (dispatch, combine, gradients, weights fetched for shadow experts,
+  // control messages).
   static QStringList comm_byte_curves();
 
   explicit LiveDashboard(QWidget* parent = nullptr);
