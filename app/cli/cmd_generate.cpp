@@ -90,6 +90,8 @@ void print_batched_json(const ParallelGenerateResult& r, const std::string& prom
   j.key("ranks").value(r.ranks);
   j.key("batch").value(r.batch);
   j.key("dispatcher").value(r.dispatcher);
+  j.key("device").value(r.device);
+  j.key("precision").value(r.precision);
   j.key("remote_bytes").value(r.remote_bytes);
   j.key("dispatch_bytes").value(r.dispatch_bytes);
   j.key("combine_bytes").value(r.combine_bytes);

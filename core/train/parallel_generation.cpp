@@ -63,6 +63,7 @@ struct RankOutput {
   std::vector<int32_t> tokens;  // (local sequences, prompt_len + new)
   std::vector<float> logits;    // keep_logits: (local sequences, new, vocab)
   double prefill_s = 0.0, decode_s = 0.0;
+  std::string device, precision;  // the rank's (RankDevice::name, precision)
   // remote, dispatch, combine, weights, control bytes, modeled seconds, shadowed, saved
   std::vector<double> figures;
 };
@@ -126,6 +127,8 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   }
   const int vocab = mo.vocab_size;
   RankOutput out;
+  out.device = device.name;
+  out.precision = device.precision;
   if (o.keep_logits) out.logits.reserve(static_cast<size_t>(local) * o.max_new_tokens * vocab);
   std::vector<std::vector<float>> logit_rows(o.keep_logits ? local : 0);
 
@@ -225,6 +228,8 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
   r.bytes_saved = static_cast<int64_t>(figures[7]);
   r.dispatcher = sh.cfg.model.experts == 0 ? "none" : ranks > 1 ? sh.cfg.routing.dispatcher : "local";
   r.checkpoint = sh.dir;
+  r.device = mine.device;  // the result every rank assembles is read on rank 0
+  r.precision = mine.precision;
   return r;
 }
 

@@ -64,6 +64,8 @@ struct ParallelGenerateResult {
   int64_t new_tokens = 0;        // all sequences
   int batch = 1, ranks = 1;
   std::string dispatcher;        // classic | mok; local with R = 1; none without experts
+  std::string device;            // rank 0's device, e.g. "cpu", "cuda:0 NVIDIA H200"
+  std::string precision;         // its compute type: "fp32" | "bf16"
   double prefill_s = 0.0;        // wall time of the prefill (rank 0)
   double decode_s = 0.0;         // wall time of sampling and decoding (rank 0)
   double tokens_per_s = 0.0;     // new_tokens / decode_s

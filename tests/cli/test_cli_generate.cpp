@@ -74,6 +74,8 @@ class TestCliGenerate : public QObject {
     QCOMPARE(one.json["ranks"].toInt(), 1);
     QCOMPARE(one.json["remote_bytes"].toDouble(), 0.0);
     QVERIFY(one.json["tokens_per_s"].toDouble() > 0);
+    QVERIFY2(one.json["device"].toString().startsWith("cpu"), qPrintable(one.json["device"].toString()));
+    QCOMPARE(one.json["precision"].toString(), QString("fp32"));
     for (const char* key : {"prefill_s", "decode_s", "dispatch_bytes", "combine_bytes", "weight_bytes", "modeled_ms",
                             "shadowed_experts", "bytes_saved", "checkpoint", "dispatcher"})
       QVERIFY2(one.json.contains(key), key);
