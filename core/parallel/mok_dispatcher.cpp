@@ -226,30 +226,43 @@ int64_t MokDispatcher::exchange_heads(const std::vector<int64_t>& pairs_offsets,
   return global_rows;
 }
 
+MokDispatcher::ShadowTransfer MokDispatcher::shadow_transfer(int64_t values_per_expert, bool to_shadows) const {
+  const int R = comm_.size(), me = comm_.rank();
+  ShadowTransfer t;
+  t.send.assign(R, 0);
+  t.recv.assign(R, 0);
+  // What an owner sends to a peer for its shadow copies is what the peer receives from it.
+  std::vector<int64_t>& owner_side = to_shadows ? t.send : t.recv;
+  std::vector<int64_t>& shadow_side = to_shadows ? t.recv : t.send;
+  for (int q = 0; q < R; ++q) {
+    for (int e : placement_.experts_on(me))
+      if (shadows(q, e)) owner_side[q] += values_per_expert;
+    for (int e : placement_.experts_on(q))
+      if (shadows(me, e)) shadow_side[q] += values_per_expert;
+    t.send_total += t.send[q];
+    t.recv_total += t.recv[q];
+  }
+  return t;
+}
+
+bool MokDispatcher::shadows(int rank, int expert) const {
+  return shadow_all_[static_cast<size_t>(rank) * placement_.experts() + expert] != 0;
+}
+
+bool MokDispatcher::any_shadow() const {
+  return std::any_of(shadow_all_.begin(), shadow_all_.end(), [](uint8_t v) { return v != 0; });
+}
+
 void MokDispatcher::fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f) {
   // Per destination, experts ascending, W_up then W_down.
-  const int R = comm_.size(), me = comm_.rank(), E = placement_.experts();
-  auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
-  bool any_shadow = false;
-  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
-  if (!any_shadow) return;
+  if (!any_shadow()) return;
+  const int R = comm_.size(), me = comm_.rank();
   const ExecContext& cx = ExecContext::current();
   const std::vector<int>& mine = placement_.experts_on(me);
   const int64_t P = 3 * d * f;  // values per expert: W_up (d, 2f), W_down (f, d)
-  std::vector<int64_t> send_cnt(R, 0), recv_cnt(R, 0);
-  for (int q = 0; q < R; ++q) {
-    for (int e : mine)
-      if (shadows(q, e)) send_cnt[q] += P;
-    for (int e : placement_.experts_on(q))
-      if (shadows(me, e)) recv_cnt[q] += P;
-  }
-  int64_t send_total = 0, recv_total = 0;
-  for (int q = 0; q < R; ++q) {
-    send_total += send_cnt[q];
-    recv_total += recv_cnt[q];
-  }
+  const ShadowTransfer t = shadow_transfer(P, true);
   Allocator& mem = cx.allocator();
-  Tensor send_w = cx.empty({send_total}, kRealDType), recv_w = cx.empty({recv_total}, kRealDType);
+  Tensor send_w = cx.empty({t.send_total}, kRealDType), recv_w = cx.empty({t.recv_total}, kRealDType);
   const int64_t esize = static_cast<int64_t>(sizeof(real));
   int64_t off = 0;
   for (int q = 0; q < R; ++q)
@@ -263,7 +276,7 @@ void MokDispatcher::fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f)
         mem.copy_within(w + 2 * d * f * esize, ex.down().weight().value.raw(), f * d * esize);
         off += P;
       }
-  plane_.all_to_all_rows(send_w, send_cnt, recv_w, recv_cnt, CommPurpose::weights);
+  plane_.all_to_all_rows(send_w, t.send, recv_w, t.recv, CommPurpose::weights);
   off = 0;
   std::vector<Parameter*> refreshed;
   for (int q = 0; q < R; ++q)
@@ -285,11 +298,8 @@ void MokDispatcher::fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f)
 }
 
 void MokDispatcher::return_shadow_gradients(ExpertBank& bank, int64_t d) {
-  const int R = comm_.size(), me = comm_.rank(), E = placement_.experts();
-  auto shadows = [&](int s, int e) { return shadow_all_[static_cast<size_t>(s) * E + e] != 0; };
-  bool any_shadow = false;
-  for (uint8_t v : shadow_all_) any_shadow |= v != 0;
-  if (!any_shadow) return;
+  if (!any_shadow()) return;
+  const int R = comm_.size(), me = comm_.rank();
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   Allocator& mem = cx.allocator();
@@ -302,19 +312,8 @@ void MokDispatcher::return_shadow_gradients(ExpertBank& bank, int64_t d) {
   }();
   const int64_t P = 3 * d * f;
   const int64_t esize = static_cast<int64_t>(sizeof(real));
-  std::vector<int64_t> send_cnt(R, 0), recv_cnt(R, 0);
-  for (int q = 0; q < R; ++q) {
-    for (int e : placement_.experts_on(q))
-      if (shadows(me, e)) send_cnt[q] += P;
-    for (int e : mine)
-      if (shadows(q, e)) recv_cnt[q] += P;
-  }
-  int64_t st = 0, rt = 0;
-  for (int q = 0; q < R; ++q) {
-    st += send_cnt[q];
-    rt += recv_cnt[q];
-  }
-  Tensor send_g = cx.empty({st}, kRealDType), recv_g = cx.empty({rt}, kRealDType);
+  const ShadowTransfer t = shadow_transfer(P, false);
+  Tensor send_g = cx.empty({t.send_total}, kRealDType), recv_g = cx.empty({t.recv_total}, kRealDType);
   int64_t off = 0;
   for (int q = 0; q < R; ++q)
     for (int e : placement_.experts_on(q))
@@ -325,7 +324,7 @@ void MokDispatcher::return_shadow_gradients(ExpertBank& bank, int64_t d) {
         mem.copy_within(g + 2 * d * f * esize, sc.down().weight().grad.raw(), f * d * esize);
         off += P;
       }
-  plane_.all_to_all_rows(send_g, send_cnt, recv_g, recv_cnt, CommPurpose::gradients);
+  plane_.all_to_all_rows(send_g, t.send, recv_g, t.recv, CommPurpose::gradients);
   // The owner's own gradient is already in; add the shadows' in source-rank order.
   off = 0;
   for (int s = 0; s < R; ++s)

@@ -136,6 +136,15 @@ class MokDispatcher final : public ExpertDispatcher {
   // pairs_offsets: (E + 1) the router's expert-major offsets of this rank's kept pairs.
   int64_t exchange_heads(const std::vector<int64_t>& pairs_offsets, const std::vector<uint8_t>& my_decision);
   void fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f);
+  // Values to and from each peer when shadow copies move: weights from owners to the ranks
+  // that shadow their experts (to_shadows), their gradients back (the mirror image).
+  struct ShadowTransfer {
+    std::vector<int64_t> send, recv;  // (R)
+    int64_t send_total = 0, recv_total = 0;
+  };
+  ShadowTransfer shadow_transfer(int64_t values_per_expert, bool to_shadows) const;
+  bool shadows(int rank, int expert) const;  // this step, from shadow_all_
+  bool any_shadow() const;                    // some rank shadows some expert this step
   void return_shadow_gradients(ExpertBank& bank, int64_t d);
   // The plan made by the rank's ops (MokPlanPlace::device).
   Tensor forward_device(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep, int64_t f);
