@@ -379,40 +379,13 @@ def run_variant(s, variant, args, device):
         optimizer.zero_grad(set_to_none=True)
         return ce.detach()
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+    def start_timing():
+        dist.barrier()
+        tally.on = True
 
-    losses = []
-    t0 = time.perf_counter()
-    for i in range(args.warmup):
-        losses.append(step(*batches[i]))
-    sync()
-    row["warmup_s"] = time.perf_counter() - t0
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    dist.barrier()
-    tally.on = True
-    step_ms = []
-    if device.type == "cuda":
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
-        for i in range(args.steps):
-            starts[i].record()
-            losses.append(step(*batches[args.warmup + i]))
-            ends[i].record()
-        sync()
-        step_ms = [a.elapsed_time(b) for a, b in zip(starts, ends)]
-        timed_s = starts[0].elapsed_time(ends[-1]) / 1e3
-        peak = torch.cuda.max_memory_allocated(device)
-    else:
-        t_start = time.perf_counter()
-        for i in range(args.steps):
-            t = time.perf_counter()
-            losses.append(step(*batches[args.warmup + i]))
-            step_ms.append((time.perf_counter() - t) * 1e3)
-        timed_s = time.perf_counter() - t_start
-        peak = 0
+    losses, row["warmup_s"], step_ms, timed_s = peers.run_timed_steps(torch, device, step, batches, args.warmup,
+                                                                      args.steps, start_timing)
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
     tally.on = False
 
     # global figures: the slowest rank's times, bytes of all ranks, the largest peak

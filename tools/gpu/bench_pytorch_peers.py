@@ -451,39 +451,10 @@ def run_variant(s, variant, args):
         optimizer.zero_grad(set_to_none=True)
         return ce.detach()
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    losses = []
-    t0 = time.perf_counter()
-    for i in range(args.warmup):
-        losses.append(step(*batches[i]))
-    sync()
-    row["warmup_s"] = time.perf_counter() - t0
+    losses, row["warmup_s"], step_ms, timed_s = run_timed_steps(torch, device, step, batches, args.warmup, args.steps)
     if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-
-    step_ms = []
-    if device.type == "cuda":
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)]
-        for i in range(args.steps):
-            starts[i].record()
-            losses.append(step(*batches[args.warmup + i]))
-            ends[i].record()
-        sync()
-        step_ms = [a.elapsed_time(b) for a, b in zip(starts, ends)]
-        timed_s = starts[0].elapsed_time(ends[-1]) / 1e3
         row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
         row["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
-    else:
-        t_start = time.perf_counter()
-        for i in range(args.steps):
-            t = time.perf_counter()
-            losses.append(step(*batches[args.warmup + i]))
-            step_ms.append((time.perf_counter() - t) * 1e3)
-        timed_s = time.perf_counter() - t_start
 
     ce = [float(x) for x in losses]
     tokens_per_s = s.batch * s.seq * args.steps / timed_s
@@ -504,6 +475,46 @@ def run_variant(s, variant, args):
         row["status"] = "failed"
         row["error"] = "loss is not finite"
     return row
+
+
+def run_timed_steps(torch, device, step, batches, warmup, steps, on_timed_start=None):
+    """Runs `warmup` untimed steps, then `steps` timed ones: CUDA events around each step on a
+    GPU, the host clock on the CPU. The peak-memory counters are reset after the warm-up and
+    on_timed_start() (a barrier, a byte tally) runs just before the timed steps.
+    Returns (losses of every step, warm-up seconds, ms of each timed step, timed seconds)."""
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    losses = []
+    t0 = time.perf_counter()
+    for i in range(warmup):
+        losses.append(step(*batches[i]))
+    sync()
+    warmup_s = time.perf_counter() - t0
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    if on_timed_start:
+        on_timed_start()
+    step_ms = []
+    if device.type == "cuda":
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        for i in range(steps):
+            starts[i].record()
+            losses.append(step(*batches[warmup + i]))
+            ends[i].record()
+        sync()
+        step_ms = [a.elapsed_time(b) for a, b in zip(starts, ends)]
+        timed_s = starts[0].elapsed_time(ends[-1]) / 1e3
+    else:
+        t_start = time.perf_counter()
+        for i in range(steps):
+            t = time.perf_counter()
+            losses.append(step(*batches[warmup + i]))
+            step_ms.append((time.perf_counter() - t) * 1e3)
+        timed_s = time.perf_counter() - t_start
+    return losses, warmup_s, step_ms, timed_s
 
 
 def base_row(s, variant, args):
