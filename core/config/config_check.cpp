@@ -206,6 +206,10 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
   // Compact copies are made in kitten and custom mode (by default or in some layer).
   bool kitten_used = k.mode != "exact";
   for (const auto& [layer, o] : k.layers) kitten_used = kitten_used || o.mode == "kitten" || o.mode == "custom";
+  if (c.train.activation_checkpointing && kitten_used)
+    issue("train.activation_checkpointing",
+          "activation checkpointing keeps only each block's input, so there is nothing for kittens to "
+          "keep: set kittens.mode: exact (and no kitten layers), or turn checkpointing off");
   if (k.min_rank > k.max_rank) {
     issue("kittens.min_rank", "kittens.min_rank (" + str(k.min_rank) + ") exceeds kittens.max_rank (" +
                                   str(k.max_rank) + ")");

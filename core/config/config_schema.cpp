@@ -249,6 +249,9 @@ std::vector<ConfigKeySpec> build_schema() {
           "(master weights, optimizer state, losses and router probabilities stay fp32); `auto` = bf16 on "
           "a GPU, fp32 on the CPU")
           .one_of({"auto", "fp32", "bf16"}));
+  add(key("train.activation_checkpointing", &E::train, &TrainConfig::activation_checkpointing,
+          "keep only each block's input and recompute the block in backward (plain activation "
+          "checkpointing: the baseline kittens are measured against); needs kittens.mode: exact"));
 
   add(key("kittens.mode", &E::kittens, &KittensConfig::mode,
           "`exact` saves activations as they are; `kitten` saves compact copies")

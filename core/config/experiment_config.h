@@ -61,6 +61,9 @@ struct TrainConfig {
   int checkpoint_every = 0;    // steps between checkpoints; 0 → only the final one
   int log_every = 1;           // steps between metric rows
   std::string precision = "auto";  // auto | fp32 | bf16: activations and compute copies of weights
+  // Plain activation checkpointing: keep only each block's input and run the block's forward
+  // again in backward. The baseline kittens are measured against; not with kittens.
+  bool activation_checkpointing = false;
 
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
 };

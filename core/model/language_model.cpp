@@ -143,6 +143,7 @@ LanguageModel::LanguageModel(const ModelOptions& o) : impl_(std::make_unique<Imp
   bc.init_std = c.init_std;
   bc.out_std = c.init_std / std::sqrt(2.0 * c.layers);
   bc.recompute = o.recompute || kitten_wants_recompute(o.kittens);
+  bc.checkpoint = o.checkpoint_blocks;
   bc.moe_config.experts = c.experts;
   bc.moe_config.top_k = c.top_k;
   bc.moe_config.hidden = c.expert_hidden;

@@ -45,6 +45,9 @@ struct ModelOptions {
   // Keep norm inputs and MLP pre-activations only; rebuild the normalised inputs of the
   // attention / dense-MLP linear layers and every MLP / expert hidden in backward.
   bool recompute = false;
+  // Plain activation checkpointing: every block keeps only its input and runs its forward
+  // again in backward (train.activation_checkpointing).
+  bool checkpoint_blocks = false;
   // Length of the run in steps: the horizon of the kitten rank schedules (linear, cosine).
   int64_t train_steps = 0;
   // (experts) which routed experts this replica builds; empty → all. For expert

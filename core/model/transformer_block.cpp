@@ -1,5 +1,7 @@
 #include "core/model/transformer_block.h"
 
+#include <stdexcept>
+
 #include "core/backend/exec_context.h"
 
 MOK_NN_BEGIN
@@ -12,7 +14,8 @@ TransformerBlock::TransformerBlock(int layer, const BlockConfig& c, const RopeTa
     : layer_(layer), config_(c),
       attn_norm_("layers." + std::to_string(layer) + ".attn_norm", c.d, c.norm_eps, layer, "attn_norm"),
       attn_("layers." + std::to_string(layer) + ".attn", c.d, c.heads, c.init_std, c.out_std, seed, layer, rope),
-      ffn_norm_("layers." + std::to_string(layer) + ".ffn_norm", c.d, c.norm_eps, layer, "ffn_norm") {
+      ffn_norm_("layers." + std::to_string(layer) + ".ffn_norm", c.d, c.norm_eps, layer, "ffn_norm"),
+      input_(layer, "block.input") {
   const std::string prefix = "layers." + std::to_string(layer);
   if (c.moe) {
     MoeConfig mc = c.moe_config;
@@ -25,6 +28,14 @@ TransformerBlock::TransformerBlock(int layer, const BlockConfig& c, const RopeTa
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, int batch, int seq, bool keep, MoeStats* stats) {
+  if (!keep || !config_.checkpoint) return forward_keeping(x, batch, seq, keep, stats);
+  input_.keep_shared(x);
+  batch_ = batch;
+  seq_ = seq;
+  return forward_keeping(x, batch, seq, false, stats);
+}
+
+Tensor TransformerBlock::forward_keeping(const Tensor& x, int batch, int seq, bool keep, MoeStats* stats) {
   const bool rc = config_.recompute;
   Tensor h = attn_.forward(attn_norm_.forward(x, keep), batch, seq, keep, !rc);
   add_into(h, x);  // h = x + attn(norm(x))
@@ -36,6 +47,11 @@ Tensor TransformerBlock::forward(const Tensor& x, int batch, int seq, bool keep,
 }
 
 Tensor TransformerBlock::backward(const Tensor& dy, real loss_scale) {
+  if (config_.checkpoint) {
+    if (input_.empty()) throw std::logic_error("TransformerBlock::backward: no checkpointed forward");
+    forward_keeping(input_.get(), batch_, seq_, true, nullptr);  // its output is not needed, what it keeps is
+    input_.reset();  // the attention norm keeps the same bytes now
+  }
   const bool rc = config_.recompute;
   // dh = dy + ffn_normᵀ(ffnᵀ(dy))
   Tensor dffn;

@@ -5,10 +5,14 @@
 //   x, h, out: (batch·seq, d)
 // With recompute, the normalised inputs of the attention and dense-MLP linear layers and the
 // MLP hidden are not kept: backward rebuilds them from the norm input / pre-activation.
+// With checkpoint (plain activation checkpointing), a training forward keeps only x and
+// backward first runs the block's forward again, keeping everything, then goes back through
+// it: the same operations on the same input, so results are bitwise those of a kept forward.
 
 #include <memory>
 #include <vector>
 
+#include "core/kittens/saved_tensor_slot.h"
 #include "core/model/attention.h"
 #include "core/model/moe_layer.h"
 #include "core/model/rms_norm.h"
@@ -26,12 +30,14 @@ struct BlockConfig {
   double init_std = 0.02;
   double out_std = 0.02;  // output projections (wo, w_down)
   bool recompute = false;
+  bool checkpoint = false;
 };
 
 class TransformerBlock {
  public:
   TransformerBlock(int layer, const BlockConfig& config, const RopeTable* rope, uint64_t seed);
 
+  // x: (batch·seq, d); nothing may write x in place until backward (the residual stream).
   Tensor forward(const Tensor& x, int batch, int seq, bool keep, MoeStats* stats);
   Tensor backward(const Tensor& dy, real loss_scale);
   Tensor forward_cached(const Tensor& x, LayerKvCache& cache, int pos0);
@@ -47,6 +53,8 @@ class TransformerBlock {
   Attention& attention() { return attn_; }
 
  private:
+  Tensor forward_keeping(const Tensor& x, int batch, int seq, bool keep, MoeStats* stats);
+
   int layer_;
   BlockConfig config_;
   RmsNorm attn_norm_;
@@ -54,6 +62,9 @@ class TransformerBlock {
   RmsNorm ffn_norm_;
   std::unique_ptr<SwiGluMlp> mlp_;
   std::unique_ptr<MoeLayer> moe_;
+  // checkpoint: the block input and its shape, from forward until backward.
+  SavedTensorSlot input_;
+  int batch_ = 0, seq_ = 0;
 };
 
 MOK_NN_END

@@ -137,6 +137,37 @@ std::string describe(const SavedTensorChoice& c) {
   return s;
 }
 
+// Activation checkpointing (train.activation_checkpointing): a layer keeps only its input,
+// (tokens, d) in the compute dtype (act bytes); backward runs the layer's forward again, which
+// keeps the layer's tensors as planned (its norm input is the block input itself) while the
+// layer's backward runs. Model-level tensors are kept as planned.
+std::vector<PlannedSavedTensor> checkpointed(const std::vector<PlannedSavedTensor>& planned, double tokens,
+                                             double d, double act) {
+  std::map<int, double> again;  // layer → bytes its forward keeps when run again
+  std::vector<PlannedSavedTensor> model_level;
+  for (const PlannedSavedTensor& t : planned) {
+    if (t.layer < 0)
+      model_level.push_back(t);
+    else if (t.kind != "attn_norm.input")
+      again[t.layer] += t.bytes;
+  }
+  std::vector<PlannedSavedTensor> out;
+  for (const auto& [layer, bytes] : again) {
+    PlannedSavedTensor t;
+    t.layer = layer;
+    t.kind = "block.input";
+    t.rows = tokens;
+    t.cols = d;
+    t.kept = "checkpoint";
+    t.bytes = tokens * d * act;
+    t.restored_bytes = bytes;
+    t.stage = "block";
+    out.push_back(t);
+  }
+  out.insert(out.end(), model_level.begin(), model_level.end());
+  return out;
+}
+
 }  // namespace
 
 std::vector<PlannedSavedTensor> plan_saved_activations(const ExperimentConfig& c, int64_t step) {
@@ -217,6 +248,7 @@ std::vector<PlannedSavedTensor> plan_saved_activations(const ExperimentConfig& c
   }
   for (const SavedKind& k : kSavedKinds)
     if (k.part == Part::model) add(-1, k);
+  if (c.train.activation_checkpointing) return checkpointed(out, tokens, s.d, act);
   return out;
 }
 

@@ -2,6 +2,7 @@
 // The saved-activation part of the memory plan: every tensor the model keeps from forward for
 // backward, by layer and kind (the MemTag kinds the model saves under), with what the config's
 // kitten policy keeps of it — exact, a low-bit copy, a low-rank factor, or nothing (recomputed).
+// With activation checkpointing a layer keeps only its input ("block.input").
 //
 // One table (saved_activation_plan.cpp, kSavedKinds) lists the kinds each layer type keeps and
 // their width per token; the kitten choices come from a KittenPolicy built from the config,
@@ -27,7 +28,9 @@ struct PlannedSavedTensor {
   // Backward rebuilds a low-bit or recomputed tensor at full size (compute dtype) while the
   // stage that uses it runs; 0 for tensors kept exact or low-rank (dW from the factors).
   double restored_bytes = 0.0;
-  std::string stage;  // the backward stage that rebuilds it: "attention", "ffn" (norm + MLP/MoE), "model"
+  // the backward stage that rebuilds it: "attention", "ffn" (norm + MLP/MoE), "model", or
+  // "block" (activation checkpointing: restored_bytes = what the layer's forward keeps again)
+  std::string stage;
 };
 
 // The saved tensors of one micro-batch on one rank at training step `step` (the kitten

@@ -26,6 +26,7 @@ RankModel build_rank_model(const ExperimentConfig& cfg, int vocab_size, RankCont
   mo.seed = cfg.seed;
   // Kitten rank schedules (linear, cosine) run over the whole planned run.
   mo.train_steps = tc.steps;
+  mo.checkpoint_blocks = tc.activation_checkpointing;
   // Expert parallelism: this rank builds only its own experts (same seed → every replica
   // starts from the same dense weights, and each expert from its R = 1 values).
   if (rc.parallel() && cfg.model.experts > 0) mo.local_experts = expert_ownership(rc.placement, rc.rank);

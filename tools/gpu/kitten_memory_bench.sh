@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
 # Kitten activations on one GPU, measured through `mok train` (bf16):
-#   1. exact vs kittens.mode: kitten at batch 16 × 1024: training tokens/s (median of the
-#      steps after warm-up), peak saved-activation bytes, peak device bytes, and what
-#      `mok plan` predicted for the same config;
+#   1. each variant at batch 16 × 1024: training tokens/s (median of the steps after
+#      warm-up), peak saved-activation bytes, peak device bytes, and what `mok plan`
+#      predicted for the same config;
 #   2. under a device memory cap (CAP, default 16GiB: one H200 standing in for a 16 GB
-#      card): the largest batch of BATCHES that trains under the cap, exact vs kitten, and
-#      tokens/s at that batch.
+#      card): the largest batch of BATCHES that trains under the cap, and tokens/s there;
+#   3. quality (QUALITY_STEPS > 0): each of QUALITY_VARIANTS trained QUALITY_STEPS steps
+#      on the same tokens (lr QUALITY_LR, cosine after QUALITY_WARMUP), then validation bits
+#      per byte over QUALITY_EVAL_BATCHES batches; `exact_seed2` (exact, another seed) gives
+#      the seed-to-seed spread to read the others against. frontier.csv: saved bytes vs bpb.
 #   tools/gpu/kitten_memory_bench.sh BIN_DIR [OUT_DIR]     (BIN_DIR from tools/gpu/pack.sh)
 #   SHAPES=moe8,dense  CAP=16GiB  BATCHES="16 24 32 48 64 96"  WARMUP=2  STEPS=4
-#   VARIANTS=exact,kitten[,kitten_linear]   (kitten_linear: low-bit linear inputs only, the
-#   elementwise tensors exact — where the time goes)  CAP_VARIANTS=exact,kitten
+#   VARIANTS=exact,kitten  CAP_VARIANTS=exact,kitten  QUALITY_STEPS=0  QUALITY_VARIANTS=$VARIANTS
+# Variants:
+#   exact          every saved tensor as it is
+#   checkpoint     plain activation checkpointing: each block's input, the block run again
+#   kitten         kittens.mode: kitten (4-bit linear inputs, 8-bit elementwise, norm outputs
+#                  recomputed)
+#   kitten4        kitten with the elementwise tensors 4-bit too
+#   kitten_act4    kitten with the SwiGLU pre-activations 4-bit (q/k/v, norm inputs 8-bit)
+#   kitten_linear  low-bit linear inputs only, elementwise exact (where the time goes)
+#   exact_seed2    exact with seed + 1 (quality spread)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -36,8 +47,15 @@ yaml_for() {
 mode_sets() {  # variant → --set arguments
   case "$1" in
     exact) echo "--set kittens.mode=exact" ;;
+    exact_seed2) echo "--set kittens.mode=exact --set seed=1235" ;;
+    checkpoint) echo "--set kittens.mode=exact --set train.activation_checkpointing=true" ;;
     kitten) echo "--set kittens.mode=kitten" ;;
+    kitten4) echo "--set kittens.mode=kitten --set kittens.elementwise=lowbit --set kittens.bits=4" ;;
+    kitten_act4) echo "--set kittens.mode=kitten --set kittens.kinds.moe.expert.act.method=lowbit" \
+                      "--set kittens.kinds.moe.expert.act.bits=4 --set kittens.kinds.mlp.act.method=lowbit" \
+                      "--set kittens.kinds.mlp.act.bits=4" ;;
     kitten_linear) echo "--set kittens.mode=kitten --set kittens.elementwise=exact" ;;
+    *) echo "unknown variant $1" >&2; echo "--set kittens.mode=unknown-variant" ;;
   esac
 }
 train() {  # name, yaml, then mok train arguments; exit status of mok
@@ -77,6 +95,24 @@ for shape in "${SHAPE_LIST[@]}"; do
     echo "$best" > "$OUT_DIR/largest_${shape}_${variant}"
   done
 done
+
+QUALITY_STEPS="${QUALITY_STEPS:-0}"
+QUALITY_VARIANTS="${QUALITY_VARIANTS:-${VARIANTS:-exact,kitten}}"
+if (( QUALITY_STEPS > 0 )); then
+  IFS=',' read -r -a QV_LIST <<< "$QUALITY_VARIANTS"
+  for shape in "${SHAPE_LIST[@]}"; do
+    yaml="$(yaml_for "$shape")"
+    for variant in "${QV_LIST[@]}"; do
+      # shellcheck disable=SC2046
+      MOK_TIMEOUT="${QUALITY_TIMEOUT:-400}" WARMUP=0 STEPS="$QUALITY_STEPS" \
+        train "q_${shape}_${variant}" "$yaml" --set train.batch=16 --set "train.lr=${QUALITY_LR:-1e-3}" \
+        --set "train.warmup_steps=${QUALITY_WARMUP:-50}" --set train.schedule=cosine \
+        --set "train.eval_every=$QUALITY_STEPS" --set "train.eval_batches=${QUALITY_EVAL_BATCHES:-16}" \
+        $(mode_sets "$variant")
+      echo "q_${shape}_${variant}: exit $?"
+    done
+  done
+fi
 
 python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" "$CAP" "${VARIANTS:-exact,kitten}" <<'PY'
 import csv, json, sys
@@ -120,4 +156,40 @@ for s in shapes:
             print(f"{s:6s} {'  ratio':13s} {t / base[0]:12.2f} {saved / base[1]:10.2f} {peak / base[2]:9.2f} {'':9s}"
                   f" {best / base[3] if base[3] else float('nan'):20.2f} {t_best / base[4] if base[4] else float('nan'):14.2f}")
 PY
+if (( QUALITY_STEPS > 0 )); then
+python3 - "$OUT_DIR" "$SHAPES" "$QUALITY_VARIANTS" "$QUALITY_STEPS" <<'PY'
+import csv, json, math, sys
+out, shapes, variants, steps = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), int(sys.argv[4])
+def last_json(path):
+    try:
+        return json.loads(open(path).read().strip().splitlines()[-1])
+    except Exception:
+        return {}
+def step_ms(name):  # median step time over the run, after its first 5 steps
+    try:
+        rows = list(csv.DictReader(open(f"{out}/{name}.csv")))
+    except OSError:
+        return float("nan")
+    v = sorted(float(r["value"]) for r in rows if r["name"] == "perf/step_ms" and int(r["step"]) > 5)
+    return v[len(v) // 2] if v else float("nan")
+G = 2**30
+print(f"\nquality after {steps} steps (16 x 1024 tokens each):")
+print(f"{'shape':6s} {'variant':13s} {'val bpb':>9s} {'vs exact':>9s} {'saved GiB':>10s} {'of exact':>9s} {'step ms':>8s} {'vs exact':>9s}")
+with open(f"{out}/frontier.csv", "w") as f:
+    w = csv.writer(f)
+    w.writerow(["shape", "variant", "val_bpb", "saved_bytes", "step_ms"])
+    for s in shapes:
+        e = last_json(f"{out}/q_{s}_exact.json")
+        e_ms = step_ms(f"q_{s}_exact")
+        for v in variants:
+            j = last_json(f"{out}/q_{s}_{v}.json")
+            bpb = j.get("val_bpb", float("nan"))
+            saved = j.get("peak_saved_activation_bytes", float("nan"))
+            ms = step_ms(f"q_{s}_{v}")
+            rel = (bpb / e["val_bpb"] - 1) * 100 if e.get("val_bpb") else float("nan")
+            frac = saved / e["peak_saved_activation_bytes"] if e.get("peak_saved_activation_bytes") else float("nan")
+            print(f"{s:6s} {v:13s} {bpb:9.4f} {rel:+8.2f}% {saved / G:10.2f} {frac:9.2f} {ms:8.1f} {ms / e_ms:9.2f}")
+            w.writerow([s, v, bpb, saved, ms])
+PY
+fi
 echo "written under $OUT_DIR"

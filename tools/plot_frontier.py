@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Saved-activation bytes against validation bits per byte, one point per variant, as SVG.
+
+    tools/plot_frontier.py FRONTIER_CSV OUT_SVG [--shape moe8] [--title TEXT]
+
+FRONTIER_CSV is what tools/gpu/kitten_memory_bench.sh writes (shape, variant, val_bpb,
+saved_bytes, step_ms). x: saved bytes as a share of the `exact` row's; y: validation bits per
+byte. The `exact` and `exact_seed2` rows span a grey band: the seed-to-seed spread, the scale
+at which differences in y mean something. Plain SVG, no plotting library needed.
+"""
+import argparse
+import csv
+import html
+import math
+import sys
+
+
+def read_points(path, shape):
+    rows = [r for r in csv.DictReader(open(path)) if r["shape"] == shape]
+    points = []
+    for r in rows:
+        try:
+            bpb, saved, ms = float(r["val_bpb"]), float(r["saved_bytes"]), float(r["step_ms"])
+        except ValueError:
+            continue
+        if math.isfinite(bpb) and math.isfinite(saved):
+            points.append({"variant": r["variant"], "bpb": bpb, "saved": saved, "ms": ms})
+    return points
+
+
+def nice_ticks(lo, hi, count=5):
+    span = hi - lo
+    step = 10 ** math.floor(math.log10(span / count))
+    for m in (1, 2, 2.5, 5, 10):
+        if span / (step * m) <= count:
+            step *= m
+            break
+    first = math.ceil(lo / step) * step
+    ticks, t = [], first
+    while t <= hi + 1e-12:
+        ticks.append(round(t, 10))
+        t += step
+    return ticks
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv")
+    ap.add_argument("svg")
+    ap.add_argument("--shape", default="moe8")
+    ap.add_argument("--title", default="")
+    a = ap.parse_args()
+    points = read_points(a.csv, a.shape)
+    exact = next((p for p in points if p["variant"] == "exact"), None)
+    if not exact:
+        sys.exit(f"{a.csv}: no finite `exact` row for shape {a.shape}")
+    for p in points:
+        p["x"] = p["saved"] / exact["saved"]
+    W, H, L, R, T, B = 640, 400, 70, 20, 40, 55
+    xs = [p["x"] for p in points]
+    ys = [p["bpb"] for p in points]
+    x_lo, x_hi = 0.0, max(1.05, max(xs) * 1.05)
+    pad = max(1e-3, (max(ys) - min(ys)) * 0.25)
+    y_lo, y_hi = min(ys) - pad, max(ys) + pad
+    sx = lambda x: L + (x - x_lo) / (x_hi - x_lo) * (W - L - R)
+    sy = lambda y: H - B - (y - y_lo) / (y_hi - y_lo) * (H - T - B)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{W}" height="{H}" fill="white"/>']
+    seed2 = next((p for p in points if p["variant"] == "exact_seed2"), None)
+    if seed2:
+        lo, hi = sorted([exact["bpb"], seed2["bpb"]])
+        out.append(f'<rect x="{L}" y="{sy(hi):.1f}" width="{W - L - R}" height="{max(1.0, sy(lo) - sy(hi)):.1f}" '
+                   f'fill="#ddd"><title>seed-to-seed spread of exact</title></rect>')
+    for t in nice_ticks(x_lo, x_hi):
+        out.append(f'<line x1="{sx(t):.1f}" y1="{H - B}" x2="{sx(t):.1f}" y2="{H - B + 5}" stroke="black"/>')
+        out.append(f'<text x="{sx(t):.1f}" y="{H - B + 18}" text-anchor="middle">{t:g}</text>')
+    for t in nice_ticks(y_lo, y_hi):
+        out.append(f'<line x1="{L - 5}" y1="{sy(t):.1f}" x2="{L}" y2="{sy(t):.1f}" stroke="black"/>')
+        out.append(f'<text x="{L - 8}" y="{sy(t) + 4:.1f}" text-anchor="end">{t:g}</text>')
+    out.append(f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>')
+    out.append(f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>')
+    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">saved activations, share of exact '
+               f'(peak, allocator bytes)</text>')
+    out.append(f'<text transform="translate(16 {(T + H - B) / 2}) rotate(-90)" text-anchor="middle">'
+               f'validation bits per byte</text>')
+    if a.title:
+        out.append(f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{html.escape(a.title)}</text>')
+    for p in points:
+        x, y = sx(p["x"]), sy(p["bpb"])
+        label = html.escape(f'{p["variant"]} ({p["x"]:.2f}, {p["bpb"]:.4f}, {p["ms"]:.0f} ms/step)')
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#1f5fa8"><title>{label}</title></circle>')
+        out.append(f'<text x="{x + 7:.1f}" y="{y - 6:.1f}">{html.escape(p["variant"])}</text>')
+    out.append("</svg>")
+    open(a.svg, "w").write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
