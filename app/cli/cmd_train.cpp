@@ -34,6 +34,7 @@ namespace {
 
 const char* kUsage =
     "usage: mok train CONFIG [--db PATH] [--set key=value]... [--json] [--resume DIR] [--quiet]\n"
+    "                 [--no-checkpoints]\n"
     "       mok train --resume DIR [--db PATH] [--set key=value]... [--json] [--quiet]\n"
     "\n"
     "  CONFIG          experiment YAML (see 'mok config schema')\n"
@@ -49,6 +50,8 @@ const char* kUsage =
     "                  resumed step (refused otherwise)\n"
     "  --json          print one JSON object with the results as the last stdout line\n"
     "  --quiet         no progress output (errors are still printed)\n"
+    "  --no-checkpoints  write no checkpoint, not even the final one (benchmarks and\n"
+    "                  throwaway runs: such a run cannot be resumed)\n"
     "\n"
     "Ctrl-C (SIGINT) or SIGTERM stops: the step in progress is abandoned at its next check\n"
     "point and a checkpoint of the last whole step is saved. A second one quits at once.\n"
@@ -64,6 +67,7 @@ struct Args {
   std::vector<std::string> overrides;
   bool json = false;
   bool quiet = false;
+  bool no_checkpoints = false;
   bool branch = false;
   bool overwrite_later = false;
 };
@@ -157,6 +161,8 @@ int cmd_train(int argc, char** argv) {
       a.json = true;
     } else if (arg == "--quiet" || arg == "-q") {
       a.quiet = true;
+    } else if (arg == "--no-checkpoints") {
+      a.no_checkpoints = true;
     } else if (!arg.empty() && arg[0] == '-') {
       return usage_error("unknown option '" + arg + "'");
     } else if (a.config.empty()) {
@@ -190,6 +196,7 @@ int cmd_train(int argc, char** argv) {
     options.resume_path = resume_dir;
     options.branch = a.branch;
     options.overwrite_later = a.overwrite_later;
+    options.write_checkpoints = !a.no_checkpoints;
     if (!resume_dir.empty()) {
       // The resume's plan, read-only (the trainer decides again once it holds the store):
       // a refused resume exits here with nothing written.

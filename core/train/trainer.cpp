@@ -83,6 +83,16 @@ std::string out_of_memory_message(const ExperimentConfig& cfg) {
          " × data.seq_len " + std::to_string(cfg.data.seq_len) + "; make it smaller";
 }
 
+// What a run that threw `e` failed of. A plain std::bad_alloc says nothing of what was being
+// allocated, so the message says what the model needs; a device's allocator throws a
+// std::bad_alloc that names the device, the size and the limit, and that is kept.
+std::string failure_message(const std::exception& e, const ExperimentConfig& cfg) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) == nullptr) return e.what();
+  const std::string what = e.what();
+  if (what == std::bad_alloc().what()) return out_of_memory_message(cfg);
+  return what + "; raise the limit, or lower train.batch, data.seq_len or the model's size";
+}
+
 }  // namespace
 
 struct Trainer::Session {
@@ -323,14 +333,10 @@ TrainResult Trainer::run(const std::vector<MetricSink*>& sinks) {
 
   try {
     result = run_session(s);
-  } catch (const std::bad_alloc&) {
-    result.status = RunStatus::failed;
-    result.message = out_of_memory_message(config_);
-    s.event("error: " + result.message);
   } catch (const std::exception& e) {
     result.status = RunStatus::failed;
-    result.message = e.what();
-    s.event(std::string("error: ") + e.what());
+    result.message = failure_message(e, config_);
+    s.event("error: " + result.message);
     // How far memory got before the failure (one rank per process: its tracker), e.g. when
     // parallel.device_memory_limit stopped the run.
     result.peak_bytes = std::max(result.peak_bytes, s.tracker.peak_total());

@@ -183,6 +183,17 @@ class TestCliTrain : public QObject {
     QVERIFY(p.out.contains("finished"));
   }
 
+  void noCheckpointsWritesNone() {
+    const QString cfg = write_config("nockpt.yaml", tiny_yaml(6, "nockpt"));
+    const QString db = tmp_.path() + "/nockpt.db";
+    const Result r = run_mok({"train", cfg, "--db", db, "--json", "--quiet", "--no-checkpoints"}, tmp_.path());
+    QCOMPARE(r.exit_code, 0);
+    QCOMPARE(r.json["steps"].toInt(), 6);
+    QCOMPARE(r.json["checkpoint"].toString(), QString());
+    QVERIFY(!QDir(tmp_.path() + "/nockpt").exists() || QDir(tmp_.path() + "/nockpt").isEmpty());
+    QVERIFY(QFile::exists(db));  // the run itself is recorded
+  }
+
   void sigtermStopsWithCheckpointAndResumes() {
     const QString cfg = write_config("long.yaml", tiny_yaml(100000, "stop"));
     const QString db = tmp_.path() + "/stop.db";

@@ -60,7 +60,7 @@ mode_sets() {  # variant → --set arguments
 }
 train() {  # name, yaml, then mok train arguments; exit status of mok
   local name="$1" yaml="$2"; shift 2
-  timeout "${MOK_TIMEOUT:-240}" "$BIN/mok" train "$yaml" --json --quiet --db "$SCRATCH/$name.db" \
+  timeout "${MOK_TIMEOUT:-240}" "$BIN/mok" train "$yaml" --json --quiet --no-checkpoints --db "$SCRATCH/$name.db" \
     --set parallel.device=cuda --set "train.steps=$((WARMUP + STEPS))" --set train.eval_every=100000 \
     --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" "$@" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
   local rc=$?

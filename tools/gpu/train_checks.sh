@@ -3,7 +3,8 @@
 #   1. the quickstart for 20 steps on the CPU and on the GPU in fp32: every logged loss and
 #      validation figure within 1e-4 relative (gradient norm, aux and z losses 1e-3);
 #   2. the same on the GPU in bf16, twice: bitwise the same metrics, and within 3e-2 of fp32;
-#   3. the JSON line of a GPU run (device, precision, peak device bytes).
+#   3. bf16 with activation checkpointing: bitwise the same metrics as without;
+#   4. the JSON line of a GPU run (device, precision, peak device bytes).
 #   tools/gpu/train_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -28,6 +29,7 @@ run cpu --set parallel.device=cpu --set parallel.threads=8
 run gpu_fp32 --set parallel.device=cuda --set train.precision=fp32
 run gpu_bf16_a --set parallel.device=cuda --set train.precision=bf16
 run gpu_bf16_b --set parallel.device=cuda --set train.precision=bf16
+run gpu_bf16_ckpt --set parallel.device=cuda --set train.precision=bf16 --set train.activation_checkpointing=true
 
 python3 - "$OUT_DIR" <<'PY'
 import csv, math, sys
@@ -48,7 +50,7 @@ def worst(a, b, metric):
     if not keys or any(k not in a for k in keys):
         return math.inf
     return max(abs(a[k] - b[k]) / max(abs(b[k]), 1e-12) for k in keys)
-cpu, g32, ga, gb = (load(n) for n in ("cpu", "gpu_fp32", "gpu_bf16_a", "gpu_bf16_b"))
+cpu, g32, ga, gb, gc = (load(n) for n in ("cpu", "gpu_fp32", "gpu_bf16_a", "gpu_bf16_b", "gpu_bf16_ckpt"))
 bad = 0
 for metric, tol in TOL.items():
     v = worst(g32, cpu, metric)
@@ -61,6 +63,9 @@ for metric in ("train/loss", "val/loss", "val/bpb"):
 same = bool(ga) and ga == gb
 bad += not same
 print(f"gpu bf16 repeated: {'bitwise the same' if same else 'DIFFERENT'}")
+same_ckpt = bool(ga) and ga == gc
+bad += not same_ckpt
+print(f"gpu bf16 with activation checkpointing: {'bitwise the same' if same_ckpt else 'DIFFERENT'}")
 for step in (1, 10, 20):
     print(f"step {step:2d} loss: cpu {cpu.get((step, 'train/loss'), float('nan')):.6f}  gpu fp32 {g32.get((step, 'train/loss'), float('nan')):.6f}"
           f"  gpu bf16 {ga.get((step, 'train/loss'), float('nan')):.6f}")
