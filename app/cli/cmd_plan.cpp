@@ -198,8 +198,11 @@ int cmd_plan(int argc, char** argv) {
   if (generate && gen_ranks > 0) {
     const std::vector<int> choices = rank_choices(config);
     if (std::find(choices.begin(), choices.end(), gen_ranks) == choices.end()) {
-      std::fprintf(stderr, "mok plan: --ranks %d does not divide model.experts (%d): every rank holds an equal share\n",
-                   gen_ranks, config.model.experts);
+      if (config.model.experts > 0)
+        std::fprintf(stderr, "mok plan: --ranks %d does not divide model.experts (%d): every rank holds an equal share\n",
+                     gen_ranks, config.model.experts);
+      else
+        std::fprintf(stderr, "mok plan: --ranks %d: a model without experts generates on one rank\n", gen_ranks);
       return 2;
     }
     config.parallel.ranks = gen_ranks;

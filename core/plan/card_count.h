@@ -13,6 +13,7 @@
 // least one sequence per rank); generation keeps B, raised to a multiple of R.
 
 #include <string>
+#include <vector>
 
 #include "core/config/experiment_config.h"
 #include "core/plan/generation_plan.h"
