@@ -100,6 +100,8 @@ void print_batched_json(const ParallelGenerateResult& r, const std::string& prom
   j.key("modeled_ms").value(r.modeled_ms);
   j.key("shadowed_experts").value(r.shadowed_experts);
   j.key("bytes_saved").value(r.bytes_saved);
+  j.key("peak_bytes").value(r.peak_bytes);
+  j.key("peak_device_bytes").value(r.peak_device_bytes);
   j.key("checkpoint").value(r.checkpoint);
   j.end_object();
   std::printf("%s\n", j.str().c_str());

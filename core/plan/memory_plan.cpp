@@ -60,6 +60,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   MemoryEstimate est;
   est.parameter_count = shared + experts_all;
   est.device_parameter_count = shared + experts_all / ranks;
+  est.replicated_parameter_count = shared;
   const double param_bytes = est.device_parameter_count * kFloat;
   // bf16 (train.precision on a GPU): activations and a compute copy of every weight in 2 bytes.
   const bool bf16 = compute_dtype_for(c) == DType::bf16;
@@ -96,15 +97,10 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   return est;
 }
 
-int largest_batch_that_fits(const ExperimentConfig& config, double capacity_bytes, int upto) {
-  const int step = std::max(1, config.parallel.ranks) * std::max(1, config.train.grad_accum);
-  ExperimentConfig c = config;
-  auto fits = [&](int batch) {
-    c.train.batch = batch;
-    return estimate_memory(c).total_bytes() <= capacity_bytes;
-  };
+int largest_multiple_that_fits(int step, int upto, const std::function<bool(int)>& fits) {
+  step = std::max(1, step);
   if (!fits(step)) return 0;
-  // The estimate grows with the batch: double, then bisect between the last fit and the first miss.
+  // Double, then bisect between the last fit and the first miss.
   int lo = step, hi = step;
   while (hi <= upto && fits(hi)) {
     lo = hi;
@@ -117,6 +113,15 @@ int largest_batch_that_fits(const ExperimentConfig& config, double capacity_byte
     (fits(mid) ? lo : hi) = mid;
   }
   return lo;
+}
+
+int largest_batch_that_fits(const ExperimentConfig& config, double capacity_bytes, int upto) {
+  const int step = std::max(1, config.parallel.ranks) * std::max(1, config.train.grad_accum);
+  ExperimentConfig c = config;
+  return largest_multiple_that_fits(step, upto, [&](int batch) {
+    c.train.batch = batch;
+    return estimate_memory(c).total_bytes() <= capacity_bytes;
+  });
 }
 
 }  // namespace mok

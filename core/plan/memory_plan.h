@@ -10,6 +10,7 @@
 // shows it until a run's measured figures replace it.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct MemoryEstimate {
   std::vector<Part> parts;  // per device (rank)
   double parameter_count = 0.0;        // whole model
   double device_parameter_count = 0.0; // held by one rank
+  double replicated_parameter_count = 0.0;  // of those, held by every rank (all but the routed experts)
   // Kitten runs with kittens.warmup_steps: parts are the steady state (the policy past its
   // warm-up); during the first kitten_warmup_steps steps everything is kept exact (norm
   // outputs still recomputed), which takes warmup_saved_activation_bytes of saved
@@ -41,6 +43,10 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config);
 // The largest train.batch (a multiple of ranks × grad_accum, at most `upto`) whose estimate
 // fits `capacity_bytes`; 0 when not even the smallest does.
 int largest_batch_that_fits(const ExperimentConfig& config, double capacity_bytes, int upto = 1 << 16);
+
+// The largest multiple of `step` (at most `upto`) for which `fits` holds, given that it holds
+// for all smaller ones too (memory grows with the batch); 0 when not even `step` fits.
+int largest_multiple_that_fits(int step, int upto, const std::function<bool(int)>& fits);
 
 // Physical memory of this machine in bytes (the capacity of the CPU "device").
 double host_memory_bytes();

@@ -27,6 +27,7 @@
 #include "core/train/checkpoint.h"
 #include "core/train/rank_device.h"
 #include "core/train/rank_launch.h"
+#include "core/util/byte_size.h"
 #include "core/util/counter_rng.h"
 #include "core/util/thread_pool.h"
 
@@ -64,6 +65,7 @@ struct RankOutput {
   std::vector<float> logits;    // keep_logits: (local sequences, new, vocab)
   double prefill_s = 0.0, decode_s = 0.0;
   std::string device, precision;  // the rank's (RankDevice::name, precision)
+  int64_t peak_bytes = 0, peak_device_bytes = 0;  // the rank's tracker, from the start of run_rank
   // remote, dispatch, combine, weights, control bytes, modeled seconds, shadowed, saved
   std::vector<double> figures;
 };
@@ -82,6 +84,21 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   // messages.
   const RankDevice device = bind_rank_device(cfg, rank, ranks, local_rank);
   ScopedExecContext on_device(device.exec());
+  // parallel.device_memory_limit on this rank's tracker (and a GPU's allocator), as in
+  // training; the peaks restart here so that they measure generation alone.
+  MemoryTracker& tracker = MemoryTracker::current();
+  const DeviceType device_type = device.exec().device().type;
+  const int64_t limit =
+      cfg.parallel.device_memory_limit.empty() ? 0 : parse_byte_size(cfg.parallel.device_memory_limit).value_or(0);
+  struct LimitScope {
+    MemoryTracker& tracker;
+    DeviceType type;
+    int64_t previous;
+    ~LimitScope() { tracker.set_limit(type, previous); }
+  } limit_scope{tracker, device_type, tracker.limit(device_type)};
+  tracker.set_limit(device_type, limit);
+  if (!device.exec().is_cpu()) device.exec().allocator().set_limit(limit);
+  tracker.reset_peaks();
   std::unique_ptr<DataPlane> plane;
   if (parallel && !device.exec().is_cpu()) plane = make_data_plane(*comm, device.exec());
 
@@ -158,6 +175,8 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
     logits = session.position() >= session.max_len() ? refill(std::max(1, context / 2)) : session.decode(next);
   }
   out.decode_s = seconds_since(t1);
+  out.peak_bytes = tracker.peak_total();
+  out.peak_device_bytes = tracker.peak_total(DeviceType::cuda);
 
   CommStats d = comm ? comm->stats().since(before) : CommStats{};
   int64_t shadowed = 0, saved = 0;
@@ -200,6 +219,18 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
     comm->all_reduce_sum(figures.data(), static_cast<int64_t>(figures.size()), CommPurpose::control);
     comm->broadcast(times, sizeof times, 0, CommPurpose::control);  // rank 0's clock
   }
+  // Peaks: the largest rank's.
+  int64_t peaks[2] = {mine.peak_bytes, mine.peak_device_bytes};
+  if (comm && ranks > 1) {
+    std::vector<int64_t> all(2 * static_cast<size_t>(ranks));
+    comm->all_gather(peaks, sizeof peaks, all.data(), CommPurpose::control);
+    for (int q = 0; q < ranks; ++q) {
+      peaks[0] = std::max(peaks[0], all[2 * q]);
+      peaks[1] = std::max(peaks[1], all[2 * q + 1]);
+    }
+  }
+  r.peak_bytes = peaks[0];
+  r.peak_device_bytes = peaks[1];
   const int total = sh.prompt_len + o.max_new_tokens;
   const int vocab = sh.tokenizer->vocab_size();
   r.batch = o.batch;

@@ -20,6 +20,9 @@
 // config, so routing sees real text. When a cache fills (prompt + tokens > data.seq_len),
 // every sequence restarts its cache from its last seq_len/2 tokens, at the same step on
 // every rank.
+//
+// Memory: parallel.device_memory_limit caps each rank's tracked bytes as in training (an
+// allocation past it fails with MemoryLimitExceeded), and the result carries the ranks' peak.
 
 #include <cstdint>
 #include <string>
@@ -76,6 +79,10 @@ struct ParallelGenerateResult {
   // against what classic dispatch would have sent for the same routing.
   int64_t shadowed_experts = 0;
   int64_t bytes_saved = 0;
+  // The memory tracker's peak of one rank while it built its model, loaded the weights and
+  // decoded (the largest over ranks), in bytes: everything, and of it on the GPU (0 on the
+  // CPU). `mok plan --generate` predicts it (core/plan/generation_plan.h).
+  int64_t peak_bytes = 0, peak_device_bytes = 0;
   std::string checkpoint;        // the checkpoint folder used
 };
 

@@ -4,6 +4,8 @@
 // within 5 % of the memory tracker's peak (the tracker's figures do not depend on the machine),
 // and its saved activations are within 5 % of the run's peak saved-activation bytes with the
 // kitten policy as well as exact (experiments/quickstart.yaml, experiments/kittens_quickstart.yaml).
+// The card count and the advice agree with the plan itself (an advised change does fit, one
+// rank fewer does not), and the generation plan is the tracker's peak of `mok generate`.
 #include <QtTest>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QTemporaryDir>
 
@@ -23,6 +26,14 @@ using Result = mok::test::CliResult;
 
 Result run_mok(const QStringList& args, const QString& cwd) {
   return mok::test::run_command(MOK_CLI_PATH, args, cwd);
+}
+
+// An advice entry as mok plan arguments: "--set k=v" for each set, then its flags.
+QStringList advice_args(const QJsonObject& option) {
+  QStringList args;
+  for (const QJsonValue& s : option["sets"].toArray()) args << "--set" << s.toString();
+  for (const QJsonValue& f : option["flags"].toArray()) args << f.toString();
+  return args;
 }
 
 }  // namespace
@@ -166,6 +177,115 @@ class TestCliPlan : public QObject {
             measured / 1048576.0, 100.0 * (planned - measured) / measured);
       QVERIFY(measured > 0);
       QVERIFY2(std::abs(planned - measured) <= 0.05 * measured, qPrintable(QString("batch %1").arg(batch)));
+    }
+  }
+
+  // The shipped 7B and 27B presets on 16 and 24 GiB cards, training and generation: every
+  // advised option planned again gives the total the advice names and fits when it says so;
+  // the card count is the smallest that fits (the divisor of the experts below it does not);
+  // where none fits, the most ranks do not fit and the reason says what does not shrink.
+  void cardsAndAdviceAgreeWithThePlan() {
+    const QString dir = QString(MOK_SOURCE_DIR) + "/experiments/";
+    for (const QString& model : QStringList{"mok_7b.yaml", "mok_27b.yaml"}) {
+      for (const QString& capacity : QStringList{"16GiB", "24GiB"}) {
+        for (const QStringList& mode : {QStringList{}, QStringList{"--generate", "--batch", "8"}}) {
+          const QStringList base = QStringList{"plan", dir + model, "--json", "--device-memory", capacity} + mode;
+          const QString what = model + " " + capacity + " " + mode.join(' ');
+          const Result plan = run_mok(base, tmp_.path());
+          QVERIFY2(plan.exit_code == 1, qPrintable(what + ": " + plan.err));  // neither fits one card
+          const QJsonArray advice = plan.json["advice"].toArray();
+          QVERIFY2(!advice.isEmpty(), qPrintable(what));
+          bool some_fit = false;
+          for (const QJsonValue& v : advice) {
+            const QJsonObject o = v.toObject();
+            const Result again = run_mok(base + advice_args(o), tmp_.path());
+            const QString option = what + " + " + advice_args(o).join(' ');
+            QVERIFY2(again.exit_code == (o["fits"].toBool() ? 0 : 1), qPrintable(option + ": " + again.err));
+            QVERIFY2(std::abs(again.json["total_bytes"].toDouble() - o["total_bytes"].toDouble()) <= 1.0,
+                     qPrintable(option));
+            QVERIFY(again.json["total_bytes"].toDouble() < plan.json["total_bytes"].toDouble());
+            some_fit = some_fit || o["fits"].toBool();
+          }
+          QVERIFY2(some_fit, qPrintable(what));
+
+          const QJsonObject cards = plan.json["cards"].toObject();
+          const bool generate = !mode.isEmpty();
+          const int experts = 64;  // both presets
+          auto on_ranks = [&](int r, int batch) {
+            return generate ? QStringList{"--ranks", QString::number(r), "--batch", QString::number(batch)}
+                            : QStringList{"--set", QString("parallel.ranks=%1").arg(r), "--set",
+                                          QString("train.batch=%1").arg(batch)};
+          };
+          if (cards["ranks"].isNull()) {
+            QVERIFY2(cards["reason"].toString().contains("shards only the experts"), qPrintable(what));
+            QCOMPARE(cards["largest_ranks"].toInt(), experts);
+            QCOMPARE(run_mok(base + on_ranks(experts, cards["batch"].toInt()), tmp_.path()).exit_code, 1);
+          } else {
+            const int r = cards["ranks"].toInt();
+            QVERIFY2(r > 1, qPrintable(what));
+            QCOMPARE(run_mok(base + on_ranks(r, cards["batch"].toInt()), tmp_.path()).exit_code, 0);
+            int fewer = r - 1;
+            while (experts % fewer != 0) --fewer;
+            const int batch = (8 + fewer - 1) / fewer * fewer;  // the presets' 8, raised to a multiple
+            QCOMPARE(run_mok(base + on_ranks(fewer, batch), tmp_.path()).exit_code, 1);
+          }
+        }
+      }
+    }
+    // The 7B preset trains on 16 cards of 16 GiB and 8 of 24 GiB; 27B on no number of them.
+    const auto cards_of = [&](const QString& model, const QString& capacity) {
+      return run_mok({"plan", dir + model, "--json", "--device-memory", capacity}, tmp_.path()).json["cards"].toObject();
+    };
+    QCOMPARE(cards_of("mok_7b.yaml", "16GiB")["ranks"].toInt(), 16);
+    QCOMPARE(cards_of("mok_7b.yaml", "24GiB")["ranks"].toInt(), 8);
+    QVERIFY(cards_of("mok_27b.yaml", "24GiB")["ranks"].isNull());
+  }
+
+  // A plan that fits gets no advice and one card; the text names both.
+  void aFittingPlanGetsNoAdvice() {
+    for (const QStringList& mode : {QStringList{}, QStringList{"--generate", "--batch", "4"}}) {
+      const Result r = run_mok(QStringList{"plan", config_, "--json", "--device-memory", "1GiB"} + mode, tmp_.path());
+      QCOMPARE(r.exit_code, 0);
+      QVERIFY(r.json["advice"].toArray().isEmpty());
+      QCOMPARE(r.json["cards"].toObject()["ranks"].toInt(), 1);
+      QCOMPARE(r.json["mode"].toString(), mode.isEmpty() ? QString("train") : QString("generate"));
+      const Result text = run_mok(QStringList{"plan", config_, "--device-memory", "1GiB"} + mode, tmp_.path());
+      QVERIFY2(text.out.contains("cards of 1 GiB: fits on one") && !text.out.contains("to fit"), qPrintable(text.out));
+    }
+    // Generation flags without --generate, and ranks that do not divide the experts: bad usage.
+    QCOMPARE(run_mok({"plan", config_, "--batch", "4"}, tmp_.path()).exit_code, 2);
+    const Result ranks = run_mok({"plan", config_, "--generate", "--ranks", "3"}, tmp_.path());
+    QCOMPARE(ranks.exit_code, 2);
+    QVERIFY2(ranks.err.contains("model.experts"), qPrintable(ranks.err));
+  }
+
+  // mok generate from a checkpoint of the quickstart model: its tracker peak (the largest
+  // rank's) against `mok plan --generate` with the same sequences, ranks, prompt and tokens.
+  void generationPlanIsTheMeasuredPeak() {
+    const Result run = run_mok({"train", config_, "--db", tmp_.path() + "/gen.db", "--json", "--quiet"}, tmp_.path());
+    QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+    const QString checkpoint = run.json["checkpoint"].toString();
+    struct Case {
+      int batch, ranks, prompt, tokens;
+    };
+    // One rank; a cache that fills and restarts from seq_len/2 tokens; two ranks.
+    for (const Case c : {Case{16, 1, 64, 8}, Case{4, 1, 100, 60}, Case{8, 2, 64, 8}}) {
+      const QStringList shape = {"--batch", QString::number(c.batch), "--ranks", QString::number(c.ranks), "--tokens",
+                                 QString::number(c.tokens)};
+      const Result gen = run_mok(QStringList{"generate", checkpoint, "--prompts-from-data", QString::number(c.prompt),
+                                             "--json", "--quiet", "--set", "data.corpus=" + tmp_.path() + "/corpus"} +
+                                     shape,
+                                 tmp_.path());
+      QVERIFY2(gen.exit_code == 0, qPrintable(gen.err));
+      const Result plan = run_mok(QStringList{"plan", config_, "--json", "--generate", "--prompt-tokens",
+                                              QString::number(c.prompt)} + shape,
+                                  tmp_.path());
+      QCOMPARE(plan.exit_code, 0);
+      const double measured = gen.json["peak_bytes"].toDouble(), planned = plan.json["total_bytes"].toDouble();
+      qInfo("generate B=%d R=%d prompt %d, %d new: planned %.2f MiB, measured %.2f MiB (%+.1f %%)", c.batch, c.ranks,
+            c.prompt, c.tokens, planned / 1048576.0, measured / 1048576.0, 100.0 * (planned - measured) / measured);
+      QVERIFY(measured > 0);
+      QVERIFY2(std::abs(planned - measured) <= 0.05 * measured, qPrintable(shape.join(' ')));
     }
   }
 };
