@@ -6,7 +6,9 @@
 FRONTIER_CSV is what tools/gpu/kitten_memory_bench.sh writes (shape, variant, val_bpb,
 saved_bytes, step_ms). x: saved bytes as a share of the `exact` row's; y: validation bits per
 byte. The `exact` and `exact_seed2` rows span a grey band: the seed-to-seed spread, the scale
-at which differences in y mean something. Plain SVG, no plotting library needed.
+at which differences in y mean something. A run that ends more than 10 % above exact (it
+diverged) is drawn as a triangle on the top edge with its value, so it does not squeeze the
+rest. Plain SVG, no plotting library needed.
 """
 import argparse
 import csv
@@ -57,8 +59,10 @@ def main():
     for p in points:
         p["x"] = p["saved"] / exact["saved"]
     W, H, L, R, T, B = 640, 400, 70, 20, 40, 55
+    for p in points:
+        p["off"] = p["bpb"] > 1.1 * exact["bpb"]
     xs = [p["x"] for p in points]
-    ys = [p["bpb"] for p in points]
+    ys = [p["bpb"] for p in points if not p["off"]]
     x_lo, x_hi = 0.0, max(1.05, max(xs) * 1.05)
     pad = max(1e-3, (max(ys) - min(ys)) * 0.25)
     y_lo, y_hi = min(ys) - pad, max(ys) + pad
@@ -86,10 +90,20 @@ def main():
     if a.title:
         out.append(f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{html.escape(a.title)}</text>')
     for p in points:
-        x, y = sx(p["x"]), sy(p["bpb"])
+        x = sx(p["x"])
         label = html.escape(f'{p["variant"]} ({p["x"]:.2f}, {p["bpb"]:.4f}, {p["ms"]:.0f} ms/step)')
+        if p["off"]:
+            y = T + 4
+            out.append(f'<path d="M{x - 5:.1f},{y + 5:.1f} L{x + 5:.1f},{y + 5:.1f} L{x:.1f},{y - 4:.1f} Z" '
+                       f'fill="#b22"><title>{label}</title></path>')
+            out.append(f'<text x="{x + 8:.1f}" y="{y + 5:.1f}">{html.escape(p["variant"])}: diverged, '
+                       f'{p["bpb"]:.2f}</text>')
+            continue
+        y = sy(p["bpb"])
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#1f5fa8"><title>{label}</title></circle>')
-        out.append(f'<text x="{x + 7:.1f}" y="{y - 6:.1f}">{html.escape(p["variant"])}</text>')
+        right = x > W - R - 120  # near the right edge: the label goes left of the point
+        out.append(f'<text x="{x - 7 if right else x + 7:.1f}" y="{y - 6:.1f}" '
+                   f'text-anchor="{"end" if right else "start"}">{html.escape(p["variant"])}</text>')
     out.append("</svg>")
     open(a.svg, "w").write("\n".join(out) + "\n")
 

@@ -90,9 +90,8 @@ bool runs_fp32_on_gpu(const ExperimentConfig& c) {
   return c.parallel.device == "cuda" && compute_dtype_for(c) == DType::f32;
 }
 
-std::string kitten_text(const ExperimentConfig& c) {
-  return "compact copies of the saved activations (kittens.method " + c.kittens.method + ", rank " +
-         std::to_string(c.kittens.rank) + ")";
+std::string kitten_text() {
+  return "compact copies of the saved activations (the kitten defaults: 4-bit linear inputs, 8-bit elementwise)";
 }
 
 // The overrides that put `config` on `ranks` ranks (config_on_ranks).
@@ -118,7 +117,9 @@ std::vector<FitOption> training_fit_options(const ExperimentConfig& config, doub
                   [](const ExperimentConfig& c, const std::vector<std::string>&) { return estimate_memory(c).total_bytes(); });
   if (list.fits_as_is()) return {};
   const bool exact = config.kittens.mode == "exact";
-  if (exact) list.add({"kittens.mode=kitten"}, {}, kitten_text(config));
+  if (exact) list.add({"kittens.mode=kitten"}, {}, kitten_text());
+  if (exact && !config.train.activation_checkpointing)
+    list.add({"train.activation_checkpointing=true"}, {}, "keep only each block's input, run the block again in backward");
   if (runs_fp32_on_gpu(config)) list.add({"train.precision=bf16"}, {}, "bf16 activations and weight copies");
 
   // The same optimizer step in more, smaller micro-batches: the smallest grad_accum that fits,

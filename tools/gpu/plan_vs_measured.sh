@@ -15,6 +15,8 @@
 #   DEVICE=cuda  (cpu: the same runs on the CPU, measured = peak_bytes; with EXTRA to shrink
 #   the models and small CAPS, a check of this script where no GPU is)
 #   EXTRA="--set model.layers=2 ..."  (added to every plan, train and generate)
+#   ACTIVITIES="train generate"  (train alone: no checkpoints are written, which for models of
+#   billions of parameters is most of the time)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -28,6 +30,9 @@ PROMPT="${PROMPT:-32}"
 TOKENS="${TOKENS:-16}"
 DEVICE="${DEVICE:-cuda}"
 EXTRA="${EXTRA:-}"
+ACTIVITIES="${ACTIVITIES:-train generate}"
+NO_CHECKPOINTS=()
+[[ " $ACTIVITIES " == *" generate "* ]] || NO_CHECKPOINTS=(--no-checkpoints)
 MOK="$BIN/mok"
 [ -x "$MOK" ] || { echo "no mok in $BIN" >&2; exit 2; }
 mkdir -p "$OUT_DIR"
@@ -48,7 +53,7 @@ read -r -a EXTRA_ARGS <<< "$EXTRA"
 for config in $CONFIGS; do
   base="$(basename "$config" .yaml)"
   for cap in $CAPS; do
-    for activity in train generate; do
+    for activity in $ACTIVITIES; do
       plan="$OUT_DIR/plan_${base}_${cap}_${activity}.json"
       gen_args=()
       [ "$activity" = generate ] && gen_args=(--generate --batch "$GEN_BATCH" --prompt-tokens "$PROMPT" --tokens "$TOKENS")
@@ -85,8 +90,8 @@ echo "$(wc -l < "$OUT_DIR/candidates.tsv") configuration(s) fit one card; each r
 declare -A CHECKPOINT
 run_train() {  # name config cap sets...: mok train's JSON in OUT_DIR/name.json
   local name="$1" config="$2" cap="$3"; shift 3
-  timeout "${MOK_TIMEOUT:-600}" "$MOK" train "$config" --json --quiet --db "$SCRATCH/$name.db" \
-    "${DEVICE_SETS[@]}" "${EXTRA_ARGS[@]}" --set "train.steps=$STEPS" --set train.eval_every=100000 \
+  timeout "${MOK_TIMEOUT:-600}" "$MOK" train "$config" --json --quiet "${NO_CHECKPOINTS[@]}" \
+    --db "$SCRATCH/$name.db" "${DEVICE_SETS[@]}" "${EXTRA_ARGS[@]}" --set "train.steps=$STEPS" --set train.eval_every=100000 \
     --set train.eval_batches=1 --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" \
     ${cap:+--set "parallel.device_memory_limit=$cap"} "$@" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
 }
