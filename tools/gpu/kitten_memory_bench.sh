@@ -19,6 +19,7 @@
 #                  recomputed)
 #   kitten4        kitten with the elementwise tensors 4-bit too
 #   kitten_act4    kitten with the SwiGLU pre-activations 4-bit (q/k/v, norm inputs 8-bit)
+#   kitten4_qkv8   kitten4 with q/k/v 8-bit;  kitten4_norm8: kitten4 with the norm inputs 8-bit
 #   kitten_linear  low-bit linear inputs only, elementwise exact (where the time goes)
 #   exact_seed2    exact with seed + 1 (quality spread)
 set -uo pipefail
@@ -54,6 +55,11 @@ mode_sets() {  # variant → --set arguments
     kitten_act4) echo "--set kittens.mode=kitten --set kittens.kinds.moe.expert.act.method=lowbit" \
                       "--set kittens.kinds.moe.expert.act.bits=4 --set kittens.kinds.mlp.act.method=lowbit" \
                       "--set kittens.kinds.mlp.act.bits=4" ;;
+    kitten4_qkv8) echo "$(mode_sets kitten4) --set kittens.kinds.attn.qkv.method=lowbit --set kittens.kinds.attn.qkv.bits=8" ;;
+    kitten4_norm8) echo "$(mode_sets kitten4)" \
+                        "--set kittens.kinds.attn_norm.method=lowbit --set kittens.kinds.attn_norm.bits=8" \
+                        "--set kittens.kinds.ffn_norm.method=lowbit --set kittens.kinds.ffn_norm.bits=8" \
+                        "--set kittens.kinds.final_norm.method=lowbit --set kittens.kinds.final_norm.bits=8" ;;
     kitten_linear) echo "--set kittens.mode=kitten --set kittens.elementwise=exact" ;;
     *) echo "unknown variant $1" >&2; echo "--set kittens.mode=unknown-variant" ;;
   esac
