@@ -165,4 +165,9 @@ int64_t CudaCachingAllocator::peak_reserved_bytes() const {
   return peak_reserved_;
 }
 
+void CudaCachingAllocator::reset_peak_reserved() {
+  std::lock_guard lock(mutex_);
+  peak_reserved_ = reserved_;
+}
+
 }  // namespace mok::cuda

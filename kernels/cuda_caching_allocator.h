@@ -44,8 +44,9 @@ class CudaCachingAllocator final : public mok::Allocator {
   // Reserved bytes may not pass it: the cache is given back first, then the request fails.
   void set_limit(int64_t bytes) override;
 
-  int64_t reserved_bytes() const;       // held from the driver: live blocks + cached ones
-  int64_t peak_reserved_bytes() const;
+  int64_t reserved_bytes() const override;  // held from the driver: live blocks + cached ones
+  int64_t peak_reserved_bytes() const override;
+  void reset_peak_reserved() override;
   // Gives every cached block back to the driver (waits for the stream first).
   void trim();
   // Device copies and fills (tensor clones, zeroed gradients) go to `profiler` as ops of

@@ -322,9 +322,14 @@ int runs_show(int argc, char** argv) {
     MetricPoint point;
   };
   std::vector<Last> last;
+  // What the allocator held (live blocks + cached ones) at its highest; NaN without the metric.
+  double peak_reserved = NAN;
   for (const std::string& name : store.metric_names(id)) {
     const auto series = store.metric_series(id, name);
     if (!series.empty()) last.push_back({name, series.back()});
+    if (name == "mem/peak_reserved_bytes")
+      for (const MetricPoint& p : series)
+        if (!(p.value <= peak_reserved)) peak_reserved = p.value;
   }
   const auto events = store.events(id);
   const auto checkpoints = store.checkpoints(id);
@@ -333,6 +338,8 @@ int runs_show(int argc, char** argv) {
     JsonWriter j;
     j.begin_object();
     json_summary_fields(j, s);
+    j.key("peak_reserved_bytes");
+    if (std::isfinite(peak_reserved)) j.value(peak_reserved); else j.null();
     j.key("status_message").value(rec.status_message);
     j.key("started_at").value(rec.started_at);
     j.key("host").value(rec.host);
@@ -387,11 +394,12 @@ int runs_show(int argc, char** argv) {
   if (!s.tags.empty()) std::printf("  tags      %s\n", join(s.tags, ", ").c_str());
   if (!rec.notes.empty()) std::printf("  notes     %s\n", rec.notes.c_str());
   std::printf("\nsummary\n");
-  std::printf("  step %s   tokens %s   best val/bpb %s   best val/ppl %s   tokens/s %s (median)   peak mem %s\n",
+  std::printf("  step %s   tokens %s   best val/bpb %s   best val/ppl %s   tokens/s %s (median)   peak mem %s%s\n",
               s.last_step >= 0 ? std::to_string(s.last_step).c_str() : "-",
               format_count(static_cast<double>(s.tokens)).c_str(), format_num(s.best_val_bpb).c_str(),
               format_num(s.best_val_ppl).c_str(), format_count(s.tokens_per_s).c_str(),
-              format_bytes(s.peak_bytes).c_str());
+              format_bytes(s.peak_bytes).c_str(),
+              std::isfinite(peak_reserved) ? (" (reserved " + format_bytes(peak_reserved) + ")").c_str() : "");
   if (!last.empty()) {
     std::printf("\nlast metrics\n");
     std::vector<std::vector<std::string>> rows;

@@ -1,9 +1,10 @@
 #pragma once
 // Allocator: where a tensor's bytes come from and how they are filled and copied, per
-// device. The CPU's is the block cache (core/tensor/block_cache.h); a CUDA device's is a
-// stream-ordered caching allocator (kernels/cuda_caching_allocator.h) whose fills and copies
-// are ordered with the device's compute stream. Every Tensor and ByteBuffer remembers the
-// allocator it came from, so that clone(), zero() and the destructor work on any device.
+// device. The CPU's is the block cache (core/tensor/block_cache.h), shared by the ranks of a
+// process; a CUDA device's is a stream-ordered caching allocator
+// (kernels/cuda_caching_allocator.h) whose fills and copies are ordered with the device's
+// compute stream. Every Tensor and ByteBuffer remembers the allocator it came from, so that
+// clone(), zero() and the destructor work on any device.
 
 #include <cstdint>
 
@@ -28,8 +29,13 @@ class Allocator {
   virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, int64_t bytes) = 0;
   virtual void copy_within(void* dst, const void* src, int64_t bytes) = 0;
-  // Bytes this allocator holds for reuse beyond what live tensors hold (reserved − live).
-  virtual int64_t cached_bytes() const = 0;
+  // What it holds from its device, in blocks (size classes): reserved = live blocks + cached
+  // ones, as PyTorch reports it; reserved ≥ the live bytes of the tensors it serves.
+  virtual int64_t cached_bytes() const = 0;    // free blocks kept for reuse
+  virtual int64_t reserved_bytes() const = 0;  // live blocks + cached ones
+  // Highest reserved_bytes() since reset_peak_reserved() (a trainer resets it every step).
+  virtual int64_t peak_reserved_bytes() const = 0;
+  virtual void reset_peak_reserved() = 0;
   // A cap on what it may hold from its device, cache included (parallel.device_memory_limit;
   // 0 = none). The CPU's shared block cache keeps none: the rank's MemoryTracker caps a CPU
   // rank's tensors.

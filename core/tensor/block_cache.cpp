@@ -1,13 +1,18 @@
 #include "core/tensor/block_cache.h"
 
-#include "core/tensor/allocator.h"
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
+
+#include "core/tensor/allocator.h"
 
 MOK_NN_BEGIN
 
@@ -15,22 +20,129 @@ namespace {
 
 constexpr int64_t kAlignBytes = 64;  // cache line; also what AVX-512 loads like
 
-// Request rounded up to its size class: multiples of 64 up to 4 KiB, then eight classes per
-// power of two (waste ≤ 1/8), so expert batches whose row count changes a little each step
-// still find a block.
-int64_t size_class(int64_t bytes) {
-  if (bytes <= 4096) return (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
-  int64_t p = 4096;
-  while (p * 2 <= bytes) p *= 2;
-  const int64_t step = p / 8;
-  return (bytes + step - 1) / step * step;
+// AddressSanitizer watches malloc'd blocks only: there large blocks come from malloc too, so
+// a tensor overrun is still caught (the accounting is the same; freed blocks serve their own
+// size class only).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMapLargeBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kMapLargeBlocks = false;
+#else
+constexpr bool kMapLargeBlocks = true;
+#endif
+#else
+constexpr bool kMapLargeBlocks = true;
+#endif
+
+bool is_large(int64_t block_bytes) { return block_bytes >= BlockCache::kLargeBlockBytes; }
+
+// Pages can move between blocks (mremap) where the page size divides every large size class.
+bool pages_can_move() {
+#if defined(__linux__) && defined(MREMAP_FIXED)
+  static const bool ok = kMapLargeBlocks && ::sysconf(_SC_PAGESIZE) == 4096;
+  return ok;
+#else
+  return false;
+#endif
+}
+
+void* take_from_system(int64_t block_bytes) {
+  if (kMapLargeBlocks && is_large(block_bytes)) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(block_bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  return std::aligned_alloc(kAlignBytes, static_cast<size_t>(block_bytes));
+}
+
+void give_to_system(void* block, int64_t block_bytes) {
+  if (kMapLargeBlocks && is_large(block_bytes))
+    ::munmap(block, static_cast<size_t>(block_bytes));
+  else
+    std::free(block);
+}
+
+// A mapped block: its address and bytes (a size class, or what is left of a block whose first
+// pages went to another).
+struct Mapped {
+  void* block;
+  int64_t bytes;
+};
+
+// A new block of `block_bytes` made of the pages of `donors` (cached large blocks, taken out of
+// the cache), moved in place in order: their resident pages serve it with no page fault or
+// zero-fill; past them it has fresh pages. Returns null if the system has no room. `rest`:
+// what is left of the last donor when it was larger than needed (bytes 0 if none, or if too
+// small to keep: then it went back to the system).
+void* take_from_donors(int64_t block_bytes, std::vector<Mapped> donors, Mapped& rest) {
+  rest = {nullptr, 0};
+  void* block = take_from_system(block_bytes);
+#if defined(__linux__) && defined(MREMAP_FIXED)
+  int64_t filled = 0;
+  for (Mapped& d : donors) {
+    if (!block) break;
+    const int64_t moved = std::min(d.bytes, block_bytes - filled);
+    if (moved <= 0) break;
+    auto* dst = static_cast<uint8_t*>(block) + filled;
+    if (::mremap(d.block, static_cast<size_t>(moved), static_cast<size_t>(moved), MREMAP_MAYMOVE | MREMAP_FIXED, dst) ==
+        MAP_FAILED)
+      break;  // the donors left go back to the system below; the block keeps fresh pages
+    if (moved < d.bytes) {
+      rest = {static_cast<uint8_t*>(d.block) + moved, d.bytes - moved};
+      if (!is_large(rest.bytes)) {
+        ::munmap(rest.block, static_cast<size_t>(rest.bytes));
+        rest = {nullptr, 0};
+      }
+    }
+    d.bytes = 0;
+    filled += moved;
+  }
+#endif
+  for (const Mapped& d : donors)
+    if (d.bytes > 0) give_to_system(d.block, d.bytes);
+  return block;
 }
 
 struct CacheState {
   std::mutex mutex;
-  std::unordered_map<int64_t, std::vector<void*>> free_by_class;
-  int64_t cached = 0;
+  std::unordered_map<int64_t, std::vector<void*>> small_free;  // size class → free blocks
+  std::multimap<int64_t, void*> large_free;                     // bytes → free mapped block
+  int64_t live = 0, cached = 0;  // block bytes
+  int64_t peak_reserved = 0;
   int64_t limit = int64_t(1) << 30;
+
+  // A free block of class `cls`, or null.
+  void* pop_free(int64_t cls) {
+    if (is_large(cls)) {
+      auto it = large_free.find(cls);
+      if (it == large_free.end()) return nullptr;
+      void* block = it->second;
+      large_free.erase(it);
+      return block;
+    }
+    auto it = small_free.find(cls);
+    if (it == small_free.end() || it->second.empty()) return nullptr;
+    void* block = it->second.back();
+    it->second.pop_back();
+    return block;
+  }
+
+  // Cached large blocks whose pages make up `bytes`, taken out of the cache: each time the
+  // largest that fits in what is still missing, else the smallest larger one.
+  std::vector<Mapped> take_donors(int64_t bytes) {
+    std::vector<Mapped> out;
+    int64_t missing = bytes;
+    while (missing > 0 && !large_free.empty()) {
+      auto it = large_free.upper_bound(missing);
+      if (it != large_free.begin()) --it;  // the largest ≤ missing
+      out.push_back({it->second, it->first});
+      cached -= it->first;
+      missing -= std::min(missing, it->first);
+      large_free.erase(it);
+    }
+    return out;
+  }
 };
 
 // Never destroyed: tensors with static storage may be freed after any static destructor.
@@ -41,43 +153,93 @@ CacheState& state() {
 
 }  // namespace
 
+int64_t BlockCache::block_bytes(int64_t bytes) {
+  if (bytes <= 4096) return (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  int64_t p = 4096;
+  while (p * 2 <= bytes) p *= 2;
+  const int64_t step = p / 8;  // ≥ 512 B; a multiple of 4 KiB pages from 32 KiB on
+  return (bytes + step - 1) / step * step;
+}
+
+bool BlockCache::reuses_across_sizes() { return pages_can_move(); }
+
 void* BlockCache::allocate(int64_t bytes) {
-  const int64_t cls = size_class(bytes);
+  const int64_t cls = block_bytes(bytes);
   CacheState& s = state();
+  std::vector<Mapped> donors;
   {
     std::lock_guard lock(s.mutex);
-    auto it = s.free_by_class.find(cls);
-    if (it != s.free_by_class.end() && !it->second.empty()) {
-      void* block = it->second.back();
-      it->second.pop_back();
+    if (void* block = s.pop_free(cls)) {
       s.cached -= cls;
+      s.live += cls;
       return block;
     }
+    s.live += cls;
+    if (is_large(cls) && pages_can_move()) donors = s.take_donors(cls);
+    if (donors.empty()) s.peak_reserved = std::max(s.peak_reserved, s.live + s.cached);
   }
-  void* block = std::aligned_alloc(kAlignBytes, static_cast<size_t>(cls));
-  if (!block) throw std::bad_alloc();
+  Mapped rest{nullptr, 0};
+  void* block = donors.empty() ? take_from_system(cls) : take_from_donors(cls, std::move(donors), rest);
+  std::lock_guard lock(s.mutex);
+  if (rest.bytes > 0) {
+    s.large_free.emplace(rest.bytes, rest.block);
+    s.cached += rest.bytes;
+  }
+  if (!block) {
+    s.live -= cls;
+    throw std::bad_alloc();
+  }
+  s.peak_reserved = std::max(s.peak_reserved, s.live + s.cached);
   return block;
 }
 
 void BlockCache::release(void* block, int64_t bytes) {
   if (!block) return;
-  const int64_t cls = size_class(bytes);
+  const int64_t cls = block_bytes(bytes);
   CacheState& s = state();
   {
     std::lock_guard lock(s.mutex);
+    s.live -= cls;
     if (s.cached + cls <= s.limit) {
-      s.free_by_class[cls].push_back(block);
+      if (is_large(cls))
+        s.large_free.emplace(cls, block);
+      else
+        s.small_free[cls].push_back(block);
       s.cached += cls;
       return;
     }
   }
-  std::free(block);
+  give_to_system(block, cls);
+}
+
+int64_t BlockCache::live_bytes() {
+  CacheState& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.live;
 }
 
 int64_t BlockCache::cached_bytes() {
   CacheState& s = state();
   std::lock_guard lock(s.mutex);
   return s.cached;
+}
+
+int64_t BlockCache::reserved_bytes() {
+  CacheState& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.live + s.cached;
+}
+
+int64_t BlockCache::peak_reserved_bytes() {
+  CacheState& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.peak_reserved;
+}
+
+void BlockCache::reset_peak_reserved() {
+  CacheState& s = state();
+  std::lock_guard lock(s.mutex);
+  s.peak_reserved = s.live + s.cached;
 }
 
 void BlockCache::set_limit(int64_t bytes) {
@@ -93,11 +255,17 @@ void BlockCache::set_limit(int64_t bytes) {
 
 void BlockCache::trim() {
   CacheState& s = state();
-  std::lock_guard lock(s.mutex);
-  for (auto& [cls, blocks] : s.free_by_class)
-    for (void* b : blocks) std::free(b);
-  s.free_by_class.clear();
-  s.cached = 0;
+  std::vector<Mapped> blocks;
+  {
+    std::lock_guard lock(s.mutex);
+    for (auto& [cls, list] : s.small_free)
+      for (void* b : list) blocks.push_back({b, cls});
+    for (const auto& [n, b] : s.large_free) blocks.push_back({b, n});
+    s.small_free.clear();
+    s.large_free.clear();
+    s.cached = 0;
+  }
+  for (const Mapped& m : blocks) give_to_system(m.block, m.bytes);
 }
 
 MOK_NN_END
@@ -117,6 +285,9 @@ class CpuAllocator final : public Allocator {
   void copy_from_host(void* dst, const void* src, int64_t bytes) override { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
   void copy_within(void* dst, const void* src, int64_t bytes) override { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
   int64_t cached_bytes() const override { return BlockCache::cached_bytes(); }
+  int64_t reserved_bytes() const override { return BlockCache::reserved_bytes(); }
+  int64_t peak_reserved_bytes() const override { return BlockCache::peak_reserved_bytes(); }
+  void reset_peak_reserved() override { BlockCache::reset_peak_reserved(); }
 };
 
 }  // namespace

@@ -1,13 +1,26 @@
 #pragma once
-// BlockCache: the memory behind every Tensor and ByteBuffer. A training step allocates and
-// frees the same activation shapes each step (≈100 MB for the quickstart model); fresh
-// memory from the system costs a page fault per 4 KiB and a zero-fill, so freed blocks are
-// kept here, grouped by size class, and handed out again.
+// BlockCache: the memory behind every host Tensor and ByteBuffer. A training step allocates
+// and frees the same activation shapes each step (≈100 MB for the quickstart model at batch
+// 16); fresh memory from the system costs a page fault per 4 KiB and a zero-fill, so freed
+// blocks are kept here, grouped by size class, and handed out again.
 //
-// Accounting: the MemoryTracker counts the bytes held by tensors (what was asked for), not
-// the cache; cached_bytes() says how much the cache holds on top of that. Blocks are 64-byte
-// aligned; a block's size is its size class (the request rounded up by at most 1/8), so a
-// block serves any request of its class.
+// Size classes: the request rounded up to a multiple of 64 B up to 4 KiB, then to one of
+// eight classes per power of two (waste ≤ 1/8), so expert batches whose row count changes a
+// little each step still find a block.
+//
+// Small blocks (< 256 KiB) come from malloc. Large ones are mapped from the system (mmap) and
+// unmapped when they leave the cache, so what they free is really given back: malloc would
+// keep it in its heap once its dynamic mmap threshold has grown. Freed blocks of one size
+// do not serve another, so a step whose sizes differ from the last one's (kitten
+// activations: full-size temporaries in forward, other sizes in backward) would map new
+// blocks while the cache holds old ones. The cache therefore keeps reserved bytes (live +
+// cached) at or under the highest live figure reached so far: a large request that would
+// pass it unmaps cached large blocks first, and the peak of reserved bytes is the peak of
+// live bytes.
+//
+// Accounting is in block bytes (size classes), process-wide: the MemoryTracker counts what
+// tensors asked for, per rank; live_bytes() here is at least the sum of the ranks' live
+// figures on the host. Blocks are 64-byte aligned (large ones page-aligned).
 
 #include <cstdint>
 
@@ -17,17 +30,32 @@ MOK_NN_BEGIN
 
 class BlockCache {
  public:
+  // Requests of at least this many bytes get mapped blocks.
+  static constexpr int64_t kLargeBlockBytes = int64_t(256) << 10;
+
   // A block of at least `bytes` (> 0), 64-byte aligned, contents undefined.
   static void* allocate(int64_t bytes);
   // Returns a block from allocate(bytes) (same `bytes`).
   static void release(void* block, int64_t bytes);
 
-  // Bytes held by the cache (free blocks), beyond what tensors hold.
-  static int64_t cached_bytes();
+  // The size class of a request: the bytes of the block that serves it.
+  static int64_t block_bytes(int64_t bytes);
+  // Whether freed large blocks serve other sizes (false under AddressSanitizer, which needs
+  // malloc'd blocks, and where pages are not 4 KiB).
+  static bool reuses_across_sizes();
+
+  static int64_t live_bytes();      // blocks handed out and not yet released
+  static int64_t cached_bytes();    // free blocks kept for reuse
+  static int64_t reserved_bytes();  // live + cached: what the cache holds from the system
+  // Highest reserved_bytes() since the last reset_peak_reserved() (or the start).
+  static int64_t peak_reserved_bytes();
+  static void reset_peak_reserved();
+
   // Upper bound on cached_bytes(); blocks beyond it go back to the system (all cached
   // blocks, if the cache already holds more). Default 1 GiB.
   static void set_limit(int64_t bytes);
-  // Gives every cached block back to the system.
+  // Gives every cached block back to the system, and lowers the ceiling on reserved bytes
+  // to what is live now.
   static void trim();
 };
 

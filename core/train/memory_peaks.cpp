@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
+#include "core/tensor/allocator.h"
 #include "core/tensor/memory_tracker.h"
 
 namespace mok {
 
-void MemoryPeaks::take(const MemoryTracker& t) {
+void MemoryPeaks::take(const MemoryTracker& t, const Allocator& a) {
   total = std::max(total, t.peak_total());
+  reserved = std::max(reserved, a.peak_reserved_bytes());
   saved = std::max(saved, t.peak_bytes(MemCategory::saved_activations));
   for (const auto& [key, kb] : t.saved_by_layer_kind()) {
     int64_t& v = saved_by_kind[key];
@@ -16,7 +18,7 @@ void MemoryPeaks::take(const MemoryTracker& t) {
 }
 
 void MemoryPeaks::clear() {
-  total = saved = 0;
+  total = saved = reserved = 0;
   for (auto& [k, v] : saved_by_kind) v = 0;
 }
 

@@ -11,6 +11,7 @@
 #include "core/real.h"
 
 MOK_NN_BEGIN
+class Allocator;
 class MemoryTracker;
 MOK_NN_END
 
@@ -19,9 +20,12 @@ namespace mok {
 struct MemoryPeaks {
   int64_t total = 0;  // bytes, all categories together
   int64_t saved = 0;  // bytes of tensors kept for backward
+  // bytes the rank's allocator held from its device (live blocks + cached ones; on the CPU the
+  // block cache, which the ranks of one process share)
+  int64_t reserved = 0;
   std::map<std::pair<int, std::string>, int64_t> saved_by_kind;  // (layer or −1, kind) → bytes
 
-  void take(const MemoryTracker& t);
+  void take(const MemoryTracker& t, const Allocator& a);
   void clear();
 };
 

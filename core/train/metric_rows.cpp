@@ -5,7 +5,8 @@
 namespace mok {
 
 MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step, const TrainStepResult& r,
-                           const RankContext& rc, const MemoryTracker& tracker, const MemoryPeaks& peaks,
+                           const RankContext& rc, const MemoryTracker& tracker, int64_t reserved_bytes,
+                           const MemoryPeaks& peaks,
                            const std::vector<std::pair<std::string, double>>& kitten_metrics) {
   MetricRow row;
   row.step = step;
@@ -40,6 +41,8 @@ MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step
     v.push_back({std::string("mem/") + mem_category_name(cat) + "_bytes", static_cast<double>(tracker.live_bytes(cat))});
   }
   v.push_back({"mem/peak_bytes", static_cast<double>(peaks.total)});
+  v.push_back({"mem/reserved_bytes", static_cast<double>(reserved_bytes)});
+  v.push_back({"mem/peak_reserved_bytes", static_cast<double>(peaks.reserved)});
   v.push_back({"mem/peak_saved_activation_bytes", static_cast<double>(peaks.saved)});
   for (const auto& [key, bytes] : peaks.saved_by_kind) {
     const std::string layer = key.first >= 0 ? "layer" + std::to_string(key.first) : std::string("model");

@@ -5,7 +5,8 @@
 //   train/…   losses, learning rate, gradient norm of the step
 //   perf/…    wall-time figures (not deterministic)
 //   comm/…    traffic between ranks (R > 1)
-//   mem/…     live bytes by category, peaks since the previous row, saved bytes per layer
+//   mem/…     live bytes by category, peaks since the previous row, the allocator's reserved
+//             bytes (live blocks + cached ones) now and at their peak, saved bytes per layer
 //   moe/…     dropped pairs, routed pairs per layer and expert
 //   kittens/… the kitten policy's own figures (named by the model)
 //   val/…     validation, on evaluation steps
@@ -29,10 +30,12 @@ MOK_NN_END
 namespace mok {
 
 // The row of the step that brought the run to `step` completed steps and `tokens` tokens:
-// the step's figures, this rank's live memory (`tracker`), the peaks since the last row,
-// and the kitten policy's metrics. `tokens_per_step`: global batch · seq_len.
+// the step's figures, this rank's live memory (`tracker`), what its allocator holds now
+// (`reserved_bytes`), the peaks since the last row, and the kitten policy's metrics.
+// `tokens_per_step`: global batch · seq_len.
 MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step, const TrainStepResult& r,
-                           const RankContext& rc, const MemoryTracker& tracker, const MemoryPeaks& peaks,
+                           const RankContext& rc, const MemoryTracker& tracker, int64_t reserved_bytes,
+                           const MemoryPeaks& peaks,
                            const std::vector<std::pair<std::string, double>>& kitten_metrics);
 
 // Appends val/loss, val/bpb and val/ppl.

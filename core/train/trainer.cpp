@@ -22,6 +22,7 @@
 #include "core/store/run_environment.h"
 #include "core/store/run_store.h"
 #include "core/store/run_store_sink.h"
+#include "core/tensor/allocator.h"
 #include "core/tensor/memory_tracker.h"
 #include "core/train/checkpoint.h"
 #include "core/train/evaluation.h"
@@ -482,6 +483,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
   };
 
   MemoryPeaks peaks;
+  Allocator& allocator = rc.device.exec().allocator();  // reserved bytes: what the device holds
   RunStatus status = RunStatus::finished;
   // Set when the store stopped recording: the run ends failed, and writes nothing more.
   std::string store_failure;
@@ -510,6 +512,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       break;
     }
     tracker.reset_peaks();
+    allocator.reset_peak_reserved();
     TrainStepResult r;
     step_started = Clock::now();
     step_running = step + 1;
@@ -531,8 +534,9 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       s.train_s += r.step_s;
       s.session_tokens += tokens_per_step;
     }
-    peaks.take(tracker);
+    peaks.take(tracker, allocator);
     result.peak_bytes = std::max(result.peak_bytes, tracker.peak_total());
+    result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, allocator.peak_reserved_bytes());
     result.peak_device_bytes = std::max(result.peak_device_bytes, tracker.peak_total(DeviceType::cuda));
     result.peak_saved_activation_bytes =
         std::max(result.peak_saved_activation_bytes, tracker.peak_bytes(MemCategory::saved_activations));
@@ -549,7 +553,8 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     const bool log = eval || tc.log_every <= 1 || step % tc.log_every == 0;
     if (log) {
       MetricRow row =
-          train_metric_row(step, tokens_seen, tokens_per_step, r, rc, tracker, peaks, m.model->kitten_metrics());
+          train_metric_row(step, tokens_seen, tokens_per_step, r, rc, tracker, allocator.reserved_bytes(), peaks,
+                           m.model->kitten_metrics());
       if (eval) {
         try {
           add_validation_metrics(row, validate());

@@ -66,6 +66,9 @@ struct TrainResult {
   int64_t peak_saved_activation_bytes = 0;  // max over steps
   int64_t peak_bytes = 0;                   // max over steps (all categories together)
   int64_t peak_device_bytes = 0;            // of it, on the GPU (0 on the CPU)
+  // max over steps of what the rank's allocator held from its device: live blocks + cached
+  // ones (on the CPU the process's block cache)
+  int64_t peak_reserved_bytes = 0;
   std::string device = "cpu";               // where rank 0 computed, e.g. "cuda:0 NVIDIA H200"
   std::string precision = "fp32";           // compute dtype of activations: fp32 | bf16
   int64_t comm_bytes_remote = 0;            // bytes sent to other ranks, in total

@@ -31,7 +31,10 @@ class CountingAllocator final : public Allocator {
   void copy_to_host(void* d, const void* s, int64_t b) override { cpu_allocator().copy_to_host(d, s, b); }
   void copy_from_host(void* d, const void* s, int64_t b) override { cpu_allocator().copy_from_host(d, s, b); }
   void copy_within(void* d, const void* s, int64_t b) override { cpu_allocator().copy_within(d, s, b); }
-  int64_t cached_bytes() const override { return 0; }
+  int64_t cached_bytes() const override { return cpu_allocator().cached_bytes(); }
+  int64_t reserved_bytes() const override { return cpu_allocator().reserved_bytes(); }
+  int64_t peak_reserved_bytes() const override { return cpu_allocator().peak_reserved_bytes(); }
+  void reset_peak_reserved() override { cpu_allocator().reset_peak_reserved(); }
 };
 
 void fill_ones(Tensor& t) {
