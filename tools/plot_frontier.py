@@ -89,6 +89,7 @@ def main():
                f'validation bits per byte</text>')
     if a.title:
         out.append(f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{html.escape(a.title)}</text>')
+    diverged = 0  # their labels go one per line, so that close points stay readable
     for p in points:
         x = sx(p["x"])
         label = html.escape(f'{p["variant"]} ({p["x"]:.2f}, {p["bpb"]:.4f}, {p["ms"]:.0f} ms/step)')
@@ -96,8 +97,9 @@ def main():
             y = T + 4
             out.append(f'<path d="M{x - 5:.1f},{y + 5:.1f} L{x + 5:.1f},{y + 5:.1f} L{x:.1f},{y - 4:.1f} Z" '
                        f'fill="#b22"><title>{label}</title></path>')
-            out.append(f'<text x="{x + 8:.1f}" y="{y + 5:.1f}">{html.escape(p["variant"])}: diverged, '
-                       f'{p["bpb"]:.2f}</text>')
+            out.append(f'<text x="{x + 8:.1f}" y="{y + 5 + 14 * diverged:.1f}">{html.escape(p["variant"])}: '
+                       f'diverged, {p["bpb"]:.2f}</text>')
+            diverged += 1
             continue
         y = sy(p["bpb"])
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#1f5fa8"><title>{label}</title></circle>')
