@@ -10,13 +10,13 @@
 //
 // Small blocks (< 256 KiB) come from malloc. Large ones are mapped from the system (mmap) and
 // unmapped when they leave the cache, so what they free is really given back: malloc would
-// keep it in its heap once its dynamic mmap threshold has grown. Freed blocks of one size
-// do not serve another, so a step whose sizes differ from the last one's (kitten
-// activations: full-size temporaries in forward, other sizes in backward) would map new
-// blocks while the cache holds old ones. The cache therefore keeps reserved bytes (live +
-// cached) at or under the highest live figure reached so far: a large request that would
-// pass it unmaps cached large blocks first, and the peak of reserved bytes is the peak of
-// live bytes.
+// keep it in its heap once its dynamic mmap threshold has grown. A step whose sizes differ
+// from the last one's (kitten activations: full-size temporaries in forward, other sizes in
+// backward) would map new blocks while the cache holds old ones of other sizes, so a large
+// request that finds no block of its class is made of the pages of cached large blocks
+// (moved with mremap: resident, no page fault or zero-fill) and takes fresh pages only for
+// what they do not cover. Reserved bytes (live + cached) then grow only when the cache holds
+// no large block, and the peak of reserved bytes is the peak of live bytes.
 //
 // Accounting is in block bytes (size classes), process-wide: the MemoryTracker counts what
 // tensors asked for, per rank; live_bytes() here is at least the sum of the ranks' live
@@ -54,8 +54,7 @@ class BlockCache {
   // Upper bound on cached_bytes(); blocks beyond it go back to the system (all cached
   // blocks, if the cache already holds more). Default 1 GiB.
   static void set_limit(int64_t bytes);
-  // Gives every cached block back to the system, and lowers the ceiling on reserved bytes
-  // to what is live now.
+  // Gives every cached block back to the system.
   static void trim();
 };
 
