@@ -6,14 +6,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/tensor/size_class.h"
 #include "kernels/cuda_check.h"
 #include "kernels/op_profiler.h"
 
 namespace mok::cuda {
 
 namespace {
-
-constexpr int64_t kAlignBytes = 256;
 
 std::string mib(int64_t bytes) { return std::to_string(bytes / (1 << 20)) + " MiB"; }
 
@@ -40,13 +39,7 @@ CudaCachingAllocator::~CudaCachingAllocator() {
     for (void* b : blocks) cudaFree(b);
 }
 
-int64_t CudaCachingAllocator::size_class(int64_t bytes) {
-  if (bytes <= 4096) return (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
-  int64_t p = 4096;
-  while (p * 2 <= bytes) p *= 2;
-  const int64_t step = p / 8;
-  return (bytes + step - 1) / step * step;
-}
+int64_t CudaCachingAllocator::size_class(int64_t bytes) { return size_class_bytes(bytes, kDeviceBlockAlign); }
 
 void* CudaCachingAllocator::allocate(int64_t bytes) {
   const int64_t cls = size_class(bytes);

@@ -56,24 +56,32 @@ class OptionList {
   }
 
   // A smaller model on the same ranks: the most experts (a multiple of the ranks, at least
-  // top_k), then the most layers, that fit.
+  // top_k), then the most layers, that fit; where neither alone does, one layer with the most
+  // experts that fit.
   void add_smaller_model(const std::function<double(const ExperimentConfig&)>& parameters) {
     const ExperimentConfig& c = config_;
     const int ranks = std::max(1, c.parallel.ranks);
-    for (int e = c.model.experts - ranks; e >= std::max(c.model.top_k, ranks) && e > 0; e -= ranks) {
-      const std::vector<std::string> sets = {"model.experts=" + std::to_string(e)};
-      if (!fits_with(sets)) continue;
-      add(sets, {}, "a smaller model: " + std::to_string(e) + " experts per MoE layer (" +
-                        count_text(parameters(*with_sets(c, sets))) + " parameters)");
-      break;
-    }
+    auto fewer_experts = [&](std::vector<std::string> base) {
+      for (int e = c.model.experts - ranks; e >= std::max(c.model.top_k, ranks) && e > 0; e -= ranks) {
+        std::vector<std::string> sets = base;
+        sets.push_back("model.experts=" + std::to_string(e));
+        if (!fits_with(sets)) continue;
+        add(sets, {}, "a smaller model: " + std::string(base.empty() ? "" : "1 layer of ") + std::to_string(e) +
+                          " experts per MoE layer (" + count_text(parameters(*with_sets(c, sets))) + " parameters)");
+        return true;
+      }
+      return false;
+    };
+    bool found = fewer_experts({});
     for (int l = c.model.layers - 1; l >= 1; --l) {
       const std::vector<std::string> sets = {"model.layers=" + std::to_string(l)};
       if (!fits_with(sets)) continue;
       add(sets, {}, "a smaller model: " + std::to_string(l) + " layers (" +
                         count_text(parameters(*with_sets(c, sets))) + " parameters)");
+      found = true;
       break;
     }
+    if (!found && c.model.layers > 1) fewer_experts({"model.layers=1"});
   }
 
   std::vector<FitOption> take() { return std::move(out_); }

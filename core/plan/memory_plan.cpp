@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include "core/config/config_check.h"
+#include "core/plan/parameter_block_rounding.h"
 #include "core/plan/saved_activation_plan.h"
+#include "core/tensor/size_class.h"
 #include "core/train/rank_device.h"
 
 namespace mok {
@@ -87,6 +89,11 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
                {"saved_activations", saved_bytes},
                {"workspace", workspace},
                {"communication", comm}};
+  // A GPU's caching allocator rounds each block up to its size class, and a device memory
+  // limit holds the blocks: the parameter state's rounding, where there is any.
+  if (c.parallel.device == "cuda")
+    if (const double r = parameter_block_rounding(c, kDeviceBlockAlign, bf16); r > 0.0)
+      est.parts.push_back({"allocator_rounding", r});
   if (kitten && c.kittens.warmup_steps > 0) {
     const std::vector<PlannedSavedTensor> warmup = plan_saved_activations(c, 0);
     est.kitten_warmup_steps = c.kittens.warmup_steps;

@@ -3,8 +3,9 @@
 // category — parameters, gradients, Adam state, saved activations, workspace, communication
 // buffers — in the run's precision (bf16 on a GPU: activations in 2 bytes and a bf16 compute
 // copy of every weight beside its fp32 master; fp32 otherwise) with expert parallelism over
-// parallel.ranks, and the largest batch that fits a capacity. It is an estimate (no allocator
-// overheads; saved tensors counted per kind as the kitten policy keeps them,
+// parallel.ranks, and the largest batch that fits a capacity. It is an estimate (on a GPU,
+// of the allocator's overheads only the parameter state's size-class rounding, as
+// "allocator_rounding"; saved tensors counted per kind as the kitten policy keeps them,
 // core/plan/saved_activation_plan.h): `mok plan` prints it with the accuracy
 // measured against real peaks (docs/training.md, "Memory plan"); the workbench's memory bar
 // shows it until a run's measured figures replace it.

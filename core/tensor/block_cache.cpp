@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/tensor/allocator.h"
+#include "core/tensor/size_class.h"
 
 MOK_NN_BEGIN
 
@@ -153,13 +154,7 @@ CacheState& state() {
 
 }  // namespace
 
-int64_t BlockCache::block_bytes(int64_t bytes) {
-  if (bytes <= 4096) return (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
-  int64_t p = 4096;
-  while (p * 2 <= bytes) p *= 2;
-  const int64_t step = p / 8;  // ≥ 512 B; a multiple of 4 KiB pages from 32 KiB on
-  return (bytes + step - 1) / step * step;
-}
+int64_t BlockCache::block_bytes(int64_t bytes) { return size_class_bytes(bytes, kAlignBytes); }
 
 bool BlockCache::reuses_across_sizes() { return pages_can_move(); }
 
