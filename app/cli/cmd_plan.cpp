@@ -296,8 +296,7 @@ int cmd_plan(int argc, char** argv) {
   for (const MemoryEstimate::Part& p : est.parts) std::printf("  %-20s %12s\n", p.category.c_str(), mib(p.bytes).c_str());
   std::printf("  %-20s %12s\n", "total", mib(total).c_str());
   if (generate)
-    std::printf("kv_cache: %s MiB per sequence (%d positions); gradients: allocated with the weights, unused by "
-                "generation\n",
+    std::printf("kv_cache: %s MiB per sequence (%d positions); no gradients or optimizer state\n",
                 mib(gen.kv_cache_bytes_per_sequence).c_str(), gen.context);
   if (est.kitten_warmup_steps > 0)
     std::printf("saved_activations: the kitten steady state; the first %d step(s) are an exact warm-up that keeps "

@@ -21,7 +21,7 @@ GroupedSwiGlu::GroupedSwiGlu(const std::vector<ExpertSpec>& experts, int64_t d, 
   const MemTag value_tag{MemCategory::parameters, -1, ""}, grad_tag{MemCategory::gradients, -1, ""};
   auto make_stack = [&](Stack& s, int64_t rows, int64_t cols) {
     s.value = cx.empty({G, rows, cols}, kRealDType, value_tag);
-    s.grad = cx.zeros({G, rows, cols}, kRealDType, grad_tag);
+    if (ForwardOnlyParameters::gradients()) s.grad = cx.zeros({G, rows, cols}, kRealDType, grad_tag);
     if (cx.compute_dtype() != kRealDType) s.compute = cx.empty({G, rows, cols}, cx.compute_dtype(), value_tag);
   };
   make_stack(up_, d, 2 * f);
@@ -48,7 +48,7 @@ std::unique_ptr<SwiGluMlp> GroupedSwiGlu::expert_view(int g) const {
     Parameter p;
     p.name = name;
     p.value = s.value.view(g * rows * cols, {rows, cols});
-    p.grad = s.grad.view(g * rows * cols, {rows, cols});
+    if (!s.grad.empty()) p.grad = s.grad.view(g * rows * cols, {rows, cols});
     if (!s.compute.empty()) p.compute_copy = s.compute.view(g * rows * cols, {rows, cols});
     p.weight_decay = true;
     p.expert = true;

@@ -20,6 +20,14 @@ void draw_parameter_values(const std::string& name, double std, uint64_t seed, r
 }
 
 
+namespace {
+thread_local bool forward_only = false;
+}  // namespace
+
+ForwardOnlyParameters::ForwardOnlyParameters() : previous_(forward_only) { forward_only = true; }
+ForwardOnlyParameters::~ForwardOnlyParameters() { forward_only = previous_; }
+bool ForwardOnlyParameters::gradients() { return !forward_only; }
+
 Parameter make_parameter(const std::string& name, std::vector<int64_t> shape, double std,
                          uint64_t seed, real fill, bool weight_decay, bool expert) {
   ExecContext& cx = ExecContext::current();
@@ -31,14 +39,14 @@ Parameter make_parameter(const std::string& name, std::vector<int64_t> shape, do
   if (cx.is_cpu()) {
     // The CPU core's layout, unchanged: host tensors of `real`, drawn in place.
     p.value = Tensor(shape, value_tag);
-    p.grad = Tensor(shape, grad_tag);
+    if (ForwardOnlyParameters::gradients()) p.grad = Tensor(shape, grad_tag);
     draw_parameter_values(name, std, seed, fill, p.value.data(), p.value.numel());
     return p;
   }
   Tensor host = Tensor::uninitialized(shape);
   draw_parameter_values(name, std, seed, fill, host.data(), host.numel());
   p.value = cx.empty(shape, kRealDType, value_tag);
-  p.grad = cx.zeros(shape, kRealDType, grad_tag);
+  if (ForwardOnlyParameters::gradients()) p.grad = cx.zeros(shape, kRealDType, grad_tag);
   p.value.copy_from_host(host.data(), host.bytes());
   if (cx.compute_dtype() != kRealDType) {
     p.compute_copy = cx.empty(shape, cx.compute_dtype(), value_tag);

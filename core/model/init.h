@@ -14,7 +14,8 @@ MOK_NN_BEGIN
 
 uint64_t parameter_stream(const std::string& name);  // FNV-1a of the name
 
-// value ~ N(0, std²) (std > 0), or filled with `fill` when std == 0. grad zeroed, same shape.
+// value ~ N(0, std²) (std > 0), or filled with `fill` when std == 0. grad zeroed, same shape,
+// except under a ForwardOnlyParameters scope (then grad stays empty).
 Parameter make_parameter(const std::string& name, std::vector<int64_t> shape, double std,
                          uint64_t seed, real fill = 0, bool weight_decay = true, bool expert = false);
 
@@ -25,5 +26,20 @@ void draw_parameter_values(const std::string& name, double std, uint64_t seed, r
 // (E, d, 2f) tensor) the values make_parameter(name, …, std, seed) would draw, and writes
 // them into `compute` too when it is not empty (the compute copy's view).
 void draw_parameter_into(const std::string& name, double std, uint64_t seed, Tensor& value, Tensor& compute);
+
+// While alive on this thread, new parameters get no gradient tensor: for a model that only
+// runs forward (generation), whose gradients would be 4 bytes per weight never used.
+class ForwardOnlyParameters {
+ public:
+  ForwardOnlyParameters();
+  ~ForwardOnlyParameters();
+  ForwardOnlyParameters(const ForwardOnlyParameters&) = delete;
+  ForwardOnlyParameters& operator=(const ForwardOnlyParameters&) = delete;
+  // Whether parameters made now get gradients (no scope alive on this thread).
+  static bool gradients();
+
+ private:
+  bool previous_;
+};
 
 MOK_NN_END

@@ -39,8 +39,8 @@ CardCount count_cards(const ExperimentConfig& config, double capacity, const std
                   (config.model.experts > 0 ? " (" + std::to_string(config.model.experts / r) + " expert(s) each)"
                                             : std::string(" (a model without experts does not shard)")) +
                   ", over the " + format_footprint_bytes(capacity) + " of a card: the weights every rank holds take " +
-                  format_footprint_bytes(replicated_weights) + " with their " +
-                  (training ? "gradients and Adam state" : "gradients") + ", its experts " +
+                  format_footprint_bytes(replicated_weights) +
+                  (training ? " with their gradients and Adam state" : "") + ", its experts " +
                   format_footprint_bytes(weights - replicated_weights) + ", " +
                   (training ? "activations and workspace" : "KV cache and workspace") + " " +
                   format_footprint_bytes(rest) + " (mok shards only the experts)";

@@ -52,8 +52,8 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
   // balanced routing; a rank whose experts draw more rows holds more).
   const double comm = ranks > 1 && E > 0 ? 4.0 * rows * k * d * act : 0.0;
 
+  // No gradients: generation builds its model without them (ForwardOnlyParameters).
   est.parts = {{"parameters", master + (bf16 ? est.device_parameter_count * 2.0 : 0.0)},
-               {"gradients", master},
                {"kv_cache", kv},
                {"workspace", workspace},
                {"communication", comm}};

@@ -5,8 +5,6 @@
 // What a generating rank really holds (read from the model it builds):
 //   parameters   the dense weights and its experts/R experts: the fp32 master copy, plus a
 //                bf16 compute copy on a GPU (6 bytes per weight; 4 on the CPU);
-//   gradients    an fp32 gradient per weight: the model allocates it with the weight, and
-//                generation leaves it unused (4 bytes per weight);
 //   kv_cache     per sequence of the rank, per layer, keys and values of data.seq_len
 //                positions × d_model in the compute type, allocated in full at the start
 //                (so the number of new tokens does not change it);
@@ -16,7 +14,8 @@
 //                routing: dropless, a rank whose experts draw more than their share of the
 //                rows holds more (on the quickstart shape over 4 ranks the busiest rank's
 //                peak was 15 % above the plan; one rank is within 5 %, tests/cli/test_cli_plan).
-// No optimizer state and no saved activations: generation keeps nothing for backward.
+// No gradients (the model is built without them, ForwardOnlyParameters in core/model/init.h),
+// no optimizer state and no saved activations: generation keeps nothing for backward.
 
 #include <string>
 
@@ -33,7 +32,7 @@ struct GenerationShape {
 };
 
 struct GenerationEstimate {
-  // parts: parameters, gradients, kv_cache, workspace, communication (per rank). The memory
+  // parts: parameters, kv_cache, workspace, communication (per rank). The memory
   // tracker counts the KV cache as workspace; it is named apart here because it grows with
   // sequences × context rather than with the prefill.
   MemoryEstimate memory;

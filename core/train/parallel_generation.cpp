@@ -14,6 +14,7 @@
 #include "core/data/token_dataset.h"
 #include "core/data/tokenizer.h"
 #include "core/backend/exec_context.h"
+#include "core/model/init.h"
 #include "core/parallel/data_plane.h"
 #include "core/parallel/dispatcher_factory.h"
 #include "core/parallel/expert_placement.h"
@@ -114,6 +115,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
     placement = ExpertPlacement::parse(cfg.parallel.expert_placement, cfg.model.experts, ranks);
     mo.local_experts = expert_ownership(placement, rank);
   }
+  const ForwardOnlyParameters forward_only;  // decoding needs no gradients: 4 bytes per weight fewer
   LanguageModel model(mo);
   std::vector<ExpertDispatcher*> dispatchers;
   if (parallel) dispatchers = install_expert_parallel(model, cfg, *comm, placement, nullptr, plane.get());

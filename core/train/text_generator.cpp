@@ -7,6 +7,7 @@
 #include "core/config/config_io.h"
 #include "core/data/tokenizer.h"
 #include "core/model/inference_session.h"
+#include "core/model/init.h"
 #include "core/model/language_model.h"
 #include "core/train/checkpoint.h"
 #include "core/util/counter_rng.h"
@@ -29,7 +30,10 @@ TextGenerator::TextGenerator(const std::string& checkpoint_dir) {
   mo.vocab_size = tokenizer_->vocab_size();
   mo.max_seq_len = config_.data.seq_len;
   mo.seed = config_.seed;
-  model_ = std::make_unique<LanguageModel>(mo);
+  {
+    const ForwardOnlyParameters forward_only;  // generation needs no gradients
+    model_ = std::make_unique<LanguageModel>(mo);
+  }
   load_model_weights(dir_, model_->parameters());
 }
 
