@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/plan/planned_shape.h"
 #include "core/train/rank_device.h"
 
 namespace mok {
@@ -29,7 +30,7 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
   const double act = bf16 ? 2.0 : kFloat;
   const double master = est.device_parameter_count * kFloat;
   const double d = std::max(1, c.model.d_model);
-  const double vocab = c.data.tokenizer == "bpe" ? std::max(256, c.data.vocab_size) : 256.0;
+  const double vocab = planned_vocab(c);
   const double f = std::max(1, c.model.expert_hidden);
   const double E = std::max(0, c.model.experts);
   const double k = E > 0 ? std::max(1, std::min(c.model.top_k, c.model.experts)) : 0.0;

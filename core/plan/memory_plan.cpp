@@ -4,8 +4,8 @@
 
 #include <unistd.h>
 
-#include "core/config/config_check.h"
 #include "core/plan/parameter_block_rounding.h"
+#include "core/plan/planned_shape.h"
 #include "core/plan/saved_activation_plan.h"
 #include "core/tensor/size_class.h"
 #include "core/train/rank_device.h"
@@ -33,19 +33,14 @@ double host_memory_bytes() {
 MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   constexpr double kFloat = 4.0;
   const double d = std::max(1, c.model.d_model);
-  const double vocab = c.data.tokenizer == "bpe" ? std::max(256, c.data.vocab_size) : 256.0;
+  const double vocab = planned_vocab(c);
   const int layers = std::max(0, c.model.layers);
   const int ranks = std::max(1, c.parallel.ranks);
   const double f = std::max(1, c.model.expert_hidden);
   const double E = std::max(0, c.model.experts);
   const double k = std::max(1, std::min(c.model.top_k, std::max(1, c.model.experts)));
 
-  std::vector<bool> moe(size_t(layers), E > 0);
-  try {
-    moe = parse_moe_layers(c.model.moe_layers, layers);
-    if (E == 0) std::fill(moe.begin(), moe.end(), false);
-  } catch (...) {
-  }
+  const std::vector<bool> moe = planned_moe_layers(c);
 
   // Parameters: shared ones on every rank, routed experts split over the ranks.
   double shared = vocab * d * (c.model.tie_embeddings ? 1.0 : 2.0) + d;

@@ -3,26 +3,21 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/config/config_check.h"
+#include "core/plan/planned_shape.h"
 #include "core/tensor/size_class.h"
 
 namespace mok {
 
 double parameter_block_rounding(const ExperimentConfig& c, int64_t small_align, bool compute_copies) {
   const int64_t d = std::max(1, c.model.d_model);
-  const int64_t vocab = c.data.tokenizer == "bpe" ? std::max(256, c.data.vocab_size) : 256;
+  const int64_t vocab = planned_vocab(c);
   const int layers = std::max(0, c.model.layers);
   const int64_t f = std::max(1, c.model.expert_hidden);
   const int64_t h = std::max(1, c.model.dense_hidden);
   const int64_t E = std::max(0, c.model.experts);
   const int ranks = std::max(1, c.parallel.ranks);
   const int64_t local_experts = (E + ranks - 1) / ranks;
-  std::vector<bool> moe(size_t(layers), E > 0);
-  try {
-    moe = parse_moe_layers(c.model.moe_layers, layers);
-    if (E == 0) std::fill(moe.begin(), moe.end(), false);
-  } catch (...) {
-  }
+  const std::vector<bool> moe = planned_moe_layers(c);
 
   // What one block of `elements` values of `element_bytes` adds.
   auto extra = [&](int64_t elements, int64_t element_bytes) {

@@ -5,9 +5,9 @@
 #include <map>
 #include <memory>
 
-#include "core/config/config_check.h"
 #include "core/kittens/kitten_policy.h"
 #include "core/kittens/kitten_saved_input_policy.h"
+#include "core/plan/planned_shape.h"
 #include "core/train/rank_device.h"
 
 namespace mok {
@@ -180,7 +180,7 @@ std::vector<PlannedSavedTensor> plan_saved_activations(const ExperimentConfig& c
   s.top_k = std::max(1, std::min(c.model.top_k, std::max(1, c.model.experts)));
   s.expert_hidden = std::max(1, c.model.expert_hidden);
   s.dense_hidden = std::max(1, c.model.dense_hidden);
-  s.vocab = c.data.tokenizer == "bpe" ? std::max(256, c.data.vocab_size) : 256.0;
+  s.vocab = planned_vocab(c);
   const double act = compute_dtype_for(c) == DType::bf16 ? 2.0 : kRealBytes;
   // Tokens of one micro-batch on one rank; routed copies: top_k per token (dropless; a
   // capacity drops some). With expert parallelism a rank's experts get as many on average.
@@ -188,12 +188,7 @@ std::vector<PlannedSavedTensor> plan_saved_activations(const ExperimentConfig& c
                         std::max(1, c.data.seq_len);
   const double local_experts = std::ceil(s.experts / ranks);
 
-  std::vector<bool> moe(size_t(layers), s.experts > 0);
-  try {
-    moe = parse_moe_layers(c.model.moe_layers, layers);
-    if (s.experts == 0) std::fill(moe.begin(), moe.end(), false);
-  } catch (...) {
-  }
+  const std::vector<bool> moe = planned_moe_layers(c);
 
   // The policy the model would build (none in exact mode: everything exact), at `step`.
   std::unique_ptr<KittenPolicy> policy;
