@@ -120,10 +120,10 @@ if (( QUALITY_STEPS > 0 )); then
   done
 fi
 
-python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" "$CAP" "${VARIANTS:-exact,kitten}" <<'PY'
+python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" "$CAP" "${VARIANTS:-exact,kitten}" "$QUALITY_VARIANTS" "$QUALITY_STEPS" <<'PY'
 import csv, json, sys
 out, shapes, warmup, cap = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4]
-variants = sys.argv[5].split(",")
+variants, quality_variants, quality_steps = sys.argv[5].split(","), sys.argv[6].split(","), int(sys.argv[7])
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if v else float("nan")
@@ -132,12 +132,14 @@ def last_json(path):
         return json.loads(open(path).read().strip().splitlines()[-1])
     except Exception:
         return {}
-def tps(name):
+def run_median(name, metric, after):  # median of a per-step metric of run `name` after step `after`
     try:
         rows = list(csv.DictReader(open(f"{out}/{name}.csv")))
     except OSError:
         return float("nan")
-    return median([float(r["value"]) for r in rows if r["name"] == "perf/tokens_per_s" and int(r["step"]) > warmup])
+    return median([float(r["value"]) for r in rows if r["name"] == metric and int(r["step"]) > after])
+def tps(name):
+    return run_median(name, "perf/tokens_per_s", warmup)
 G = 2**30
 print(f"{'shape':6s} {'saved':13s} {'tokens/s b16':>12s} {'saved GiB':>10s} {'peak GiB':>9s} {'plan GiB':>9s}"
       f" {'largest batch ≤ ' + cap:>20s} {'tokens/s there':>14s}")
@@ -161,41 +163,25 @@ for s in shapes:
         elif base:
             print(f"{s:6s} {'  ratio':13s} {t / base[0]:12.2f} {saved / base[1]:10.2f} {peak / base[2]:9.2f} {'':9s}"
                   f" {best / base[3] if base[3] else float('nan'):20.2f} {t_best / base[4] if base[4] else float('nan'):14.2f}")
+if quality_steps > 0:
+    step_ms = lambda name: run_median(name, "perf/step_ms", 5)  # after the run's first 5 steps
+    print(f"\nquality after {quality_steps} steps (16 x 1024 tokens each):")
+    print(f"{'shape':6s} {'variant':13s} {'val bpb':>9s} {'vs exact':>9s} {'saved GiB':>10s} {'of exact':>9s}"
+          f" {'step ms':>8s} {'vs exact':>9s}")
+    with open(f"{out}/frontier.csv", "w") as f:
+        w = csv.writer(f)
+        w.writerow(["shape", "variant", "val_bpb", "saved_bytes", "step_ms"])
+        for s in shapes:
+            e = last_json(f"{out}/q_{s}_exact.json")
+            e_ms = step_ms(f"q_{s}_exact")
+            for v in quality_variants:
+                j = last_json(f"{out}/q_{s}_{v}.json")
+                bpb = j.get("val_bpb", float("nan"))
+                saved = j.get("peak_saved_activation_bytes", float("nan"))
+                ms = step_ms(f"q_{s}_{v}")
+                rel = (bpb / e["val_bpb"] - 1) * 100 if e.get("val_bpb") else float("nan")
+                frac = saved / e["peak_saved_activation_bytes"] if e.get("peak_saved_activation_bytes") else float("nan")
+                print(f"{s:6s} {v:13s} {bpb:9.4f} {rel:+8.2f}% {saved / G:10.2f} {frac:9.2f} {ms:8.1f} {ms / e_ms:9.2f}")
+                w.writerow([s, v, bpb, saved, ms])
 PY
-if (( QUALITY_STEPS > 0 )); then
-python3 - "$OUT_DIR" "$SHAPES" "$QUALITY_VARIANTS" "$QUALITY_STEPS" <<'PY'
-import csv, json, math, sys
-out, shapes, variants, steps = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), int(sys.argv[4])
-def last_json(path):
-    try:
-        return json.loads(open(path).read().strip().splitlines()[-1])
-    except Exception:
-        return {}
-def step_ms(name):  # median step time over the run, after its first 5 steps
-    try:
-        rows = list(csv.DictReader(open(f"{out}/{name}.csv")))
-    except OSError:
-        return float("nan")
-    v = sorted(float(r["value"]) for r in rows if r["name"] == "perf/step_ms" and int(r["step"]) > 5)
-    return v[len(v) // 2] if v else float("nan")
-G = 2**30
-print(f"\nquality after {steps} steps (16 x 1024 tokens each):")
-print(f"{'shape':6s} {'variant':13s} {'val bpb':>9s} {'vs exact':>9s} {'saved GiB':>10s} {'of exact':>9s} {'step ms':>8s} {'vs exact':>9s}")
-with open(f"{out}/frontier.csv", "w") as f:
-    w = csv.writer(f)
-    w.writerow(["shape", "variant", "val_bpb", "saved_bytes", "step_ms"])
-    for s in shapes:
-        e = last_json(f"{out}/q_{s}_exact.json")
-        e_ms = step_ms(f"q_{s}_exact")
-        for v in variants:
-            j = last_json(f"{out}/q_{s}_{v}.json")
-            bpb = j.get("val_bpb", float("nan"))
-            saved = j.get("peak_saved_activation_bytes", float("nan"))
-            ms = step_ms(f"q_{s}_{v}")
-            rel = (bpb / e["val_bpb"] - 1) * 100 if e.get("val_bpb") else float("nan")
-            frac = saved / e["peak_saved_activation_bytes"] if e.get("peak_saved_activation_bytes") else float("nan")
-            print(f"{s:6s} {v:13s} {bpb:9.4f} {rel:+8.2f}% {saved / G:10.2f} {frac:9.2f} {ms:8.1f} {ms / e_ms:9.2f}")
-            w.writerow([s, v, bpb, saved, ms])
-PY
-fi
 echo "written under $OUT_DIR"
