@@ -36,6 +36,7 @@
 #include "core/kittens/subspace_saved_linear_input.h"
 #include "core/tensor/memory_tracker.h"
 #include "kernels/checks/check_util.h"
+#include "kernels/cuda_check.h"
 #include "kernels/cuda_ops.h"
 
 namespace mok::cuda {
