@@ -26,6 +26,7 @@
 #include "kernels/gemm_lt.h"
 #include "kernels/grad_norm.h"
 #include "kernels/grouped_gemm.h"
+#include "kernels/low_rank.h"
 #include "kernels/moe_routing.h"
 #include "kernels/mok_plan.h"
 #include "kernels/rms_norm.h"
@@ -669,6 +670,35 @@ void CudaOps::dequantize_rows(const Tensor& codes, const Tensor& scales, int bit
     cuda::dequantize_rows<T>(codes.ptr<uint8_t>(), scales.ptr<float>(), rows, cols, bits, static_cast<T*>(out.raw()),
                              stream_);
   });
+}
+
+// --- low-rank copies (f32 factors whatever the compute dtype)
+
+void CudaOps::gaussian_fill(Tensor& out, double variance, uint64_t seed, uint64_t stream) {
+  const auto timed = profile("gaussian_fill");
+  cuda::gaussian_fill(out.ptr<float>(), out.numel(), std::sqrt(variance), seed, stream, stream_);
+}
+
+void CudaOps::orthonormalize_columns(Tensor& y) {
+  const auto timed = profile("orthonormalize_columns");
+  const int64_t rows = y.dim(0), cols = rows ? y.numel() / rows : 0;
+  Tensor workspace = scratch(cuda::orthonormalize_workspace_bytes(rows, cols));
+  cuda::orthonormalize_columns(y.ptr<float>(), rows, cols, workspace.raw(), stream_);
+}
+
+void CudaOps::projection_error_terms(const Tensor& x, const Tensor& kept, const Tensor* extra, Tensor& terms) {
+  const auto timed = profile("projection_error_terms");
+  Tensor workspace = scratch(cuda::error_terms_workspace_bytes());
+  cuda::projection_error_terms(x.ptr<float>(), x.numel(), kept.ptr<float>(), kept.numel(),
+                               extra ? extra->ptr<double>() : nullptr, terms.ptr<double>(), workspace.raw(), stream_);
+}
+
+void CudaOps::sampled_error_terms(const Tensor& x, int64_t stride, const Tensor& x_hat, Tensor& terms) {
+  const auto timed = profile("sampled_error_terms");
+  const int64_t cols = x_hat.dim(-1), rows = cols ? x_hat.numel() / cols : 0;
+  Tensor workspace = scratch(cuda::error_terms_workspace_bytes());
+  cuda::sampled_error_terms(x.ptr<float>(), stride, x_hat.ptr<float>(), rows, cols, terms.ptr<double>(),
+                            workspace.raw(), stream_);
 }
 
 // --- optimizer

@@ -105,6 +105,12 @@ class CudaOps final : public mok::Ops {
                      mok::Tensor& scales, mok::Tensor* error_terms) override;
   void dequantize_rows(const mok::Tensor& codes, const mok::Tensor& scales, int bits, mok::Tensor& out) override;
 
+  void gaussian_fill(mok::Tensor& out, double variance, uint64_t seed, uint64_t stream) override;
+  void orthonormalize_columns(mok::Tensor& y) override;
+  void projection_error_terms(const mok::Tensor& x, const mok::Tensor& kept, const mok::Tensor* extra,
+                              mok::Tensor& terms) override;
+  void sampled_error_terms(const mok::Tensor& x, int64_t stride, const mok::Tensor& x_hat, mok::Tensor& terms) override;
+
   void adamw_step(const std::vector<mok::Parameter*>& params, std::vector<mok::Tensor>& m,
                   std::vector<mok::Tensor>& v, const mok::AdamWStep& step) override;
   double grad_norm_sq(const std::vector<mok::Parameter*>& params) override;

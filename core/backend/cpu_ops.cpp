@@ -7,10 +7,12 @@
 
 #include "core/backend/causal_attention.h"
 #include "core/backend/gemm.h"
+#include "core/backend/qr.h"
 #include "core/backend/rms_norm_kernel.h"
 #include "core/backend/rope.h"
 #include "core/backend/row_quantize.h"
 #include "core/backend/swiglu_kernel.h"
+#include "core/kittens/gaussian_sketch.h"
 #include "core/model/parameter.h"
 #include "core/routing/locality_policy.h"
 #include "core/util/thread_pool.h"
@@ -518,6 +520,51 @@ void CpuOps::quantize_rows(const Tensor& x, const QuantizeOptions& options, Tens
 void CpuOps::dequantize_rows(const Tensor& codes, const Tensor& scales, int bits, Tensor& out) {
   const int64_t cols = out.dim(-1), rows = cols ? out.numel() / cols : 0;
   dequantize_rows_cpu(codes.ptr<uint8_t>(), scales.ptr<float>(), rows, cols, bits, out.data());
+}
+
+// --- low-rank copies
+
+void CpuOps::gaussian_fill(Tensor& out, double variance, uint64_t seed, uint64_t stream) {
+  const int64_t cols = out.dim(-1), rows = cols ? out.numel() / cols : 0;
+  fill_gaussian(out.data(), rows, cols, variance, seed, stream);
+}
+
+void CpuOps::orthonormalize_columns(Tensor& y) {
+  mok::orthonormalize_columns(y.data(), y.dim(0), y.numel() / std::max<int64_t>(1, y.dim(0)));
+}
+
+namespace {
+double sum_of_squares(const real* x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return s;
+}
+}  // namespace
+
+void CpuOps::projection_error_terms(const Tensor& x, const Tensor& kept, const Tensor* extra, Tensor& terms) {
+  const double xx = sum_of_squares(x.data(), x.numel());
+  const double kk = sum_of_squares(kept.data(), kept.numel());
+  const double add = extra ? extra->ptr<double>()[0] : 0.0;
+  double* t = terms.ptr<double>();
+  t[0] = std::max(0.0, xx - kk) + add;
+  t[1] = xx;
+}
+
+void CpuOps::sampled_error_terms(const Tensor& x, int64_t stride, const Tensor& x_hat, Tensor& terms) {
+  const int64_t cols = x_hat.dim(-1), rows = cols ? x_hat.numel() / cols : 0;
+  double num = 0.0, den = 0.0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const real* xr = x.data() + i * stride * cols;
+    const real* hr = x_hat.data() + i * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double e = static_cast<double>(xr[c]) - static_cast<double>(hr[c]);
+      num += e * e;
+      den += static_cast<double>(xr[c]) * static_cast<double>(xr[c]);
+    }
+  }
+  double* t = terms.ptr<double>();
+  t[0] = num;
+  t[1] = den;
 }
 
 // --- optimizer

@@ -68,6 +68,11 @@ class CpuOps final : public Ops {
                      Tensor* error_terms) override;
   void dequantize_rows(const Tensor& codes, const Tensor& scales, int bits, Tensor& out) override;
 
+  void gaussian_fill(Tensor& out, double variance, uint64_t seed, uint64_t stream) override;
+  void orthonormalize_columns(Tensor& y) override;
+  void projection_error_terms(const Tensor& x, const Tensor& kept, const Tensor* extra, Tensor& terms) override;
+  void sampled_error_terms(const Tensor& x, int64_t stride, const Tensor& x_hat, Tensor& terms) override;
+
   void adamw_step(const std::vector<Parameter*>& params, std::vector<Tensor>& m, std::vector<Tensor>& v,
                   const AdamWStep& step) override;
   double grad_norm_sq(const std::vector<Parameter*>& params) override;

@@ -199,6 +199,22 @@ class Ops {
   // out (rows, cols) = x̃, in the compute dtype.
   virtual void dequantize_rows(const Tensor& codes, const Tensor& scales, int bits, Tensor& out) = 0;
 
+  // --- low-rank copies (kitten activations: core/kittens/sketch, rsvd and subspace keepers).
+  // Their factors are `real` on the CPU and f32 on a GPU, whatever the compute dtype.
+  // out (rows, cols) `real`/f32: element (i, j) = sqrt(variance)·counter_normal(seed, stream,
+  // i·cols + j) (core/util/counter_rng.h), rounded once to the element type.
+  virtual void gaussian_fill(Tensor& out, double variance, uint64_t seed, uint64_t stream) = 0;
+  // y (rows, cols) `real`/f32, rows ≥ cols, replaced by Q whose nonzero columns are orthonormal
+  // and span range(y) to rounding (CPU: Householder, every column nonzero; GPU: CholeskyQR2 in
+  // double, a numerically dependent column comes out zero). Either way Q·Qᵀ projects onto range(y).
+  virtual void orthonormalize_columns(Tensor& y) = 0;
+  // terms (2) f64 = [max(0, Σ x² − Σ kept²) + (extra ? extra[0] : 0), Σ x²], sums in double:
+  // the error terms of a projection X → X·V·Vᵀ (or U·Uᵀ·X) that keeps `kept`.
+  virtual void projection_error_terms(const Tensor& x, const Tensor& kept, const Tensor* extra, Tensor& terms) = 0;
+  // terms (2) f64 = [Σ (x[i·stride] − x_hat[i])², Σ x[i·stride]²] over the rows i of x_hat
+  // (rows, cols); x (n, cols); both `real`/f32; sums in double.
+  virtual void sampled_error_terms(const Tensor& x, int64_t stride, const Tensor& x_hat, Tensor& terms) = 0;
+
   // --- optimizer (core/train/adamw.h, core/train/grad_clip.h); m, v index-aligned with params.
   // Writes each parameter's compute copy (if it has one) from the updated value.
   virtual void adamw_step(const std::vector<Parameter*>& params, std::vector<Tensor>& m, std::vector<Tensor>& v,

@@ -1,23 +1,31 @@
 #include "core/kittens/compact_factor.h"
 
+#include "core/backend/exec_context.h"
+
 MOK_NN_BEGIN
 
-double CompactFactor::keep(Tensor&& p, int bits, const QuantizeOptions& rounding, const MemTag& tag) {
+void CompactFactor::keep(Tensor&& p, int bits, const QuantizeOptions& rounding, const MemTag& tag) {
   reset();
   if (bits == 0) {
     dense_ = std::move(p);
-    return 0.0;
+    return;
   }
   QuantizeOptions q = rounding;
   q.bits = bits;
   quantized_.quantize(p, q, tag, true);
   p.reset();
-  return QuantizedMatrix::read_error_terms(quantized_.error_terms())[0];
 }
 
-const Tensor& CompactFactor::dense(Tensor& scratch) const {
-  if (quantized_.empty()) return dense_;
-  scratch = quantized_.dequantized();
+const Tensor& CompactFactor::dense(Tensor& scratch, DType dtype) const {
+  const ExecContext& cx = ExecContext::current();
+  if (quantized_.empty()) {
+    if (dense_.dtype() == dtype) return dense_;
+    scratch = cx.empty(dense_.shape(), dtype);
+    cx.ops().convert(dense_, scratch);
+    return scratch;
+  }
+  scratch = cx.empty({quantized_.rows(), quantized_.cols()}, dtype);
+  quantized_.dequantize(scratch);
   return scratch;
 }
 

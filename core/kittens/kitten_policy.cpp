@@ -89,34 +89,6 @@ std::string kitten_config_problem(const KittensConfig& c) {
   return rank_schedule_problem(c);
 }
 
-std::string kitten_gpu_problem(const KittensConfig& c) {
-  if (c.mode == "exact") return {};
-  const auto low_rank = [](const std::string& m) {
-    SavedTensorChoice choice;
-    choice.method = parse_method(m);
-    return choice.is_low_rank();
-  };
-  const auto refuse = [](const std::string& key, const std::string& m) {
-    return key + ": '" + m + "' keeps low-rank factors, which run on the CPU so far; on a GPU use lowbit " +
-           "(what kittens.mode: kitten chooses) or exact";
-  };
-  std::map<std::string, KittenKindOverride> kinds;
-  if (c.mode == "kitten") kinds = kitten_preset();
-  for (const auto& [kind, o] : c.kinds) kinds[kind] = o;
-  // Kinds without an entry of their own (and entries that name no method) take kittens.method.
-  bool takes_method = !kinds.count("");
-  for (const auto& [kind, o] : kinds) {
-    if (o.method.empty() || o.method == "lowrank") takes_method = true;
-    else if (low_rank(o.method)) return refuse("kittens.kinds." + (kind.empty() ? std::string("\"\"") : kind) + ".method", o.method);
-  }
-  if (takes_method) {
-    if (low_rank(c.method)) return refuse("kittens.method", c.method);
-    for (const auto& [layer, o] : c.layers)
-      if (low_rank(o.method)) return refuse("kittens.layers." + std::to_string(layer) + ".method", o.method);
-  }
-  return {};
-}
-
 // Per-layer sums of the relative errors measured by saves of the current step. A save on a
 // GPU leaves its error terms on the device (pending); they are read in one copy when a sum
 // is next asked for, so that no save waits for the device.

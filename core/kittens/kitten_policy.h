@@ -63,10 +63,6 @@ std::map<std::string, KittenKindOverride> kitten_preset();
 
 // Empty when the kitten settings are usable, else a message naming the key.
 std::string kitten_config_problem(const KittensConfig& config);
-// Empty when every saved tensor the settings can choose is kept by code that runs on a GPU
-// (exact, lowbit, recompute); else a message naming the key that picks a low-rank method
-// (sketch, rsvd, subspace: CPU only so far).
-std::string kitten_gpu_problem(const KittensConfig& config);
 
 class KittenPolicy {
  public:

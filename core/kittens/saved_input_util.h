@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/backend/exec_context.h"
 #include "core/tensor/tensor.h"
 
 MOK_NN_BEGIN
@@ -24,10 +25,14 @@ inline void check_grad_shapes(const char* who, int64_t n, int64_t d_in, const Te
                                 std::to_string(n) + ", " + std::to_string(d_in) + ")");
 }
 
-inline double sum_squares(const real* x, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return s;
+// t in `dtype`: t itself, or its copy converted into `scratch` (on a GPU in bf16: X widened
+// to f32 for the low-rank factors, a factor rounded to bf16 for the product with dY).
+inline const Tensor& in_dtype(const Tensor& t, DType dtype, Tensor& scratch) {
+  if (t.dtype() == dtype) return t;
+  const ExecContext& cx = ExecContext::current();
+  scratch = cx.empty(t.shape(), dtype);
+  cx.ops().convert(t, scratch);
+  return scratch;
 }
 
 // Rows used to measure reconstruction error cheaply: every stride-th row, at most kErrorRows.

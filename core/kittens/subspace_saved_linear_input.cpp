@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/backend/gemm.h"
+#include "core/backend/exec_context.h"
 #include "core/kittens/compact_factor.h"
 #include "core/kittens/kitten_key.h"
+#include "core/kittens/quantized_matrix.h"
 #include "core/kittens/randomized_range.h"
 #include "core/kittens/saved_input_util.h"
 
@@ -18,11 +19,14 @@ class SubspaceSavedLinearInput final : public SavedLinearInput {
   SubspaceSavedLinearInput(std::shared_ptr<SubspaceBasis> basis, const CompactOptions& options, int refresh_every)
       : basis_(std::move(basis)), options_(options), refresh_every_(refresh_every) {}
 
-  void save(const Tensor& x, const MemTag& tag) override {
-    const auto [n, d] = rows_cols(x);
+  void save(const Tensor& x_in, const MemTag& tag) override {
+    const auto [n, d] = rows_cols(x_in);
     n_ = n;
     d_in_ = d;
     const int r = std::max(1, std::min<int>(options_.rank, static_cast<int>(d)));
+    const ExecContext& cx = ExecContext::current();
+    Tensor wide;
+    const Tensor& x = in_dtype(x_in, kRealDType, wide);  // (n, d_in), f32 on a GPU
     {
       std::lock_guard lock(basis_->mutex);
       const bool stale = !basis_->v || basis_->v->dim(0) != d || basis_->rank != r ||
@@ -33,7 +37,7 @@ class SubspaceSavedLinearInput final : public SavedLinearInput {
         MemTag basis_tag = tag;
         basis_tag.kind += ".basis";
         basis_->v = std::make_shared<const Tensor>(
-            randomized_range(x.data(), n, d, r, options_.power_iters, RangeSide::rows,
+            randomized_range(x, n, d, r, options_.power_iters, RangeSide::rows,
                              kitten_step_seed(options_.seed, options_.step),
                              kitten_draw_stream(tag.layer, tag.kind, KittenDraw::subspace), basis_tag));
         basis_->rank = r;
@@ -44,17 +48,20 @@ class SubspaceSavedLinearInput final : public SavedLinearInput {
     }
     r_ = v_ ? static_cast<int>(v_->dim(1)) : 0;
     if (r_ == 0) return;
-    Tensor p({n, static_cast<int64_t>(r_)}, options_.factor_bits ? MemTag{} : tag);
-    matmul(x.data(), v_->data(), p.data(), n, d, r_);  // P = X·V  (n, r)
-    const double pp = sum_squares(p.data(), p.numel());
+    error_terms_.reset();
+    Tensor p = cx.empty({n, static_cast<int64_t>(r_)}, kRealDType, options_.factor_bits ? MemTag{} : tag);
+    if (n > 0) cx.ops().gemm(false, false, n, r_, d, 1.0, x, d, *v_, r_, 0.0, p, r_);  // P = X·V  (n, r)
+    const Tensor p_full = p.view(0, {n, static_cast<int64_t>(r_)});  // P before quantization
     QuantizeOptions rounding{options_.factor_bits, options_.stochastic_rounding,
                              kitten_step_seed(options_.seed, options_.step),
                              kitten_draw_stream(tag.layer, tag.kind, KittenDraw::rounding)};
-    const double quant_err = p_.keep(std::move(p), options_.factor_bits, rounding, tag);
+    p_.keep(std::move(p), options_.factor_bits, rounding, tag);
     if (options_.measure_error) {
-      // X − P̃·Vᵀ = (X − P·Vᵀ) + (P − P̃)·Vᵀ, two orthogonal parts (V orthonormal, (X − P·Vᵀ)·V = 0).
-      const double xx = sum_squares(x.data(), x.numel());
-      error_ = xx > 0.0 ? std::sqrt((std::max(0.0, xx - pp) + quant_err) / xx) : 0.0;
+      // X − P̃·Vᵀ = (X − P·Vᵀ) + (P − P̃)·Vᵀ, two orthogonal parts (V orthonormal, (X − P·Vᵀ)·V = 0):
+      // [‖X‖² − ‖P‖² + ‖P − P̃‖², ‖X‖²].
+      const Tensor& quant = p_.error_terms();
+      error_terms_ = cx.empty({2}, DType::f64);
+      cx.ops().projection_error_terms(x, p_full, quant.empty() ? nullptr : &quant, error_terms_);
     } else {
       error_ = -1.0;
     }
@@ -64,19 +71,25 @@ class SubspaceSavedLinearInput final : public SavedLinearInput {
     check_grad_shapes("subspace", n_, d_in_, dy, dw);
     const int64_t d_out = rows_cols(dy).second;
     if (r_ > 0 && n_ > 0) {
+      const ExecContext& cx = ExecContext::current();
       Tensor scratch;
-      const real* p = p_.dense(scratch).data();
-      Tensor t({static_cast<int64_t>(r_), d_out});
-      matmul_tn(p, dy.data(), t.data(), r_, n_, d_out);  // T = Pᵀ·dY  (r, d_out)
+      const Tensor& p = p_.dense(scratch, dy.dtype());  // P̃ in dY's dtype (bf16 on a bf16 GPU)
+      Tensor t = cx.empty({static_cast<int64_t>(r_), d_out}, kRealDType);
+      cx.ops().gemm(true, false, r_, d_out, n_, 1.0, p, r_, dy, d_out, 0.0, t, d_out);  // T = Pᵀ·dY  (r, d_out)
       // dW += scale · V·T  (d_in, d_out)
-      gemm(false, false, d_in_, d_out, r_, scale, v_->data(), r_, t.data(), d_out, real(1), dw.data(), d_out);
+      cx.ops().gemm(false, false, d_in_, d_out, r_, scale, *v_, r_, t, d_out, 1.0, dw, d_out);
     }
     p_.reset();
     v_.reset();
   }
 
   int64_t held_bytes() const override { return p_.held_bytes(); }
-  double last_relative_error() const override { return error_; }
+  Tensor error_terms() const override { return error_terms_.empty() ? Tensor{} : error_terms_.view(0, {2}); }
+  double last_relative_error() const override {
+    if (error_terms_.empty()) return error_;
+    const auto [err, xx] = QuantizedMatrix::read_error_terms(error_terms_);
+    return relative_error_of(err, xx);
+  }
   std::string describe() const override {
     std::string s = "subspace r=" + std::to_string(options_.rank) + " every " + std::to_string(refresh_every_);
     if (options_.factor_bits) s += " P" + std::to_string(options_.factor_bits) + "bit";
@@ -91,7 +104,8 @@ class SubspaceSavedLinearInput final : public SavedLinearInput {
   CompactFactor p_;
   int64_t n_ = 0, d_in_ = 0;
   int r_ = 0;
-  double error_ = -1.0;
+  double error_ = -1.0;  // when no terms were measured
+  Tensor error_terms_;   // (2) f64 of the last save, or empty
 };
 
 }  // namespace

@@ -106,7 +106,7 @@ const SavedKind kSavedKinds[] = {
     {"ce.grad", Part::model, Keeper::exact, Element::activation, [](const Dims& s) { return s.vocab; }, DroppedBy::nothing},
 };
 
-constexpr double kRealBytes = sizeof(real);  // low-rank factors are `real` (CPU only)
+constexpr double kRealBytes = sizeof(real);  // low-rank factors: `real` on the CPU, f32 on a GPU (any precision)
 
 // Bytes of a low-bit copy: per row ceil(cols · bits / 8) code bytes and a float scale
 // (QuantizedMatrix::bytes_for).

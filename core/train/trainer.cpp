@@ -185,7 +185,6 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::
              std::to_string(head) + ")";
     if (m.experts > 256 || (m.experts > 0 && m.top_k > 8))
       return "model.experts: on a GPU the router takes up to 256 experts and top_k up to 8";
-    if (const std::string why = kitten_gpu_problem(cfg.kittens); !why.empty()) return why;
     if (!gpu_unavailable_reason.empty()) return "parallel.device: cuda: " + gpu_unavailable_reason;
   } else if (cfg.parallel.device != "cpu") {
     return "parallel.device: '" + cfg.parallel.device + "' is not a device; use cpu or cuda";

@@ -2,6 +2,7 @@
 // on fresh random rows, in fp32 and bf16, 8 and 4 bits, nearest and stochastic rounding,
 // codes and scales must equal the CPU's bit for bit, the restored values must equal the
 // CPU's rounded to the output type, and the error sums must agree to summation order.
+// Then the low-rank keepers (sketch, rsvd, subspace) against the CPU's: lowrank_kitten_checks.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -80,6 +81,9 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, const char* type, int
 
 }  // namespace
 
+// The low-rank keepers on the GPU against the CPU's (lowrank_kitten_checks.cpp, float core).
+void check_lowrank_kittens(CheckInputs& in, std::vector<OpCheck>& out);
+
 void check_kittens(CheckInputs& in, std::vector<OpCheck>& out) {
   for (int bits : {8, 4})
     for (bool stochastic : {false, true})
@@ -87,6 +91,7 @@ void check_kittens(CheckInputs& in, std::vector<OpCheck>& out) {
         run_guarded(out, "kittens.rows_f32", [&] { check_one<float>(in, out, "f32", 300, cols, bits, stochastic); });
         run_guarded(out, "kittens.rows_bf16", [&] { check_one<bf16>(in, out, "bf16", 300, cols, bits, stochastic); });
       }
+  check_lowrank_kittens(in, out);
 }
 
 }  // namespace mok::cuda

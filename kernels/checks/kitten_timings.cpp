@@ -12,6 +12,9 @@
 
 namespace mok::cuda {
 
+// The low-rank keepers' save and weight gradient against exact (lowrank_kitten_checks.cpp).
+void print_lowrank_kitten_timings();
+
 void print_kitten_timings() {
   std::printf("\n%-16s %5s %12s %10s %12s %14s %10s %10s\n", "kitten bf16", "bits", "quantize ms", "GB/s",
               "no error ms", "dequantize ms", "GB/s", "copy ms");
@@ -50,6 +53,7 @@ void print_kitten_timings() {
                   dq, moved / dq / 1e6, copy);
     }
   }
+  print_lowrank_kitten_timings();
 }
 
 }  // namespace mok::cuda

@@ -181,6 +181,46 @@ void check_kitten_training(std::vector<OpCheck>& out) {
   });
 }
 
+// Run with the kittens group (lowrank_kitten_checks.cpp).
+// Low-rank kitten activations (kittens.mode: custom, method sketch / rsvd / subspace at rank 8,
+// every linear input; elementwise tensors 8-bit, norm outputs recomputed) in the same step:
+//   fp32 on the GPU tracks the CPU within 1e-3 relative (sketch: the same Q; rsvd and
+//     subspace: the same projector from a different orthonormalization, and 8-bit copies
+//     whose rounding boundaries a GEMM's last bit can cross);
+//   bf16 repeats bitwise;
+//   fp32 saved-activation peak on the GPU = the CPU's to the byte (sketch, subspace: factors
+//     of n·r floats whatever the routing; rsvd's B is r_e × d per expert with r_e =
+//     min(r, rows of expert e), so it is printed, not compared).
+void check_lowrank_kitten_training(std::vector<OpCheck>& out) {
+  for (const char* method : {"sketch", "rsvd", "subspace"}) {
+    const std::string name = std::string("model.kitten_") + method;
+    run_guarded(out, name, [&] {
+      constexpr int kSteps = 20;
+      Case c{"moe", small_options(4, true, 0.0), 4, 96};
+      c.options.kittens.mode = "custom";
+      c.options.kittens.method = method;
+      c.options.kittens.rank = 8;
+      c.options.kittens.refresh_every = 5;
+      c.options.train_steps = kSteps;
+      const RunResult cpu = train(c, mok::cpu_context(), kSteps);
+      auto fp32 = mok::make_exec_context(mok::Device::cuda(0), mok::DType::f32);
+      const RunResult gpu32 = train(c, *fp32, kSteps);
+      out.push_back({name + ".fp32_vs_cpu.loss", max_relative(gpu32.losses, cpu.losses), 1e-3});
+      if (std::string(method) != "rsvd")
+        out.push_back({name + ".fp32.saved_peak == cpu", gpu32.saved_peak == cpu.saved_peak ? 0.0 : INFINITY, 0.0});
+      auto bf16 = mok::make_exec_context(mok::Device::cuda(0), mok::DType::bf16);
+      const RunResult a = train(c, *bf16, kSteps);
+      const RunResult b = train(c, *bf16, kSteps);
+      out.push_back({name + ".bf16.repeat (bitwise)", same_bits(a, b) ? 0.0 : INFINITY, 0.0});
+      std::printf("  %-14s loss step 1 / %d: cpu %.5f → %.5f, gpu fp32 %.5f → %.5f, bf16 %.5f → %.5f; saved peak "
+                  "cpu %lld, gpu fp32 %lld, bf16 %lld bytes\n",
+                  method, kSteps, cpu.losses.front(), cpu.losses.back(), gpu32.losses.front(), gpu32.losses.back(),
+                  a.losses.front(), a.losses.back(), static_cast<long long>(cpu.saved_peak),
+                  static_cast<long long>(gpu32.saved_peak), static_cast<long long>(a.saved_peak));
+    });
+  }
+}
+
 namespace {
 
 // The benchmark models of docs/benchmarks.md ("GPU: one H200 against PyTorch"): 12 layers,

@@ -216,7 +216,6 @@ class TestCliExport : public QObject {
   void badInputExitsTwoAndWritesNothing() {
     QTemporaryDir work;
     write_file(work.path() + "/broken.yaml", "name: b\nmodel:\n  layers: 2\n  d_modl: 32\n");
-    write_file(work.path() + "/gpu-kittens.yaml", "name: k\nkittens: {mode: custom, method: subspace}\nmodel: {heads: 4}\n");
     const QStringList ok = {"--slurm", "--nodes", "1", "--gpus-per-node", "2", "--out", "x", "--set", "model.heads=1"};
     struct Case {
       QStringList args;
@@ -236,8 +235,6 @@ class TestCliExport : public QObject {
         {QStringList{cfg_} + ok + QStringList{"--account", "x\ny"}, "account"},
         // Eight rows per micro-batch do not split over 3 ranks.
         {QStringList{cfg_, "--slurm", "--cpu", "--nodes", "3", "--tasks-per-node", "1", "--out", "x"}, "parallel.ranks (3)"},
-        {QStringList{work.path() + "/gpu-kittens.yaml", "--slurm", "--nodes", "1", "--gpus-per-node", "1", "--out", "x"},
-         "kittens.method: 'subspace'"},
     };
     for (const Case& c : cases) {
       const Result r = run_mok(QStringList{"export"} + c.args, work.path());
@@ -246,7 +243,7 @@ class TestCliExport : public QObject {
       QVERIFY2(r.err.contains(c.says), qPrintable(what));
       QVERIFY2(!QFileInfo::exists(work.path() + "/x"), qPrintable(what));
     }
-    QCOMPARE(entries(work.path()), (QStringList{"broken.yaml", "gpu-kittens.yaml"}));
+    QCOMPARE(entries(work.path()), (QStringList{"broken.yaml"}));
 
     // An existing folder: refused untouched, then --force replaces the job files only.
     const QString out = work.path() + "/x";

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/backend/cholesky_qr.h"
 #include "core/backend/gemm.h"
 #include "core/backend/qr.h"
 #include "core/kittens/gaussian_sketch.h"
@@ -316,6 +317,48 @@ class TestKittenSavedInputs : public QObject {
     matmul_tn(a.data(), a0.data(), t.data(), 8, 30, 8);
     matmul(a.data(), t.data(), back.data(), 30, 8, 8);
     QVERIFY(frob_diff(back, a0) < 1e-12 * frob(a0));
+  }
+
+  // The GPU's orthonormalization (CholeskyQR2, kernels/low_rank.cu) through its host twin:
+  // nonzero columns orthonormal, dependent columns zero, the same projector as Householder.
+  void choleskyQr2MatchesHouseholderProjector() {
+    struct Case { int64_t rows, cols; int rank; };
+    for (const Case c : {Case{600, 8, 8}, Case{30, 8, 3}, Case{300, 16, 5}}) {  // 600 rows: three Gram blocks
+      Tensor a = low_rank_matrix(c.rows, c.cols, c.rank, 83 + c.rank);
+      const Tensor a0 = a.clone();
+      Tensor h = a.clone();
+      cholesky_qr2(a.data(), c.rows, c.cols);
+      orthonormalize_columns(h.data(), c.rows, c.cols);
+      Tensor g({c.cols, c.cols});
+      matmul_tn(a.data(), a.data(), g.data(), c.cols, c.rows, c.cols);
+      int nonzero = 0;
+      for (int64_t i = 0; i < c.cols; ++i) {
+        const bool zero = g[i * c.cols + i] == 0.0;
+        nonzero += !zero;
+        for (int64_t j = 0; j < c.cols; ++j) {
+          const double want = (i == j && !zero) ? 1.0 : 0.0;
+          QVERIFY2(std::fabs(g[i * c.cols + j] - want) < 1e-12, qPrintable(QString("G(%1,%2)").arg(i).arg(j)));
+        }
+      }
+      QCOMPARE(nonzero, c.rank);
+      // Q·Qᵀ·a0 = a0 and Q·Qᵀ = H·Hᵀ (applied to a random matrix).
+      Tensor t({c.cols, c.cols}), back({c.rows, c.cols});
+      matmul_tn(a.data(), a0.data(), t.data(), c.cols, c.rows, c.cols);
+      matmul(a.data(), t.data(), back.data(), c.rows, c.cols, c.cols);
+      QVERIFY(frob_diff(back, a0) < 1e-12 * frob(a0));
+      Tensor z = low_rank_matrix(c.rows, 4, 4, 97);
+      Tensor tq({c.cols, 4}), th({c.cols, 4}), pq({c.rows, 4}), ph({c.rows, 4});
+      matmul_tn(a.data(), z.data(), tq.data(), c.cols, c.rows, 4);
+      matmul(a.data(), tq.data(), pq.data(), c.rows, c.cols, 4);
+      if (c.rank == c.cols) {  // Householder completes a rank-deficient basis arbitrarily
+        matmul_tn(h.data(), z.data(), th.data(), c.cols, c.rows, 4);
+        matmul(h.data(), th.data(), ph.data(), c.rows, c.cols, 4);
+        QVERIFY(frob_diff(pq, ph) < 1e-12 * frob(z));
+      }
+    }
+    Tensor zero({20, 4});
+    cholesky_qr2(zero.data(), 20, 4);
+    QCOMPARE(frob(zero), 0.0);
   }
 };
 
