@@ -50,7 +50,9 @@ check() {
   timeout -k 5 "$limit" "$@" 2>&1 | tee "$OUT_DIR/$name.log"
   local rc=${PIPESTATUS[0]}
   local verdict=ok
-  if [ "$rc" = 124 ]; then verdict="TIMED OUT after ${limit}s"; elif [ "$rc" != 0 ]; then verdict="FAILED (exit $rc)"; fi
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then verdict="TIMED OUT after ${limit}s"
+  elif [ "$rc" = 77 ]; then verdict="SKIPPED (exit 77)"
+  elif [ "$rc" != 0 ]; then verdict="FAILED (exit $rc)"; fi
   [ "$verdict" = ok ] || failed=1
   RESULTS+=("$(printf '%-22s %-26s %4ds' "$name" "$verdict" $((SECONDS - t0)))")
 }
@@ -100,7 +102,7 @@ check example_fp32 50 "$PY" interop/torch/examples/train_hf_llama.py --dtype flo
 step "4. the CPU tests under this torch (what time is left)"
 check test_cpu 60 env -C interop/torch/tests "$PY" -m unittest test_kitten_linear test_moe
 
-step "summary (${SECONDS}s)"
+step "summary"
 printf '%s\n' "${RESULTS[@]}"
 echo "logs: $OUT_DIR"
 exit $failed

@@ -132,11 +132,19 @@ bool mok::torchext::has_cuda() {
 
 std::string mok::torchext::cuda_unavailable_reason(int device) {
 #ifdef MOK_HAVE_CUDA
+  // Asked at every keeper a module makes: the answer, which does not change, is kept per device.
+  static std::mutex mutex;
+  static std::map<int, std::string> answers;
+  std::lock_guard lock(mutex);
+  if (auto it = answers.find(device); it != answers.end()) return it->second;
   ensure_cuda_backend();
-  if (const std::string why = device_unavailable_reason(DeviceType::cuda); !why.empty()) return why;
-  for (const DeviceDescription& d : list_devices())
-    if (d.device == Device::cuda(device)) return {};
-  return "cuda:" + std::to_string(device) + " does not exist here";
+  std::string why = device_unavailable_reason(DeviceType::cuda);
+  if (why.empty()) {
+    why = "cuda:" + std::to_string(device) + " does not exist here";
+    for (const DeviceDescription& d : list_devices())
+      if (d.device == Device::cuda(device)) why.clear();
+  }
+  return answers[device] = why;
 #else
   (void)device;
   return "this build of the bridge has no CUDA kernels (built without nvcc)";

@@ -179,6 +179,7 @@ class MoeBridge final : public torchext::MoeCore, public std::enable_shared_from
   std::vector<Parameter*> weights() {
     std::vector<Parameter*> out{&layer_.router().proj().weight()};
     for (auto& e : layer_.experts().experts) {
+      if (!e) continue;  // another rank's expert (not with the local dispatcher)
       out.push_back(&e->up().weight());
       out.push_back(&e->down().weight());
     }

@@ -84,7 +84,7 @@ class KittenLinear(nn.Module):
         self.layer = layer
         self.kind = kind
         self.last_saved_bytes = 0  # what the last call's keeper holds (bytes)
-        self._last_error = None  # the last call's ‖x − x̃‖/‖x‖, or its keeper on a GPU
+        self._last_error = None  # the last call's ‖x − x̃‖/‖x‖, or on a GPU a function reading it
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -112,14 +112,15 @@ class KittenLinear(nn.Module):
         y = _KittenLinearFunction.apply(x, self.weight, self.bias, keeper)
         self.last_saved_bytes = keeper.held_bytes
         # On a GPU the measurement stays there until asked for (reading it waits for the device).
-        self._last_error = keeper if x.is_cuda else keeper.relative_error
+        # (a function: copy.deepcopy shares it rather than copying the core's keeper)
+        self._last_error = (lambda: keeper.relative_error) if x.is_cuda else keeper.relative_error
         return y
 
     @property
     def last_relative_error(self):
         """‖x − x̃‖/‖x‖ of the last call's copy (0 exact, -1 not measured; None before a call)."""
         e = self._last_error
-        return e if e is None or isinstance(e, float) else e.relative_error
+        return e() if callable(e) else e
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
