@@ -44,6 +44,11 @@ use_cuda = (torch.version.cuda is not None and cpp_extension.CUDA_HOME is not No
 print(f"setup.py: torch {torch.__version__}, CUDA {torch.version.cuda}, CUDA_HOME {cpp_extension.CUDA_HOME}: "
       f"{'CUDAExtension (CPU and CUDA tensors)' if use_cuda else 'CppExtension (CPU tensors)'}", file=sys.stderr)
 make_extension = CUDAExtension if use_cuda else CppExtension
+# The C++ standard: torch 2's tooling adds the one its headers need (C++17 or later) when none
+# is given; torch 1's would add C++14, and this file needs C++17.
+cxx_flags = ["-O2", "-Wno-deprecated-declarations"]
+if int(torch.__version__.split(".")[0]) < 2:
+    cxx_flags.insert(0, "-std=c++17")
 extension = make_extension(
     "mok_torch._C",
     ["csrc/torch_module.cpp"],
@@ -52,9 +57,8 @@ extension = make_extension(
     libraries=["mok_torch_bridge"],
     define_macros=[("MOK_TORCH_CUDA", "1")] if use_cuda else [],
     depends=["csrc/core_bridge.h", os.path.join(bridge_dir, "libmok_torch_bridge.so")],
-    # torch's headers in C++17; a dict for CUDAExtension (per compiler), where no .cu is compiled
-    extra_compile_args=({"cxx": ["-std=c++17", "-O2", "-Wno-deprecated-declarations"], "nvcc": []} if use_cuda
-                        else ["-std=c++17", "-O2", "-Wno-deprecated-declarations"]),
+    # a dict for CUDAExtension (per compiler; no .cu file is compiled)
+    extra_compile_args={"cxx": cxx_flags, "nvcc": []} if use_cuda else cxx_flags,
     extra_link_args=["-Wl,-rpath,$ORIGIN"],
 )
 
