@@ -3,6 +3,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -14,6 +16,9 @@
 #include "kernels/cached_attention.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
+#ifdef MOK_HAVE_CUDNN
+#include "kernels/cudnn_attention.h"
+#endif
 #include "kernels/dropped_pairs.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
@@ -98,11 +103,23 @@ CudaOps::CudaOps(int device) : device_(device) {
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
   profiler_ = std::make_unique<OpProfiler>(stream_);
   allocator_->set_profiler(profiler_.get());
+#ifdef MOK_HAVE_CUDNN
+  // MOK_ATTENTION=own keeps bf16 attention on the project's flash kernels (docs/gpu.md).
+  const char* choice = std::getenv("MOK_ATTENTION");
+  if (!choice || std::string(choice) != "own") {
+    try {
+      cudnn_attention_ = std::make_unique<CudnnAttention>();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mok: cuDNN attention unavailable (%s); using the project's attention kernels\n", e.what());
+    }
+  }
+#endif
 }
 
 CudaOps::~CudaOps() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
+  cudnn_attention_.reset();
   ropes_.clear();
   adamw_.reset();
   grad_norms_.clear();
@@ -297,8 +314,33 @@ void CudaOps::rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int
   });
 }
 
+CudnnAttention* CudaOps::cudnn_attention() { return cudnn_attention_.get(); }
+
 void CudaOps::attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o, Tensor* lse) {
   const auto timed = profile("attention_forward");
+#ifdef MOK_HAVE_CUDNN
+  // With no lse wanted (inference, a checkpointed block's first pass) the fused forward still
+  // runs, into a scratch lse: the same output bits as a forward that keeps it.
+  if (CudnnAttention* fused = cudnn_attention(); fused && qkv.dtype() == DType::bf16 && batch > 0 && seq > 0) {
+    size_t bytes = 0;
+    try {
+      bytes = fused->forward_workspace_bytes(batch, seq, heads, hd);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mok: cuDNN attention refused %d×%d×%d×%d (%s); using the project's kernels\n", batch, seq,
+                   heads, hd, e.what());
+      cudnn_attention_.reset();
+      fused = nullptr;
+    }
+    if (fused) {
+      Tensor ws = bytes ? scratch(bytes) : Tensor();
+      Tensor lse_scratch = lse ? Tensor() : scratch(size_t(batch) * heads * seq * sizeof(float));
+      fused->forward(static_cast<const bf16*>(qkv.raw()), batch, seq, heads, hd, static_cast<bf16*>(o.raw()),
+                     lse ? lse->ptr<float>() : static_cast<float*>(lse_scratch.raw()), bytes ? ws.raw() : nullptr,
+                     bytes, stream_);
+      return;
+    }
+  }
+#endif
   by_type(qkv.dtype(), "attention_forward", [&]<typename T>() {
     flash_attention_forward<T>(static_cast<const T*>(qkv.raw()), batch, seq, heads, hd, static_cast<T*>(o.raw()),
                                lse ? lse->ptr<float>() : nullptr, stream_);
@@ -308,6 +350,38 @@ void CudaOps::attention_forward(const Tensor& qkv, int batch, int seq, int heads
 void CudaOps::attention_backward(const Tensor& qkv, const Tensor& d_o, const Tensor& lse, const Tensor* o, int batch,
                                  int seq, int heads, int hd, Tensor& dqkv) {
   const auto timed = profile("attention_backward");
+#ifdef MOK_HAVE_CUDNN
+  if (CudnnAttention* fused = cudnn_attention(); fused && qkv.dtype() == DType::bf16 && batch > 0 && seq > 0) {
+    size_t bytes = 0, forward_bytes = 0;
+    try {
+      bytes = fused->backward_workspace_bytes(batch, seq, heads, hd);
+      if (!o) forward_bytes = fused->forward_workspace_bytes(batch, seq, heads, hd);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mok: cuDNN attention backward refused %d×%d×%d×%d (%s); using the project's kernels\n",
+                   batch, seq, heads, hd, e.what());
+      cudnn_attention_.reset();
+      fused = nullptr;
+    }
+    if (fused) {
+      // Without the forward's output, the same fused forward makes it again (the bits it gave).
+      Tensor o_again, lse_again;
+      const bf16* o_used = o ? static_cast<const bf16*>(o->raw()) : nullptr;
+      if (!o_used) {
+        o_again = scratch(size_t(batch) * seq * heads * hd * sizeof(bf16));
+        lse_again = scratch(size_t(batch) * heads * seq * sizeof(float));
+        Tensor fws = forward_bytes ? scratch(forward_bytes) : Tensor();
+        fused->forward(static_cast<const bf16*>(qkv.raw()), batch, seq, heads, hd, static_cast<bf16*>(o_again.raw()),
+                       static_cast<float*>(lse_again.raw()), forward_bytes ? fws.raw() : nullptr, forward_bytes,
+                       stream_);
+        o_used = static_cast<const bf16*>(o_again.raw());
+      }
+      Tensor ws = scratch(bytes);
+      fused->backward(static_cast<const bf16*>(qkv.raw()), static_cast<const bf16*>(d_o.raw()), lse.ptr<float>(),
+                      o_used, batch, seq, heads, hd, static_cast<bf16*>(dqkv.raw()), ws.raw(), bytes, stream_);
+      return;
+    }
+  }
+#endif
   const size_t bytes = flash_attention_backward_workspace_bytes(batch, seq, heads, hd);
   Tensor ws = scratch(bytes);
   by_type(qkv.dtype(), "attention_backward", [&]<typename T>() {

@@ -23,6 +23,8 @@
 
 namespace mok::cuda {
 
+class CudnnAttention;
+
 class LtGemm;
 class GroupedGemm;
 enum class GemmType;
@@ -138,6 +140,10 @@ class CudaOps final : public mok::Ops {
   // A few plans: a multi-rank step sums dense and expert gradients separately.
   std::vector<std::unique_ptr<PlanCache<GradNormPlan>>> grad_norms_;
   std::unique_ptr<OpProfiler> profiler_;
+  // Fused attention through cuDNN (kernels/cudnn_attention.h) for bf16 where cuDNN 9 loads;
+  // the project's flash kernels for fp32, with MOK_ATTENTION=own, or when cuDNN has no engine.
+  std::unique_ptr<CudnnAttention> cudnn_attention_;
+  CudnnAttention* cudnn_attention();
 };
 
 }  // namespace mok::cuda

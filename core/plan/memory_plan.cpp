@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include "core/backend/fused_attention_workspace.h"
 #include "core/plan/parameter_block_rounding.h"
 #include "core/plan/planned_shape.h"
 #include "core/plan/saved_activation_plan.h"
@@ -72,10 +73,18 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const std::vector<PlannedSavedTensor> saved = plan_saved_activations(c, kitten ? c.kittens.warmup_steps : 0);
   const double saved_bytes = saved_activation_bytes(saved);
   // Workspace: the scaled loss gradient beside the kept logits (ce.grad, a saved activation),
-  // the widest hidden of a layer, and with compact saves the full-size tensors backward
-  // rebuilds from them for one layer's attention or MLP/MoE.
-  const double workspace =
-      tokens * vocab * act + tokens * std::max(f * k, 4.0 * d) * act + restore_workspace_bytes(saved);
+  // the widest hidden of a layer or, where larger, the fused attention backward's scores of a
+  // chunk of sequences (bf16 on a GPU: core/backend/fused_attention_workspace.h), and with
+  // compact saves the full-size tensors backward rebuilds from them for one layer's attention
+  // or MLP/MoE.
+  double layer_workspace = tokens * std::max(f * k, 4.0 * d) * act;
+  if (bf16 && c.parallel.device == "cuda") {
+    const int seq = std::max(1, c.data.seq_len), heads = std::max(1, c.model.heads);
+    const int sequences = std::max(1, static_cast<int>(tokens) / seq);
+    layer_workspace = std::max(layer_workspace, static_cast<double>(fused_attention_backward_bytes(
+                                                    fused_attention_backward_chunk(sequences, seq, heads), seq)));
+  }
+  const double workspace = tokens * vocab * act + layer_workspace + restore_workspace_bytes(saved);
   const double comm = ranks > 1 ? 2.0 * tokens * k * d * act : 0.0;
 
   est.parts = {{"parameters", param_bytes + compute_copy_bytes},

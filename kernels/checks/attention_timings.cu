@@ -10,9 +10,14 @@
 #include "kernels/device_buffer.h"
 #include "kernels/flash_attention.h"
 #include "kernels/flash_attention_launch.h"
+#ifdef MOK_HAVE_CUDNN
+#include "kernels/cudnn_attention.h"
+#endif
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <type_traits>
 
 namespace mok::cuda {
@@ -85,6 +90,38 @@ void time_shape(CheckInputs& in, const char* label, int B, int S, int H, int hd)
   std::printf("%-14s %-5s %-18s %8.3f %8.1f %6.1f%% %8.3f %8.1f %6.1f%% %11.3f\n", label,
               std::is_same_v<T, bf16> ? "bf16" : "fp32", shape, fwd_ms, fwd_tflops, 100.0 * fwd_tflops / kPeakTflops,
               bwd_ms, bwd_tflops, 100.0 * bwd_tflops / kPeakTflops, bwd_null_ms);
+#ifdef MOK_HAVE_CUDNN
+  // The same shape through cuDNN's fused attention, its backward in chunks of sequences whose
+  // dP workspace stays within a cap (kernels/cudnn_attention.h): the default, 256 and 64 MiB.
+  if constexpr (std::is_same_v<T, bf16>) {
+    for (const size_t cap : {CudnnAttention::kDefaultMaxBackwardWorkspace, size_t(256) << 20, size_t(64) << 20}) {
+      try {
+        static std::map<size_t, std::unique_ptr<CudnnAttention>> by_cap;  // one handle per cap, kept to exit
+        auto& fused = by_cap[cap];
+        if (!fused) fused = std::make_unique<CudnnAttention>(cap);
+        DeviceBuffer<unsigned char> fwd_ws(std::max<size_t>(fused->forward_workspace_bytes(B, S, H, hd), 1));
+        DeviceBuffer<unsigned char> bwd_ws(fused->backward_workspace_bytes(B, S, H, hd));
+        const float c_fwd = median_ms([&] {
+          fused->forward(qkv.data(), B, S, H, hd, o.data(), lse.data(), fwd_ws.data(), fwd_ws.size(), nullptr);
+        });
+        const float c_bwd = median_ms([&] {
+          fused->backward(qkv.data(), d_o.data(), lse.data(), o.data(), B, S, H, hd, dqkv.data(), bwd_ws.data(),
+                          bwd_ws.size(), nullptr);
+        });
+        MOK_CUDA_CHECK(cudaDeviceSynchronize());
+        const double c_fwd_tflops = fwd_flop / (c_fwd * 1e-3) / 1e12, c_bwd_tflops = bwd_flop / (c_bwd * 1e-3) / 1e12;
+        const FusedAttentionChunk chunk = fused->backward_chunk(B, S, H);
+        std::printf("%-14s %-5s %-18s %8.3f %8.1f %6.1f%% %8.3f %8.1f %6.1f%% %11s  backward %d sequences × %d heads "
+                    "a call, workspace %.1f MiB\n",
+                    label, "cuDNN", shape, c_fwd, c_fwd_tflops, 100.0 * c_fwd_tflops / kPeakTflops, c_bwd,
+                    c_bwd_tflops, 100.0 * c_bwd_tflops / kPeakTflops, "", chunk.sequences, chunk.heads,
+                    bwd_ws.size() / 1048576.0);
+      } catch (const std::exception& e) {
+        std::printf("%-14s cuDNN %-18s %s\n", label, shape, e.what());
+      }
+    }
+  }
+#endif
 }
 
 }  // namespace

@@ -89,6 +89,7 @@ void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out);   // moe_rou
 void check_mok_plan(CheckInputs& in, std::vector<OpCheck>& out);      // mok_plan_checks.cpp
 void check_cached_attention(CheckInputs& in, std::vector<OpCheck>& out);  // cached_attention_checks.cpp
 void check_attention(CheckInputs& in, std::vector<OpCheck>& out);     // attention_checks.cu
+void check_cudnn_attention(CheckInputs& in, std::vector<OpCheck>& out);  // cudnn_attention_checks.cpp
 // The whole training step, GPU against CPU (needs the others to pass first).
 void check_model_training(CheckInputs& in, std::vector<OpCheck>& out);  // model_checks.cpp
 // Two GPUs as two ranks: the NCCL data plane and the classic dispatcher (nothing with one GPU).

@@ -29,6 +29,7 @@ std::vector<OpCheck> run_cuda_op_checks(unsigned long long seed, const std::vect
   }
   if (wanted("attention")) {
     check_attention(in, out);
+    check_cudnn_attention(in, out);
     check_cached_attention(in, out);
   }
   if (wanted("sketch")) check_sketch(in, out);
