@@ -27,10 +27,21 @@ ByteBuffer::ByteBuffer(int64_t bytes, MemTag tag, Allocator& allocator, bool zer
   tracker_->add(tag_, bytes_, device_.type);
 }
 
+ByteBuffer ByteBuffer::borrowed(void* data, int64_t bytes, Allocator& allocator) {
+  if (bytes < 0 || (bytes > 0 && !data)) throw std::invalid_argument("ByteBuffer::borrowed: no memory to borrow");
+  ByteBuffer b;
+  b.data_ = static_cast<uint8_t*>(data);
+  b.bytes_ = bytes;
+  b.allocator_ = &allocator;
+  b.device_ = allocator.device();
+  b.borrowed_ = true;
+  return b;
+}
+
 ByteBuffer::~ByteBuffer() { reset(); }
 
 void ByteBuffer::retag(MemTag tag) {
-  if (data_) {
+  if (data_ && !borrowed_) {
     tracker_->remove(tag_, bytes_, device_.type);
     tracker_->add(tag, bytes_, device_.type);
   }
@@ -38,7 +49,7 @@ void ByteBuffer::retag(MemTag tag) {
 }
 
 void ByteBuffer::reset() {
-  if (data_) {
+  if (data_ && !borrowed_) {
     tracker_->remove(tag_, bytes_, device_.type);
     allocator_->release(data_, bytes_);
   }
@@ -48,7 +59,7 @@ void ByteBuffer::reset() {
 
 ByteBuffer::ByteBuffer(ByteBuffer&& other) noexcept
     : data_(other.data_), bytes_(other.bytes_), tag_(std::move(other.tag_)), tracker_(other.tracker_),
-      allocator_(other.allocator_), device_(other.device_) {
+      allocator_(other.allocator_), device_(other.device_), borrowed_(other.borrowed_) {
   other.data_ = nullptr;
   other.bytes_ = 0;
 }
@@ -62,6 +73,7 @@ ByteBuffer& ByteBuffer::operator=(ByteBuffer&& other) noexcept {
     tracker_ = other.tracker_;
     allocator_ = other.allocator_;
     device_ = other.device_;
+    borrowed_ = other.borrowed_;
     other.data_ = nullptr;
     other.bytes_ = 0;
   }
@@ -98,6 +110,15 @@ Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype, Allocator& allocat
   return Tensor(std::move(shape), dtype, allocator, std::move(tag), true);
 }
 
+Tensor Tensor::borrow(void* data, std::vector<int64_t> shape, DType dtype, Allocator& allocator) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<ByteBuffer>(ByteBuffer::borrowed(data, t.numel_ * dtype_size(dtype), allocator));
+  return t;
+}
+
 Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Allocator& allocator, MemTag tag, bool zero_fill)
     : shape_(std::move(shape)), dtype_(dtype) {
   numel_ = shape_numel(shape_);
@@ -121,7 +142,7 @@ Tensor Tensor::clone(MemTag tag) const {
 }
 
 bool Tensor::retag(MemTag tag) {
-  if (!storage_ || view_ || storage_.use_count() != 1) return false;
+  if (!storage_ || view_ || storage_.use_count() != 1 || storage_->is_borrowed()) return false;
   storage_->retag(std::move(tag));
   return true;
 }
@@ -138,7 +159,7 @@ Tensor Tensor::handle(int64_t offset_bytes, std::vector<int64_t> shape, bool vie
 }
 
 Tensor Tensor::share_as(MemTag tag) const {
-  if (!storage_ || view_) return {};
+  if (!storage_ || view_ || storage_->is_borrowed()) return {};
   storage_->retag(std::move(tag));
   return handle(offset_bytes_, shape_, false);
 }

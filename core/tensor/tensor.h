@@ -34,6 +34,9 @@ class ByteBuffer {
   static ByteBuffer uninitialized(int64_t bytes, MemTag tag);
   // On any device: zero-filled or undefined.
   ByteBuffer(int64_t bytes, MemTag tag, Allocator& allocator, bool zero_fill);
+  // Memory the caller owns (e.g. another framework's tensor on `allocator`'s device): not
+  // counted by a tracker, never freed here; valid while the caller keeps it.
+  static ByteBuffer borrowed(void* data, int64_t bytes, Allocator& allocator);
   ~ByteBuffer();
   ByteBuffer(ByteBuffer&& other) noexcept;
   ByteBuffer& operator=(ByteBuffer&& other) noexcept;
@@ -48,7 +51,8 @@ class ByteBuffer {
   void retag(MemTag tag);
   Allocator* allocator() const { return allocator_; }
   Device device() const { return device_; }
-  void reset();  // frees the bytes now
+  bool is_borrowed() const { return borrowed_; }
+  void reset();  // frees the bytes now (a borrowed buffer only lets go of them)
 
  private:
   uint8_t* data_ = nullptr;
@@ -57,6 +61,7 @@ class ByteBuffer {
   MemoryTracker* tracker_ = nullptr;
   Allocator* allocator_ = nullptr;
   Device device_;
+  bool borrowed_ = false;
 };
 
 class Tensor {
@@ -72,6 +77,10 @@ class Tensor {
   // Any element type on any device (the allocator decides the device).
   static Tensor empty(std::vector<int64_t> shape, DType dtype, Allocator& allocator, MemTag tag = {});
   static Tensor zeros(std::vector<int64_t> shape, DType dtype, Allocator& allocator, MemTag tag = {});
+  // A tensor over memory the caller owns (ByteBuffer::borrowed), e.g. a torch tensor's device
+  // memory for one call: valid while the caller keeps that memory. It cannot be retagged or
+  // shared (share_as gives an empty tensor), so a layer that keeps it for backward copies it.
+  static Tensor borrow(void* data, std::vector<int64_t> shape, DType dtype, Allocator& allocator);
 
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;

@@ -103,6 +103,27 @@ class TestTensorDevice : public QObject {
     QVERIFY(base.view(4, {2, 4}).share_as(MemTag{}).empty());
   }
 
+  void borrowedMemoryIsReadNotCountedKeptOrFreed() {
+    MemoryTracker tracker;
+    ScopedMemoryTracker track(tracker);
+    float owned[6] = {1, 2, 3, 4, 5, 6};  // the caller's (e.g. a torch tensor's)
+    {
+      Tensor b = Tensor::borrow(owned, {2, 3}, DType::f32, cpu_allocator());
+      QCOMPARE(b.raw(), static_cast<void*>(owned));
+      QCOMPARE(b.data_as<float>()[4], 5.0f);
+      QCOMPARE(tracker.live_total(), int64_t(0));
+      // A layer that keeps it must copy: no retag, no shared handle; a clone is its own.
+      QVERIFY(!b.retag(MemTag{MemCategory::saved_activations, 0, "x"}));
+      QVERIFY(b.share_as(MemTag{}).empty());
+      Tensor c = b.clone(MemTag{MemCategory::saved_activations, 0, "x"});
+      QVERIFY(c.raw() != b.raw());
+      QCOMPARE(tracker.live_bytes(MemCategory::saved_activations), int64_t(24));
+      b.zero();  // writes go to the caller's memory
+    }
+    QCOMPARE(owned[2], 0.0f);  // still the caller's, not freed
+    QCOMPARE(tracker.live_total(), int64_t(0));
+  }
+
   void trackerKeepsDevicesApartAndTogether() {
     MemoryTracker t;
     const MemTag p{MemCategory::parameters, -1, ""};

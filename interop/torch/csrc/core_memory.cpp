@@ -13,6 +13,8 @@ std::vector<std::pair<std::string, int64_t>> mok::torchext::core_memory<mok::rea
     out.emplace_back(name + ".live", t.live_bytes(category));
     out.emplace_back(name + ".peak", t.peak_bytes(category));
   }
+  out.emplace_back("cuda.live", t.live_total(DeviceType::cuda));  // every category, on CUDA devices
+  out.emplace_back("cuda.peak", t.peak_total(DeviceType::cuda));
   return out;
 }
 

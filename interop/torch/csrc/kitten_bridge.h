@@ -14,7 +14,8 @@ class KittenPolicyBridge final : public torchext::SavingPolicy {
  public:
   explicit KittenPolicyBridge(const torchext::PolicySettings& settings);
 
-  std::unique_ptr<torchext::LinearInputKeeper> make_keeper(int layer, const std::string& kind) override;
+  std::unique_ptr<torchext::LinearInputKeeper> make_keeper(int layer, const std::string& kind,
+                                                          torchext::Place place) override;
   void set_step(int64_t step) override;
   int64_t step() const override;
   std::string choice(int layer, const std::string& kind) const override;
@@ -23,6 +24,9 @@ class KittenPolicyBridge final : public torchext::SavingPolicy {
   // What a core layer installs (core/model/saved_input_policy.h); shares this policy.
   SavedInputPolicy& saved_input_policy() { return *saved_; }
   const KittensConfig& config() const { return saved_->policy().config(); }
+  // Throws std::invalid_argument when the policy cannot run at `place` (the float64 build
+  // on a GPU); every saving method runs on both devices.
+  void check_place(const torchext::Place& place) const;
 
  private:
   std::shared_ptr<KittenSavedInputPolicy> saved_;

@@ -6,6 +6,10 @@ copy with one scale per row, or low-rank factors, or x itself when exact — and
 keeps no tensor of x. Backward: dx = dy·W in torch, exactly as nn.Linear; dW = (X̃ᵀ·dy)ᵀ
 from the copy, computed by the core; db = Σ dy.
 
+On a CUDA device the core computes in x's dtype (float32 or bfloat16): the keeper reads x and
+dy in torch's memory (no copy through the host) and writes dW (float32) into a torch tensor,
+ordered with torch's current stream; dW is cast to the weight's dtype.
+
 Bounds (bits=8, nearest rounding): each row t of x is kept as codes·s_t with
 s_t = max|x_t|/127 and |x − x̃| ≤ s_t/2 elementwise, so
 |dW − dW_exact|[o, i] ≤ Σ_t |dy[t, o]|·s_t/2 (4 bits: 7 instead of 127; stochastic: s_t).
@@ -43,6 +47,8 @@ class _KittenLinearFunction(torch.autograd.Function):
             raise RuntimeError("KittenLinear: backward twice through one call (the saved copy is used up, "
                                "as torch's saved tensors are without retain_graph=True)")
         dw = keeper.weight_grad(dy2).t()  # core: X̃ᵀ·dy (in, out) → (out, in)
+        if dw.dtype != weight.dtype:
+            dw = dw.to(weight.dtype)  # a GPU's dW is float32 (bfloat16 weights)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy2.sum(0)
         return dx, dw, db, None
@@ -58,7 +64,11 @@ class KittenLinear(nn.Module):
     **settings); with one, it asks that shared policy at (layer, kind) — so one policy's rank
     schedule and per-kind overrides can drive a whole model (call policy.set_step(step) every
     step). Weights and initialisation are nn.Linear's (weight (out, in)); state dicts are
-    interchangeable with nn.Linear. CPU tensors of float32 or float64 (the core's two builds).
+    interchangeable with nn.Linear. CPU tensors of float32 or float64 (the core's two builds);
+    CUDA tensors of float32 or bfloat16 (lowbit and exact methods).
+
+    last_relative_error: the last call's measured ‖x − x̃‖/‖x‖ (on a GPU reading it waits for the
+    device, and the last call's keeper is held until the next call).
     """
 
     def __init__(self, in_features, out_features, bias=True, bits=8, rounding="nearest", method="lowbit",
@@ -73,8 +83,8 @@ class KittenLinear(nn.Module):
                                                                      rounding=rounding, **settings)
         self.layer = layer
         self.kind = kind
-        self.last_saved_bytes = 0  # what the last call's keeper holds (bytes), and its measured
-        self.last_relative_error = None  # ‖x − x̃‖/‖x‖ (0 exact, -1 not measured)
+        self.last_saved_bytes = 0  # what the last call's keeper holds (bytes)
+        self._last_error = None  # the last call's ‖x − x̃‖/‖x‖, or on a GPU a function reading it
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -98,11 +108,19 @@ class KittenLinear(nn.Module):
     def forward(self, x):
         if not (torch.is_grad_enabled() and self.weight.requires_grad):
             return F.linear(x, self.weight, self.bias)  # no dW wanted: nothing to keep
-        keeper = self.policy.make_keeper(x.dtype, self.layer, self.kind)
+        keeper = self.policy.make_keeper(x.dtype, self.layer, self.kind, x.device)
         y = _KittenLinearFunction.apply(x, self.weight, self.bias, keeper)
         self.last_saved_bytes = keeper.held_bytes
-        self.last_relative_error = keeper.relative_error
+        # On a GPU the measurement stays there until asked for (reading it waits for the device).
+        # (a function: copy.deepcopy shares it rather than copying the core's keeper)
+        self._last_error = (lambda: keeper.relative_error) if x.is_cuda else keeper.relative_error
         return y
+
+    @property
+    def last_relative_error(self):
+        """‖x − x̃‖/‖x‖ of the last call's copy (0 exact, -1 not measured; None before a call)."""
+        e = self._last_error
+        return e() if callable(e) else e
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -35,8 +35,25 @@ def _flow(value):
     return json.dumps(str(value))
 
 
+def _place(device, dtype, who):
+    """(device index, bf16) where the core computes for tensors of `dtype` on `device`: index -1
+    for the CPU (float32 or float64); on a CUDA device float32 or bfloat16 (the core's GPU types)."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cpu":
+        if dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"{who}: on the CPU the core computes in float32 or float64, not {dtype}")
+        return -1, False
+    if device.type != "cuda":
+        raise TypeError(f"{who}: CPU or CUDA tensors, not {device.type}")
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise TypeError(f"{who}: on a GPU the core computes in float32 or bfloat16, not {dtype}")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return index, dtype == torch.bfloat16
+
+
 class KittenPolicy:
-    """The core's KittenPolicy; one core object per element type used (float32, float64).
+    """The core's KittenPolicy; one core object per element type used: the float core serves
+    float32 (CPU and GPU) and bfloat16 (GPU), the double core float64 (CPU).
 
     method: exact | lowbit | sketch | rsvd | subspace. bits (lowbit): 8 or 4. rank (low-rank
     methods): the starting rank. rounding (lowbit): nearest | stochastic. layers: the layer
@@ -66,9 +83,11 @@ class KittenPolicy:
         self._core(torch.float32)  # checks the settings now
 
     def _core(self, dtype):
-        """The core policy for tensors of `dtype` (float32 or float64), made on first use."""
-        if dtype not in (torch.float32, torch.float64):
-            raise TypeError(f"KittenPolicy: the core computes in float32 or float64, not {dtype}")
+        """The core policy for tensors of `dtype`, made on first use: float32 and bfloat16 share
+        the float core's, float64 has the double core's."""
+        if dtype not in (torch.float32, torch.float64, torch.bfloat16):
+            raise TypeError(f"KittenPolicy: the core computes in float32, bfloat16 (GPU) or float64 (CPU), not {dtype}")
+        dtype = torch.float64 if dtype == torch.float64 else torch.float32
         core = self._cores.get(dtype)
         if core is None:
             assignments, layers, seed, total_steps = self._args
@@ -80,9 +99,14 @@ class KittenPolicy:
             self._cores[dtype] = core
         return core
 
-    def make_keeper(self, dtype, layer, kind):
-        """What one call of linear layer (layer, kind) keeps of its input, chosen now."""
-        return self._core(dtype).make_keeper(layer, kind)
+    def make_keeper(self, dtype, layer, kind, device=None):
+        """What one call of linear layer (layer, kind) keeps of its input, chosen now, for
+        tensors of `dtype` on `device` (default: the CPU)."""
+        index, bf16 = _place(device, dtype, "KittenLinear")
+        try:
+            return self._core(dtype).make_keeper(layer, kind, index, bf16)
+        except ValueError as e:
+            raise ValueError(f"KittenPolicy: {e}") from None
 
     def set_step(self, step):
         """Starts training step `step` (schedules, sketch redraws, adaptive ranks)."""

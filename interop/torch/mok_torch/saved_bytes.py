@@ -28,10 +28,14 @@ class SavedBytes:
         self.core_bytes = 0
 
     def _pack(self, t):
-        storage = t.storage()
-        key = storage.data_ptr()
+        if hasattr(t, "untyped_storage"):  # torch ≥ 2.0
+            storage = t.untyped_storage()
+            key, size = storage.data_ptr(), storage.nbytes()
+        else:
+            storage = t.storage()
+            key, size = storage.data_ptr(), storage.size() * storage.element_size()
         if key not in self._exclude and key not in self._storages:
-            self._storages[key] = (t, storage.size() * storage.element_size())
+            self._storages[key] = (t, size)
         return t
 
     def __enter__(self):
