@@ -5,7 +5,7 @@
 //   training:   kittens.mode=kitten, train.precision=bf16 (fp32 on a GPU), train.grad_accum
 //               (the same optimizer step in smaller micro-batches), train.batch, more
 //               parallel.ranks (card_count.h), kittens with fewer ranks, and a smaller model
-//               (model.experts, model.layers) on the ranks as they are;
+//               (model.experts, model.layers) on the ranks as they are, with headroom on a GPU;
 //   generation: more ranks (--ranks), fewer sequences (--batch), bf16, a shorter context
 //               (data.seq_len: the KV cache), and a smaller model.
 // A config that fits gets no options. Options are in the order above; each says whether it
@@ -19,6 +19,11 @@
 #include "core/plan/generation_plan.h"
 
 namespace mok {
+
+// A smaller model advised for a GPU is planned to fit this fraction below the capacity: the
+// plan counts tensors and the parameter state's block rounding, not the caching allocator's
+// other blocks (up to 5.3 % more on the H200, docs/memory_planning.md).
+inline constexpr double kDeviceAdviceHeadroom = 0.06;
 
 struct FitOption {
   std::vector<std::string> sets;   // config overrides, as for --set: "kittens.mode=kitten"
