@@ -57,7 +57,7 @@ class OptionList {
 
   // A smaller model on the same ranks: the most experts (a multiple of the ranks, at least
   // top_k), then the most layers, that fit with headroom; where neither alone does, one layer
-  // with the most experts that fit so. The headroom: a GPU's caching allocator held up to 5.3 %
+  // with the most experts that fit so. The headroom: a GPU's caching allocator held up to 6.1 %
   // more than the plan (docs/memory_planning.md), and a model cut until it fitted by 1 MiB
   // stopped at the cap.
   void add_smaller_model(const std::function<double(const ExperimentConfig&)>& parameters) {

@@ -17,6 +17,7 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 
+#include "core/plan/fit_advice.h"
 #include "support/cli_process.h"
 #include "support/tiny_experiment.h"
 
@@ -206,6 +207,11 @@ class TestCliPlan : public QObject {
             QVERIFY2(std::abs(again.json["total_bytes"].toDouble() - o["total_bytes"].toDouble()) <= 1.0,
                      qPrintable(option));
             QVERIFY(again.json["total_bytes"].toDouble() < plan.json["total_bytes"].toDouble());
+            // A smaller model is advised with the GPU headroom (the presets run on cuda).
+            if (advice_args(o).join(' ').contains("model.")) {
+              const double card = (capacity == "16GiB" ? 16.0 : 24.0) * 1073741824.0;
+              QVERIFY2(o["total_bytes"].toDouble() <= (1.0 - mok::kDeviceAdviceHeadroom) * card, qPrintable(option));
+            }
             some_fit = some_fit || o["fits"].toBool();
           }
           QVERIFY2(some_fit, qPrintable(what));
