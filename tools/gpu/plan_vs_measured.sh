@@ -8,7 +8,9 @@
 #               prompts of PROMPT validation tokens, TOKENS new tokens, from a checkpoint of
 #               the same config (the training run's when it ran, else one step without the cap);
 #               measured = peak_device_bytes of its --json.
-# Prints config, cap, activity, option, planned and measured GiB and their difference.
+# Prints config, cap, activity, option, planned and measured MiB and their difference, and the
+# run's reserved peak (what the caching allocator held, which the cap limits) with the plan
+# against it.
 #   tools/gpu/plan_vs_measured.sh BIN_DIR [OUT_DIR]     (BIN_DIR from tools/gpu/pack.sh)
 #   CONFIGS="experiments/mok_7b.yaml experiments/mok_27b.yaml experiments/mok_16gb.yaml"
 #   CAPS="16GiB 24GiB"  STEPS=3  GEN_BATCH=8  PROMPT=32  TOKENS=16  MOK_TIMEOUT=600
@@ -144,7 +146,8 @@ import json, sys
 out, device = sys.argv[1], sys.argv[2]
 M = 2**20
 key = "peak_device_bytes" if device == "cuda" else "peak_bytes"
-print(f"{'config':12s} {'cap':6s} {'activity':9s} {'option':48s} {'planned MiB':>11s} {'measured MiB':>12s} {'diff':>7s}  status")
+print(f"{'config':12s} {'cap':6s} {'activity':9s} {'option':48s} {'planned MiB':>11s} {'measured MiB':>12s} {'diff':>7s} "
+      f"{'reserved MiB':>12s} {'diff':>7s}  status")
 for line in open(f"{out}/candidates.tsv"):
     name, config, cap, activity, planned, sets, flags = line.rstrip("\n").split("\t")
     option = " ".join([w for w in sets.split() + flags.split() if w != "-"]) or "(as is)"
@@ -153,15 +156,18 @@ for line in open(f"{out}/candidates.tsv"):
     except Exception:
         r = {}
     measured = r.get(key, 0) or 0
+    reserved = r.get("peak_reserved_bytes", 0) or 0
+    against = lambda m: f"{100 * (float(planned) - m) / m:+.1f}%" if m > 0 else "-"
     if measured > 0 and r.get("status", "finished") == "finished":
-        status, diff = "ok", f"{100 * (float(planned) - measured) / measured:+.1f}%"
+        status, diff, rdiff = "ok", against(measured), against(reserved)
     else:
         try:
             err = open(f"{out}/{name}.err").read().strip().splitlines()[-1][:90]
         except Exception:
             err = "no result"
-        status, diff = r.get("error", err)[:90] or err, "-"
+        status, diff, rdiff = r.get("error", err)[:90] or err, "-", "-"
     base = config.split("/")[-1].removesuffix(".yaml")
-    print(f"{base:12s} {cap:6s} {activity:9s} {option[:48]:48s} {float(planned) / M:11.1f} {measured / M:12.1f} {diff:>7s}  {status}")
+    print(f"{base:12s} {cap:6s} {activity:9s} {option[:48]:48s} {float(planned) / M:11.1f} {measured / M:12.1f} {diff:>7s} "
+          f"{reserved / M:12.1f} {rdiff:>7s}  {status}")
 PY
 echo "written under $OUT_DIR"
