@@ -24,12 +24,6 @@
 namespace mok::cuda {
 namespace {
 
-// The lse of a bf16 run is float arithmetic on exact products of bf16 inputs (the reference
-// sees the same rounded inputs): as accurate as the fp32 path, up to tensor-core
-// accumulation and exp2/log2 on the special-function unit (≈ 1e-6 relative). 1e-4 keeps
-// a wide margin yet fails on any real error in the statistics.
-constexpr double kBf16LseTolerance = 1e-4;
-
 template <typename T>
 std::vector<T> to_element(const std::vector<float>& v);
 template <>
@@ -38,32 +32,6 @@ template <>
 std::vector<bf16> to_element<bf16>(const std::vector<float>& v) { return to_bf16(v); }
 std::vector<float> to_floats(const std::vector<float>& v) { return v; }
 std::vector<float> to_floats(const std::vector<bf16>& v) { return from_bf16(v); }
-
-// Fraction of elements whose bits differ (0 when the runs are bitwise identical).
-template <typename T>
-double differing_fraction(const std::vector<T>& a, const std::vector<T>& b) {
-  size_t n = 0;
-  for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
-  return a.empty() ? 0.0 : double(n) / double(a.size());
-}
-
-// ‖gpu − ref‖ / ‖ref‖ over columns [c0, c0 + width) of row-major (rows, ld) matrices; when
-// the reference is exactly zero there, divided by ‖ref‖ over all columns instead.
-// Infinity when any gpu value of the part is not finite.
-double part_error(const std::vector<float>& gpu, const std::vector<double>& ref, size_t ld, size_t c0,
-                  size_t width) {
-  double num = 0, den_part = 0, den_all = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    den_all += ref[i] * ref[i];
-    const size_t c = i % ld;
-    if (c < c0 || c >= c0 + width) continue;
-    if (!std::isfinite(gpu[i])) return INFINITY;
-    num += (gpu[i] - ref[i]) * (gpu[i] - ref[i]);
-    den_part += ref[i] * ref[i];
-  }
-  const double den = den_part > 0 ? den_part : den_all;
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 
 struct AttentionShape {
   int B, S, H;

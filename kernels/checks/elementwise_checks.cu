@@ -67,15 +67,6 @@ class Results {
   std::vector<OpCheck> worst_;
 };
 
-// Fraction of elements whose bytes differ (0: bitwise identical).
-template <typename A>
-double differing_fraction(const std::vector<A>& a, const std::vector<A>& b) {
-  if (a.size() != b.size()) return 1.0;
-  size_t differ = 0;
-  for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(A)) != 0;
-  return a.empty() ? 0.0 : static_cast<double>(differ) / a.size();
-}
-
 // 0 when f throws std::invalid_argument, 1 when it does not.
 double refused(const std::function<void()>& f) {
   try {
