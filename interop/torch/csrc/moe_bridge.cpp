@@ -83,27 +83,13 @@ class MoeBridge final : public torchext::MoeCore, public std::enable_shared_from
     xt.copy_from_host(x, xt.bytes());
     MoeStats stats;
     auto y = std::make_shared<Tensor>(layer_.forward(xt, keep, &stats));
-    torchext::MoeForwardResult r;
+    torchext::MoeForwardResult r = forward_result(stats, rows, keep);
     r.y = {y, y->raw(), y->shape()};
-    const RouterLosses::Values losses = stats.losses.read();
-    r.aux_loss = losses.aux;
-    r.z_loss = losses.z;
-    r.load = stats.load;
-    r.dropped = stats.dropped;
-    if (keep) {
-      kept_call_ = ++calls_;
-      kept_rows_ = rows;
-      r.call = kept_call_;
-    }
     return r;
   }
 
   torchext::CoreArray backward(const void* dy, int64_t rows, double loss_scale, uint64_t call) override {
-    if (call == 0 || call != kept_call_)
-      throw std::logic_error(
-          "MoKMoE: backward of a call whose saved tensors are gone: a later forward with gradients replaced them "
-          "(the core layer keeps one call's), or a backward used them already");
-    if (rows != kept_rows_) throw std::invalid_argument("MoKMoE: dy has another row count than the forward");
+    check_kept(call, rows);
     torchext::CoreCall call_scope;
     for (const torchext::MoeParameter& p : parameters())  // this call's gradients alone
       std::memset(p.grad.data, 0, static_cast<size_t>(numel(p.grad.shape)) * sizeof(real));
@@ -132,6 +118,26 @@ class MoeBridge final : public torchext::MoeCore, public std::enable_shared_from
     MoeStats stats;
     const Tensor yt = layer_.forward(xt, keep, &stats);
     copy_out(call, yt, rows, y, "y");
+    return forward_result(stats, rows, keep);
+  }
+
+  void backward_device(const void* dy, int64_t rows, double loss_scale, uint64_t call, void* dx,
+                       void* stream) override {
+    check_kept(call, rows);
+    on_device("backward");
+    DeviceCall device_call(place_, stream);
+    for (Parameter* p : weights()) p->grad.zero();  // this call's gradients alone
+    const Tensor dyt = device_call.borrow(dy, {rows, d_}, device_call.activation_dtype());
+    const Tensor dxt = layer_.backward(dyt, static_cast<real>(loss_scale));
+    copy_out(device_call, dxt, rows, dx, "dx");
+    kept_call_ = 0;
+  }
+#endif
+
+ private:
+  // A forward's losses, load and drops (read from the device where the layer runs there); a
+  // forward with gradients becomes the one call whose saved tensors a backward may use.
+  torchext::MoeForwardResult forward_result(const MoeStats& stats, int64_t rows, bool keep) {
     torchext::MoeForwardResult r;
     const RouterLosses::Values losses = stats.losses.read();
     r.aux_loss = losses.aux;
@@ -145,25 +151,13 @@ class MoeBridge final : public torchext::MoeCore, public std::enable_shared_from
     }
     return r;
   }
-
-  void backward_device(const void* dy, int64_t rows, double loss_scale, uint64_t call, void* dx,
-                       void* stream) override {
+  void check_kept(uint64_t call, int64_t rows) const {
     if (call == 0 || call != kept_call_)
       throw std::logic_error(
           "MoKMoE: backward of a call whose saved tensors are gone: a later forward with gradients replaced them "
           "(the core layer keeps one call's), or a backward used them already");
     if (rows != kept_rows_) throw std::invalid_argument("MoKMoE: dy has another row count than the forward");
-    on_device("backward");
-    DeviceCall device_call(place_, stream);
-    for (Parameter* p : weights()) p->grad.zero();  // this call's gradients alone
-    const Tensor dyt = device_call.borrow(dy, {rows, d_}, device_call.activation_dtype());
-    const Tensor dxt = layer_.backward(dyt, static_cast<real>(loss_scale));
-    copy_out(device_call, dxt, rows, dx, "dx");
-    kept_call_ = 0;
   }
-#endif
-
- private:
 #ifndef MOK_REAL_DOUBLE
   // A result of the layer into the caller's device memory (rows, d), on the core's stream.
   void copy_out(DeviceCall& call, const Tensor& result, int64_t rows, void* out, const char* what) const {
