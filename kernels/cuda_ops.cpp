@@ -22,10 +22,12 @@
 #include "kernels/dropped_pairs.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/environment_choice.h"
 #include "kernels/flash_attention.h"
 #include "kernels/gemm_lt.h"
 #include "kernels/grad_norm.h"
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_wgmma.h"
 #include "kernels/low_rank.h"
 #include "kernels/moe_routing.h"
 #include "kernels/mok_plan.h"
@@ -91,6 +93,12 @@ struct CudaOps::PlanCache {
 };
 
 CudaOps::CudaOps(int device) : device_(device) {
+  // Switches (docs/gpu.md), read first so that a refused value leaves nothing allocated:
+  // MOK_GROUPED_KERNEL=mma keeps the expert products on the mma.sync kernel on a Hopper GPU too
+  // (elsewhere it is the only one); MOK_ATTENTION=own keeps bf16 attention on the project's
+  // flash kernels.
+  const std::string grouped_choice = environment_choice("MOK_GROUPED_KERNEL", {"wgmma", "mma"});
+  const std::string attention_choice = environment_choice("MOK_ATTENTION", {"cudnn", "own"});
   MOK_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};
   MOK_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -100,20 +108,21 @@ CudaOps::CudaOps(int device) : device_(device) {
   lt_ = std::make_unique<LtGemm>();
   grouped_streams_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::streams, 2);
   grouped_kernel_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::kernel);
-  grouped_kernel_->set_kernel_tile(GroupedKernelTile::m128n128);
+  hopper_grouped_ = grouped_choice != "mma" && grouped_wgmma_available();
+  grouped_kernel_->set_kernel_tile(hopper_grouped_ ? GroupedKernelTile::m128n256_wgmma : GroupedKernelTile::m128n128);
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
   profiler_ = std::make_unique<OpProfiler>(stream_);
   allocator_->set_profiler(profiler_.get());
 #ifdef MOK_HAVE_CUDNN
-  // MOK_ATTENTION=own keeps bf16 attention on the project's flash kernels (docs/gpu.md).
-  const char* choice = std::getenv("MOK_ATTENTION");
-  if (!choice || std::string(choice) != "own") {
+  if (attention_choice != "own") {
     try {
       cudnn_attention_ = std::make_unique<CudnnAttention>();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "mok: cuDNN attention unavailable (%s); using the project's attention kernels\n", e.what());
     }
   }
+#else
+  (void)attention_choice;  // no cuDNN: the project's kernels either way
 #endif
 }
 
@@ -173,10 +182,14 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 // launch of the project's grouped kernel (128×128 tiles) beats a cuBLASLt call per segment,
 // which is launch-bound; with a few large ones (8 experts of ~4 000 rows) cuBLASLt over two
 // side streams is twice as fast as the kernel. fp32 products (parity runs) take cuBLASLt.
+// On a Hopper GPU the wgmma kernel (kernels/grouped_gemm_wgmma.h) takes every bf16 product:
+// it beats cuBLASLt per segment at both expert counts, and needs no algorithm search on the
+// host for each new set of row counts.
 constexpr int kGroupsForTheKernel = 32;
 
 GroupedGemm& CudaOps::grouped_for(GemmType ab_type, int groups) {
-  return ab_type == GemmType::bf16 && groups >= kGroupsForTheKernel ? *grouped_kernel_ : *grouped_streams_;
+  if (ab_type != GemmType::bf16) return *grouped_streams_;
+  return hopper_grouped_ || groups >= kGroupsForTheKernel ? *grouped_kernel_ : *grouped_streams_;
 }
 
 void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,

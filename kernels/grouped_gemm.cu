@@ -175,11 +175,16 @@ void GroupedGemm::weight_grad_into(int groups, const int64_t* host_offsets, int6
 }
 
 // Nothing of the kernel's call outlives the launch (the tile list is its argument), so there
-// is no ordering to keep with calls on other streams.
+// is no ordering to keep with calls on other streams. What the Hopper kernel refuses (another
+// GPU, k = 0, a shared B) runs on the mma.sync kernel's tile of the same shape.
 bool GroupedGemm::run_kernel(const GroupedKernelCall& call, cudaStream_t stream) {
-  if (!grouped_kernel_refusal(call, kernel_tile_).empty()) return false;
-  grouped_gemm_kernel(call, kernel_tile_, stream);
+  GroupedKernelTile tile = kernel_tile_;
+  if (tile == GroupedKernelTile::m128n256_wgmma && !grouped_kernel_refusal(call, tile).empty())
+    tile = GroupedKernelTile::m128n256;
+  if (!grouped_kernel_refusal(call, tile).empty()) return false;
+  grouped_gemm_kernel(call, tile, stream);
   ++kernel_calls_;
+  if (tile == GroupedKernelTile::m128n256_wgmma) ++wgmma_calls_;
   return true;
 }
 

@@ -67,9 +67,11 @@ class GroupedGemm {
   bool cublas_declined(GemmType ab_type, GemmType c_type) const {
     return declined_[static_cast<int>(ab_type)][static_cast<int>(c_type)];
   }
-  // kernel method: the calls the grouped kernel took (the others ran as loop), and its tile
-  // (128×256 unless set; both shapes are timed in gemm_timings.cpp).
+  // kernel method: the calls the grouped kernel took (the others ran as loop), those of them
+  // that ran on the Hopper kernel (tile m128n256_wgmma; what it refuses runs on m128n256), and
+  // the tile (128×256 unless set; every tile is timed in gemm_timings.cpp).
   size_t kernel_calls() const { return kernel_calls_; }
+  size_t wgmma_calls() const { return wgmma_calls_; }
   GroupedKernelTile kernel_tile() const { return kernel_tile_; }
   void set_kernel_tile(GroupedKernelTile tile) { kernel_tile_ = tile; }
 
@@ -132,6 +134,7 @@ class GroupedGemm {
   // kernel: its tile and the calls it took
   GroupedKernelTile kernel_tile_ = GroupedKernelTile::m128n256;
   size_t kernel_calls_ = 0;
+  size_t wgmma_calls_ = 0;
   // the pointer arrays are rewritten per call: a new stream waits for the previous one
   cudaStream_t last_stream_ = nullptr;
   bool used_ = false;

@@ -40,6 +40,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/grouped_gemm_tiles.cuh"
+#include "kernels/grouped_gemm_wgmma.h"
 
 namespace mok::cuda {
 namespace {
@@ -251,10 +252,10 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 int tile_rows(GroupedKernelTile tile) {
-  return tile == GroupedKernelTile::m128n256 ? Tile128x256::kTileM : Tile128x128::kTileM;
+  return tile == GroupedKernelTile::m128n128 ? Tile128x128::kTileM : Tile128x256::kTileM;
 }
 int tile_cols(GroupedKernelTile tile) {
-  return tile == GroupedKernelTile::m128n256 ? Tile128x256::kTileN : Tile128x128::kTileN;
+  return tile == GroupedKernelTile::m128n128 ? Tile128x128::kTileN : Tile128x256::kTileN;  // wgmma: 128×256 too
 }
 static_assert(Tile128x256::kTileM == 128 && Tile128x256::kTileN == 256 && Tile128x128::kTileN == 128,
               "the tiles the names say");
@@ -301,7 +302,12 @@ void raise_shared_memory_limits() {
 }  // namespace
 
 const char* grouped_kernel_tile_name(GroupedKernelTile tile) {
-  return tile == GroupedKernelTile::m128n256 ? "128x256" : "128x128";
+  switch (tile) {
+    case GroupedKernelTile::m128n256: return "128x256";
+    case GroupedKernelTile::m128n128: return "128x128";
+    case GroupedKernelTile::m128n256_wgmma: return "128x256 wgmma";
+  }
+  return "?";
 }
 
 std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile tile) {
@@ -320,6 +326,10 @@ std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile
   const int64_t stride = wg ? c.c_group_stride : c.b_group_stride;
   if (stride % 8 != 0 || stride < 0) return "group stride " + std::to_string(stride) + " is not a multiple of 8";
   if (!aligned16(c.a) || !aligned16(c.b) || !aligned16(c.c)) return "a pointer is not 16-byte aligned";
+  if (tile == GroupedKernelTile::m128n256_wgmma) {
+    const std::string wgmma = grouped_wgmma_refusal(c);
+    if (!wgmma.empty()) return wgmma;
+  }
   if (c.groups == 0) return "";
   if (c.host_offsets[0] < 0) return "negative first offset";
   int64_t tiles = 0;
@@ -335,6 +345,7 @@ std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile
 void grouped_gemm_kernel(const GroupedKernelCall& call, GroupedKernelTile tile, cudaStream_t stream) {
   const std::string refusal = grouped_kernel_refusal(call, tile);
   if (!refusal.empty()) throw std::invalid_argument("grouped_gemm_kernel: " + refusal);
+  if (tile == GroupedKernelTile::m128n256_wgmma) return grouped_gemm_wgmma(call, stream);
   GroupedKernelParams p;
   p.a = static_cast<const bf16*>(call.a);
   p.lda = call.lda;
@@ -366,6 +377,7 @@ void grouped_gemm_kernel(const GroupedKernelCall& call, GroupedKernelTile tile, 
 void grouped_gemm_kernel_prepare() {
   raise_shared_memory_limits<Tile128x256>();
   raise_shared_memory_limits<Tile128x128>();
+  grouped_gemm_wgmma_prepare();
 }
 
 }  // namespace mok::cuda

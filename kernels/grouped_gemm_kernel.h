@@ -33,8 +33,10 @@ constexpr int kGroupedKernelMaxGroups = 1024;
 enum class GroupedKernelForm { rows, rows_bt, weight_grad };
 
 // The CTA's output tile (rows × columns), warps of 64×64 outputs: 128×256 is 8 warps, one CTA
-// per SM; 128×128 is 4 warps, two CTAs per SM. Both are timed (gemm_timings.cpp).
-enum class GroupedKernelTile { m128n256, m128n128 };
+// per SM; 128×128 is 4 warps, two CTAs per SM. m128n256_wgmma is the Hopper kernel
+// (kernels/grouped_gemm_wgmma.h: TMA and wgmma, 128×256 tiles, a persistent grid), which
+// also refuses what grouped_wgmma_refusal says. All three are timed (gemm_timings.cpp).
+enum class GroupedKernelTile { m128n256, m128n128, m128n256_wgmma };
 const char* grouped_kernel_tile_name(GroupedKernelTile tile);
 
 // One call. Leading dimensions and strides in elements.

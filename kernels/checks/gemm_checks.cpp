@@ -18,6 +18,7 @@
 #include "kernels/device_buffer.h"
 #include "kernels/gemm_lt.h"
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_wgmma.h"
 
 namespace mok::cuda {
 namespace {
@@ -512,17 +513,21 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
   const GradCase grads[] = {{&small, 256, 768, 1.f}, {&small, 1024, 512, 0.f}, {&large, 512, 256, 1.f},
                             {&eight, 2048, 1024, 1.f}, {&many, 768, 512, 1.f},  {&many, 256, 768, 0.f}};
   GroupedTally tally;
-  double not_taken = 0;  // calls that ran as loop instead
-  for (const GroupedKernelTile tile : {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128}) {
+  double not_taken = 0;  // calls that ran as loop instead (or, for wgmma, not on the Hopper kernel)
+  std::vector<GroupedKernelTile> tiles = {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128};
+  if (grouped_wgmma_available()) tiles.push_back(GroupedKernelTile::m128n256_wgmma);
+  else std::printf("grouped kernel 128x256 wgmma: not checked (needs compute capability 9.0)\n");
+  for (const GroupedKernelTile tile : tiles) {
     const std::string tname = std::string("grouped kernel ") + grouped_kernel_tile_name(tile);
     run_guarded(out, tname, [&] {
       GroupedGemm gg(lt, GroupedGemmMethod::kernel);
       gg.set_kernel_tile(tile);
+      const bool hopper = tile == GroupedKernelTile::m128n256_wgmma;
       // one call (run twice inside) that the kernel must take
       auto taken = [&](auto&& call) {
-        const size_t before = gg.kernel_calls();
+        const size_t before = hopper ? gg.wgmma_calls() : gg.kernel_calls();
         const double err = call();
-        not_taken += 2.0 - double(gg.kernel_calls() - before);
+        not_taken += 2.0 - double((hopper ? gg.wgmma_calls() : gg.kernel_calls()) - before);
         return err;
       };
       double worst_a = 0, worst_b = 0, worst_w = 0;

@@ -133,7 +133,8 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
                             {"streams ×8", GroupedGemmMethod::streams, 8},
                             {"cublas grouped", GroupedGemmMethod::cublas, 1},
                             {"kernel 128x256", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n256},
-                            {"kernel 128x128", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n128}};
+                            {"kernel 128x128", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n128},
+                            {"kernel 128x256 wgmma", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n256_wgmma}};
   std::vector<std::unique_ptr<GroupedGemm>> grouped;
   for (const Method& m : methods) {
     grouped.push_back(std::make_unique<GroupedGemm>(lt, m.method, m.streams));
@@ -164,12 +165,14 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
       // shape to loop: run once to know the label
       std::string label = methods[i].name;
       try {
-        const size_t kernel_calls = g.kernel_calls();
+        const size_t kernel_calls = g.kernel_calls(), wgmma_calls = g.wgmma_calls();
         launch();
         if (methods[i].method == GroupedGemmMethod::cublas && g.cublas_declined(t, p.kind == 2 ? GemmType::f32 : t))
           label += " (declined: loop)";
         if (methods[i].method == GroupedGemmMethod::kernel && g.kernel_calls() == kernel_calls)
           label += " (refused: loop)";
+        else if (methods[i].tile == GroupedKernelTile::m128n256_wgmma && g.wgmma_calls() == wgmma_calls)
+          label += " (refused: mma.sync)";
       } catch (const std::exception&) {  // time_row prints the message
       }
       time_row(p.name, label, p.kind == 2 ? "bf16>f32" : "bf16>bf16", flops, launch);
