@@ -108,8 +108,8 @@ CudaOps::CudaOps(int device) : device_(device) {
   lt_ = std::make_unique<LtGemm>();
   grouped_streams_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::streams, 2);
   grouped_kernel_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::kernel);
-  hopper_grouped_ = grouped_choice != "mma" && grouped_wgmma_available();
-  grouped_kernel_->set_kernel_tile(hopper_grouped_ ? GroupedKernelTile::m128n256_wgmma : GroupedKernelTile::m128n128);
+  const bool hopper = grouped_choice != "mma" && grouped_wgmma_available();
+  grouped_kernel_->set_kernel_tile(hopper ? GroupedKernelTile::m128n256_wgmma : GroupedKernelTile::m128n128);
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
   profiler_ = std::make_unique<OpProfiler>(stream_);
   allocator_->set_profiler(profiler_.get());
@@ -179,17 +179,15 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 
 // Which grouped method runs a product, from the timings of kernels/checks/gemm_timings.cpp
 // on an H200 (docs/benchmarks.md): with many small segments (64 experts of ~2 000 rows) one
-// launch of the project's grouped kernel (128×128 tiles) beats a cuBLASLt call per segment,
-// which is launch-bound; with a few large ones (8 experts of ~4 000 rows) cuBLASLt over two
-// side streams is twice as fast as the kernel. fp32 products (parity runs) take cuBLASLt.
-// On a Hopper GPU the wgmma kernel (kernels/grouped_gemm_wgmma.h) takes every bf16 product:
-// it beats cuBLASLt per segment at both expert counts, and needs no algorithm search on the
-// host for each new set of row counts.
+// launch of the project's grouped kernel beats a cuBLASLt call per segment, which is
+// launch-bound; with a few large ones (8 experts of ~4 000 rows) cuBLASLt over two side streams
+// wins (a 30-step run of the 8 × 1024 MoE: 33.6 ms a step against 35.7 with the wgmma kernel,
+// 40 with the mma.sync one). The kernel is the Hopper one (TMA + wgmma) where the GPU has it.
+// fp32 products (parity runs) take cuBLASLt.
 constexpr int kGroupsForTheKernel = 32;
 
 GroupedGemm& CudaOps::grouped_for(GemmType ab_type, int groups) {
-  if (ab_type != GemmType::bf16) return *grouped_streams_;
-  return hopper_grouped_ || groups >= kGroupsForTheKernel ? *grouped_kernel_ : *grouped_streams_;
+  return ab_type == GemmType::bf16 && groups >= kGroupsForTheKernel ? *grouped_kernel_ : *grouped_streams_;
 }
 
 void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,

@@ -140,7 +140,6 @@ class CudaOps final : public mok::Ops {
   std::unique_ptr<LtGemm> lt_;
   // Grouped products of expert segments (kernels/checks/gemm_timings.cpp compares methods).
   std::unique_ptr<GroupedGemm> grouped_streams_, grouped_kernel_;
-  bool hopper_grouped_ = false;  // grouped_kernel_ runs the wgmma kernel (and takes every bf16 product)
   GroupedGemm& grouped_for(GemmType ab_type, int groups);
   std::map<uint64_t, std::unique_ptr<DeviceRope>> ropes_;  // by RopeTable::id()
   std::unique_ptr<PlanCache<AdamWPlan>> adamw_;

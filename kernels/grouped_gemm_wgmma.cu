@@ -13,9 +13,10 @@
 //              ring of kStages shared-memory stages: wait until the stage is empty, announce
 //              its bytes on the stage's `full` barrier, load. (The other 127 threads leave.)
 //   consumers  two warpgroups, 64 output rows each, all 256 columns: per step wait for
-//              `full`, four wgmma k16 steps (m64n256k16), wait for them, then each warp
-//              arrives on the stage's `empty` barrier (8 arrivals free it). The epilogue
-//              stores alpha·acc + beta·old straight from the accumulators.
+//              `full` and issue four wgmma k16 steps (m64n256k16); once the previous step's
+//              MMAs have finished (one batch stays in flight), each warp arrives on that
+//              stage's `empty` barrier (8 arrivals free it). The epilogue stores
+//              alpha·acc + beta·old straight from the accumulators.
 // Stage contents (bf16, 128-byte swizzle, boxes of 64 rows × 128 bytes unless said):
 //   rows         A (128 rows × 64 k, one box of 128 rows, K-major)   B_g (64 k × 256 n: four boxes, MN-major)
 //   rows_bt      A as rows                                           B_g (256 n × 64 k: one box of 256 rows, K-major)
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
   const int tid = static_cast<int>(threadIdx.x) - 128;
   constexpr int kTransA = F == GroupedKernelForm::weight_grad ? 1 : 0;
   constexpr int kTransB = F == GroupedKernelForm::rows_bt ? 0 : 1;
-  int stage = 0;
+  int stage = 0, previous = 0;  // the ring slot of this step and of the one before
   uint32_t phase = 0;
   float acc[128];
   for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
@@ -231,11 +232,14 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
         wgmma_m64n256k16<kTransA, kTransB>(acc, da, db, (step | ks) != 0);
       }
       wgmma_commit();
-      wgmma_wait<0>();
-      __syncwarp();
-      if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[stage]);
+      // one batch stays in flight: once the previous step's MMAs are done, free their stage
+      wgmma_wait<1>();
+      if (step > 0 && threadIdx.x % 32 == 0) mbarrier_arrive(&empty[previous]);
+      previous = stage;
       if (++stage == kStages) stage = 0, phase ^= 1;
     }
+    wgmma_wait<0>();
+    if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[previous]);
     epilogue<F>(p, t, acc, consumer);
   }
 #endif

@@ -550,28 +550,33 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
   }
   out.push_back({"grouped kernel calls run as loop", not_taken, 0.0});
 
-  // Every output element is the same chain of k16 mma steps whatever CTA computes it, so the
-  // two tile shapes give the same bits.
-  run_guarded(out, "grouped kernel 128x256 = 128x128", [&] {
-    CheckInputs same_a{in.seed + 2}, same_b{in.seed + 2};
-    GroupedGemm wide(lt, GroupedGemmMethod::kernel), narrow(lt, GroupedGemmMethod::kernel);
-    wide.set_kernel_tile(GroupedKernelTile::m128n256);
-    narrow.set_kernel_tile(GroupedKernelTile::m128n128);
-    GroupedTally unused;
-    double mismatches = 0;
-    for (const bool tb : {false, true}) {
-      std::vector<float> r1, r2;
-      run_grouped_rows(wide, same_a, eight, tb, 768, 512, 1.f, bf, bf, unused, &r1, kAlignedPadding);
-      run_grouped_rows(narrow, same_b, eight, tb, 768, 512, 1.f, bf, bf, unused, &r2, kAlignedPadding);
-      mismatches += differing_floats(r1, r2);
+  // Every output element is the same chain of k16 tensor-core steps in reduction order whatever
+  // CTA computes it, and mma.sync and wgmma round a k16 step alike, so every tile shape and
+  // both kernels give the same bits.
+  run_guarded(out, "grouped kernel tiles bitwise", [&] {
+    std::vector<GroupedKernelTile> shapes = {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128};
+    if (grouped_wgmma_available()) shapes.push_back(GroupedKernelTile::m128n256_wgmma);
+    std::vector<std::vector<float>> results(shapes.size());
+    double mismatches = 0, calls = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      CheckInputs same{in.seed + 2};
+      GroupedGemm gg(lt, GroupedGemmMethod::kernel);
+      gg.set_kernel_tile(shapes[i]);
+      GroupedTally unused;
+      for (const bool tb : {false, true}) {
+        std::vector<float> r;
+        run_grouped_rows(gg, same, eight, tb, 768, 512, 1.f, bf, bf, unused, &r, kAlignedPadding);
+        results[i].insert(results[i].end(), r.begin(), r.end());
+      }
+      std::vector<float> w;
+      run_grouped_weight_grad(gg, same, eight, 768, 512, bf, unused, &w, kAlignedPadding);
+      results[i].insert(results[i].end(), w.begin(), w.end());
+      calls += double(shapes[i] == GroupedKernelTile::m128n256_wgmma ? gg.wgmma_calls() : gg.kernel_calls());
+      if (i > 0) mismatches += differing_floats(results[0], results[i]);
     }
-    std::vector<float> w1, w2;
-    run_grouped_weight_grad(wide, same_a, eight, 768, 512, bf, unused, &w1, kAlignedPadding);
-    run_grouped_weight_grad(narrow, same_b, eight, 768, 512, bf, unused, &w2, kAlignedPadding);
-    mismatches += differing_floats(w1, w2);
-    const double calls = double(wide.kernel_calls() + narrow.kernel_calls());
-    out.push_back({"grouped kernel 128x256 = 128x128 bitwise (mismatches)", mismatches, 0.0});
-    out.push_back({"grouped kernel 128x256 = 128x128 calls not taken", 12.0 - calls, 0.0});
+    const std::string names = shapes.size() == 3 ? "128x256 = 128x128 = wgmma" : "128x256 = 128x128";
+    out.push_back({"grouped kernel " + names + " bitwise (mismatches)", mismatches, 0.0});
+    out.push_back({"grouped kernel " + names + " calls not taken", 6.0 * double(shapes.size()) - calls, 0.0});
   });
 
   // What the kernel does not take runs as loop, and is still right: odd strides (the default
