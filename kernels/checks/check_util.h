@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -51,13 +52,20 @@ double relative_error(const std::vector<A>& a, const std::vector<double>& b) {
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// Elements whose bytes differ (0: bitwise identical; the larger size when the sizes differ).
+template <typename A>
+double differing_elements(const std::vector<A>& a, const std::vector<A>& b) {
+  if (a.size() != b.size()) return static_cast<double>(std::max(a.size(), b.size()));
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(A)) != 0;
+  return static_cast<double>(differ);
+}
+
 // Fraction of elements whose bytes differ (0: bitwise identical; 1 when the sizes differ).
 template <typename A>
 double differing_fraction(const std::vector<A>& a, const std::vector<A>& b) {
   if (a.size() != b.size()) return 1.0;
-  size_t differ = 0;
-  for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(A)) != 0;
-  return a.empty() ? 0.0 : static_cast<double>(differ) / a.size();
+  return a.empty() ? 0.0 : differing_elements(a, b) / static_cast<double>(a.size());
 }
 
 // ‖gpu − ref‖ / ‖ref‖ over columns [c0, c0 + width) of row-major (rows, ld) matrices; when

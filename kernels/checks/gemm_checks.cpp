@@ -66,13 +66,6 @@ std::vector<float> as_stored(const std::vector<float>& v, GemmType type) {
 
 std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
-double differing_floats(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return double(std::max(a.size(), b.size()));
-  double count = 0;
-  for (size_t i = 0; i < a.size(); ++i) count += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-  return count;
-}
-
 void sync() { MOK_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 // The error `part` returns, or infinity (with the message printed) when it throws.
@@ -142,7 +135,7 @@ double run_gemm_case(LtGemm& lt, CheckInputs& in, const GemmCase& g, GemmTally& 
     if (run == 1) tally.plans_added_on_repeat += double(lt.cached_plans() - plans);
     const std::vector<float> got = d_c.download();
     if (run == 0) first = got;
-    else tally.repeat_mismatch += differing_floats(first, got);
+    else tally.repeat_mismatch += differing_elements(first, got);
   }
   // the m×n block against the reference; padding must still be NaN
   std::vector<float> block;
@@ -245,7 +238,7 @@ void check_lt_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
           std::vector<float> expect = c0;
           if (e.m > 0 && e.n > 0)
             for (float& v : expect) v = e.beta == 0.f ? 0.f : v * e.beta;
-          mismatches += differing_floats(d_c.download(), expect);
+          mismatches += differing_elements(d_c.download(), expect);
         }
       }
     }
@@ -336,7 +329,7 @@ double run_grouped_rows(GroupedGemm& gg, CheckInputs& in, const std::vector<int6
     sync();
     const std::vector<float> got = d_c.download();
     if (run == 0) first = got;
-    else tally.repeat_mismatch += differing_floats(first, got);
+    else tally.repeat_mismatch += differing_elements(first, got);
   }
   if (result) *result = first;
   // padding columns must be untouched
@@ -392,7 +385,7 @@ double run_grouped_weight_grad(GroupedGemm& gg, CheckInputs& in, const std::vect
     sync();
     const std::vector<float> got = d_dw.download();
     if (run == 0) first = got;
-    else tally.repeat_mismatch += differing_floats(first, got);
+    else tally.repeat_mismatch += differing_elements(first, got);
   }
   if (result) *result = first;
   for (int g = 0; g < G; ++g) {
@@ -463,12 +456,12 @@ void check_grouped_gemm(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) 
       std::vector<float> r1, r2;
       run_grouped_rows(loop, same_a, moe, false, 160, 96, 1.f, ab, ct, unused, &r1);
       run_grouped_rows(streams, same_b, moe, false, 160, 96, 1.f, ab, ct, unused, &r2);
-      mismatches += differing_floats(r1, r2);
+      mismatches += differing_elements(r1, r2);
     }
     std::vector<float> w1, w2;
     run_grouped_weight_grad(loop, same_a, moe, 96, 160, GemmType::bf16, unused, &w1);
     run_grouped_weight_grad(streams, same_b, moe, 96, 160, GemmType::bf16, unused, &w2);
-    mismatches += differing_floats(w1, w2);
+    mismatches += differing_elements(w1, w2);
     out.push_back({"grouped streams = loop bitwise (mismatches)", mismatches, 0.0});
   });
   out.push_back({"grouped bitwise repeat (mismatches)", tally.repeat_mismatch, 0.0});
@@ -572,7 +565,7 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
       run_grouped_weight_grad(gg, same, eight, 768, 512, bf, unused, &w, kAlignedPadding);
       results[i].insert(results[i].end(), w.begin(), w.end());
       calls += double(shapes[i] == GroupedKernelTile::m128n256_wgmma ? gg.wgmma_calls() : gg.kernel_calls());
-      if (i > 0) mismatches += differing_floats(results[0], results[i]);
+      if (i > 0) mismatches += differing_elements(results[0], results[i]);
     }
     const std::string names = shapes.size() == 3 ? "128x256 = 128x128 = wgmma" : "128x256 = 128x128";
     out.push_back({"grouped kernel " + names + " bitwise (mismatches)", mismatches, 0.0});

@@ -18,14 +18,6 @@ namespace mok::cuda {
 
 namespace {
 
-// Fraction of positions where a and b differ (0 when equal).
-template <typename A>
-double mismatch(const std::vector<A>& a, const std::vector<A>& b) {
-  size_t bad = 0;
-  for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(A)) != 0;
-  return a.empty() ? 0.0 : static_cast<double>(bad) / static_cast<double>(a.size());
-}
-
 template <typename T>
 void check_one(CheckInputs& in, std::vector<OpCheck>& out, const char* type, int64_t rows, int64_t cols, int bits,
                bool stochastic) {
@@ -65,14 +57,14 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, const char* type, int
   dequantize_rows<T>(d_codes.data(), d_scales.data(), rows, cols, bits, d_out.data(), nullptr);
   MOK_CUDA_CHECK(cudaDeviceSynchronize());
 
-  out.push_back({name + ".codes (bitwise)", mismatch(d_codes.download(), codes_ref), 0.0});
-  out.push_back({name + ".scales (bitwise)", mismatch(d_scales.download(), scales_ref), 0.0});
+  out.push_back({name + ".codes (bitwise)", differing_fraction(d_codes.download(), codes_ref), 0.0});
+  out.push_back({name + ".scales (bitwise)", differing_fraction(d_scales.download(), scales_ref), 0.0});
   std::vector<T> restored_want(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     if constexpr (std::is_same_v<T, float>) restored_want[i] = static_cast<float>(restored_ref[i]);
     else restored_want[i] = __double2bfloat16(restored_ref[i]);
   }
-  out.push_back({name + ".restored (bitwise)", mismatch(d_out.download(), restored_want), 0.0});
+  out.push_back({name + ".restored (bitwise)", differing_fraction(d_out.download(), restored_want), 0.0});
   const auto terms = d_terms.download();
   out.push_back({name + ".error_terms", std::max(std::fabs(terms[0] - err_ref) / std::max(err_ref, 1e-300),
                                                  std::fabs(terms[1] - xx_ref) / xx_ref),

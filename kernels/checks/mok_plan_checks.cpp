@@ -15,14 +15,6 @@ namespace mok::cuda {
 
 namespace {
 
-template <typename A>
-double mismatch(const std::vector<A>& a, const std::vector<A>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  size_t bad = 0;
-  for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(A)) != 0;
-  return a.empty() ? 0.0 : static_cast<double>(bad) / static_cast<double>(a.size());
-}
-
 template <typename T>
 mok::Tensor upload(CudaOps& ops, const std::vector<T>& v, mok::DType dtype, std::vector<int64_t> shape) {
   mok::Tensor t = mok::Tensor::empty(std::move(shape), dtype, ops.allocator());
@@ -103,16 +95,16 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, int64_t n, int k, int
   mok::Tensor d_counts = upload(ops, std::vector<int32_t>(counts_ref.size(), -7), mok::DType::i32,
                                 {static_cast<int64_t>(counts_ref.size())});  // poisoned
   ops.slot_share_counts(d_ex, d_owner, k, d_counts);
-  out.push_back({"mok_plan.slot_share_counts" + tag, mismatch(download<int32_t>(d_counts), counts_ref), 0.0});
+  out.push_back({"mok_plan.slot_share_counts" + tag, differing_fraction(download<int32_t>(d_counts), counts_ref), 0.0});
 
   const mok::ShipRows ship = ops.ship_rows(d_ex, d_gate, upload(ops, dest, mok::DType::i32, {E}),
                                            upload(ops, local, mok::DType::i32, {E}), k, R);
-  out.push_back({"mok_plan.ship_rows.rows" + tag, mismatch(ship.rows, rows_ref), 0.0});
-  out.push_back({"mok_plan.ship_rows.token" + tag, mismatch(download<int32_t>(ship.token), token_ref), 0.0});
-  out.push_back({"mok_plan.ship_rows.head_pair" + tag, mismatch(download<int32_t>(ship.head_pair), head_ref), 0.0});
-  out.push_back({"mok_plan.ship_rows.entry" + tag, mismatch(download<int32_t>(ship.entry), entry_ref), 0.0});
-  out.push_back({"mok_plan.ship_rows.gate" + tag, mismatch(download<float>(ship.gate), gate_ref), 0.0});
-  out.push_back({"mok_plan.ship_rows.pair" + tag, mismatch(download<int32_t>(ship.pair), pair_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.rows" + tag, differing_fraction(ship.rows, rows_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.token" + tag, differing_fraction(download<int32_t>(ship.token), token_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.head_pair" + tag, differing_fraction(download<int32_t>(ship.head_pair), head_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.entry" + tag, differing_fraction(download<int32_t>(ship.entry), entry_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.gate" + tag, differing_fraction(download<float>(ship.gate), gate_ref), 0.0});
+  out.push_back({"mok_plan.ship_rows.pair" + tag, differing_fraction(download<int32_t>(ship.pair), pair_ref), 0.0});
 
   // scatter_positions of the head pairs into a poisoned (n·k) table; rows_to_pairs of the
   // entries' gates by their pairs (pads skipped) gives back each shipped slot's gate.
@@ -120,13 +112,13 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, int64_t n, int k, int
   for (size_t i = 0; i < head_ref.size(); ++i) positions_ref[head_ref[i]] = 11 + static_cast<int32_t>(i);
   mok::Tensor d_pos = upload(ops, std::vector<int32_t>(positions_ref.size(), -3), mok::DType::i32, {n * k});
   ops.scatter_positions(ship.head_pair, 11, d_pos);
-  out.push_back({"mok_plan.scatter_positions" + tag, mismatch(download<int32_t>(d_pos), positions_ref), 0.0});
+  out.push_back({"mok_plan.scatter_positions" + tag, differing_fraction(download<int32_t>(d_pos), positions_ref), 0.0});
   std::vector<float> per_pair_ref(static_cast<size_t>(n * k), 0.0f);
   for (size_t i = 0; i < pair_ref.size(); ++i)
     if (pair_ref[i] >= 0) per_pair_ref[pair_ref[i]] = gate_ref[i];
   mok::Tensor d_per_pair = upload(ops, std::vector<float>(per_pair_ref.size(), 5.0f), mok::DType::f32, {n * k});
   ops.rows_to_pairs(ship.gate, ship.pair, d_per_pair);
-  out.push_back({"mok_plan.rows_to_pairs_skipping_pads" + tag, mismatch(download<float>(d_per_pair), per_pair_ref),
+  out.push_back({"mok_plan.rows_to_pairs_skipping_pads" + tag, differing_fraction(download<float>(d_per_pair), per_pair_ref),
                  0.0});
 }
 

@@ -1,14 +1,15 @@
 #pragma once
-// A switch read from the environment that takes one of a few named values: unset or empty
-// gives "", a listed value gives itself, anything else (a typo) is refused with a message that
-// lists the values, rather than silently meaning the default.
+// A switch read from the environment that takes one of a few named values (the kernel choices
+// MOK_ATTENTION and MOK_GROUPED_KERNEL, docs/gpu.md): unset or empty gives "", a listed value
+// gives itself, anything else (a typo) is refused with a message that lists the values, rather
+// than silently meaning the default.
 
 #include <cstdlib>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
 
-namespace mok::cuda {
+namespace mok {
 
 inline std::string environment_choice(const char* name, std::initializer_list<const char*> values) {
   const char* set = std::getenv(name);
@@ -21,4 +22,4 @@ inline std::string environment_choice(const char* name, std::initializer_list<co
   throw std::invalid_argument(std::string(name) + "=" + set + ": expected one of " + listed + " (or unset)");
 }
 
-}  // namespace mok::cuda
+}  // namespace mok
