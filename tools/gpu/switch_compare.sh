@@ -27,9 +27,9 @@ while read -r case yaml sets; do
     env "$VAR=${variant%_again}" timeout 240 "$BIN/mok" train "experiments/gpu/$yaml.yaml" --json --quiet \
       --no-checkpoints --db "$SCRATCH/$name.db" --set parallel.device=cuda --set "train.steps=$STEPS" \
       --set train.eval_every=100000 --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" $sets \
-      > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+      < /dev/null > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
     echo "$name: exit $?; $(grep -v '^$' "$OUT_DIR/$name.err" | tail -n 2 | cut -c1-300)"
-    "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" > /dev/null 2>&1
+    "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" < /dev/null > /dev/null 2>&1
   done
 done
 
