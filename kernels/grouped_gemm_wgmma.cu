@@ -16,7 +16,9 @@
 //              `full` and issue four wgmma k16 steps (m64n256k16); once the previous step's
 //              MMAs have finished (one batch stays in flight), each warp arrives on that
 //              stage's `empty` barrier (8 arrivals free it). The epilogue stores
-//              alpha·acc + beta·old straight from the accumulators.
+//              alpha·acc + beta·old: with beta = 0 in the rows forms through a small staging
+//              block in shared memory as 16-byte row pieces, otherwise straight from the
+//              accumulators.
 // Stage contents (bf16, 128-byte swizzle, boxes of 64 rows × 128 bytes unless said):
 //   rows         A (128 rows × 64 k, one box of 128 rows, K-major)   B_g (64 k × 256 n: four boxes, MN-major)
 //   rows_bt      A as rows                                           B_g (256 n × 64 k: one box of 256 rows, K-major)
@@ -55,7 +57,12 @@ constexpr int kABytes = kTileM * kTileK * 2;           // 16 KiB
 constexpr int kBBytes = kTileN * kTileK * 2;           // 32 KiB
 constexpr int kStageBytes = kABytes + kBBytes;
 constexpr int kEmptyArrivals = kConsumers * 4;         // one per consumer warp
-constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+// bf16 results leave through a staging block per consumer: 64 rows × 64 columns, rows padded
+// to 144 bytes (the 4-byte writes of a warp then fall in 32 different banks)
+constexpr int kStagePitch = 64 * 2 + 16;
+constexpr int kStagingBytes = 64 * kStagePitch;
+constexpr size_t kBarrierBytes = 2 * kStages * sizeof(uint64_t);
+constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kBarrierBytes + kConsumers * kStagingBytes + 1024;
 static_assert(kABytes == 2 * kBoxBytes && kBBytes == 4 * kBoxBytes, "the boxes the layout comment lists");
 
 struct WgmmaParams {
@@ -124,8 +131,10 @@ __device__ inline void zero_reduction_tail(unsigned char* a_s, unsigned char* b_
   }
 }
 
+// Stores alpha·acc + beta·old straight from the accumulators: each lane two values of a row
+// (the four lanes of a row: 32 contiguous bytes of fp32 dW, 16 of bf16 C).
 template <GroupedKernelForm F>
-__device__ inline void epilogue(const WgmmaParams& p, const TileCoords& t, const float (&acc)[128], int consumer) {
+__device__ inline void store_direct(const WgmmaParams& p, const TileCoords& t, const float (&acc)[128], int consumer) {
   constexpr bool kWeightGrad = F == GroupedKernelForm::weight_grad;
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = (static_cast<int>(threadIdx.x) / 32) % 4;
   const int row0 = t.m0 + 64 * consumer + 16 * warp + lane / 4;
@@ -161,6 +170,41 @@ __device__ inline void epilogue(const WgmmaParams& p, const TileCoords& t, const
   }
 }
 
+// Rows forms with beta = 0: C = bf16(alpha·acc) through the consumer's staging block, 64
+// columns at a time: each lane writes its bf16 pairs there, then the warpgroup stores whole
+// 16-byte pieces of rows (eight lanes a 128-byte row segment) rather than 4-byte pieces from
+// registers. The same rounding as store_direct, so the same bits.
+__device__ inline void store_staged(const WgmmaParams& p, const TileCoords& t, const float (&acc)[128], int consumer,
+                                    unsigned char* staging) {
+  const int tid = static_cast<int>(threadIdx.x) % 128;
+  const int lane = tid % 32, warp = tid / 32;
+  const float alpha = p.alpha;
+  const int row_base = t.m0 + 64 * consumer;  // in the segment
+#pragma unroll
+  for (int chunk = 0; chunk < 4; ++chunk) {  // columns 64·chunk .. of the tile
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int j = 8 * chunk + jj;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = 16 * warp + lane / 4 + 8 * half;
+        *reinterpret_cast<__nv_bfloat162*>(staging + r * kStagePitch + (8 * jj + 2 * (lane % 4)) * 2) =
+            __floats2bfloat162_rn(alpha * acc[4 * j + 2 * half], alpha * acc[4 * j + 2 * half + 1]);
+      }
+    }
+    named_barrier(2 + consumer, 128);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // 64 rows × 8 pieces of 16 bytes over 128 threads
+      const int r = 16 * i + tid / 8, piece = tid % 8;
+      const int row = row_base + r, col = t.n0 + 64 * chunk + 8 * piece;
+      if (row >= t.seg_rows || col >= p.n) continue;  // n % 8 == 0: a piece is wholly in or out
+      *reinterpret_cast<uint4*>(static_cast<bf16*>(p.c) + int64_t(t.seg0 + row) * p.ldc + col) =
+          *reinterpret_cast<const uint4*>(staging + r * kStagePitch + piece * 16);
+    }
+    named_barrier(2 + consumer, 128);  // the block is written again for the next columns
+  }
+}
+
 template <GroupedKernelForm F>
 __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid_constant__ WgmmaParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -170,6 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* const empty = full + kStages;
+  unsigned char* const staging = smem + kStages * kStageBytes + kBarrierBytes;  // kConsumers blocks
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);
@@ -240,7 +285,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
     }
     wgmma_wait<0>();
     if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[previous]);
-    epilogue<F>(p, t, acc, consumer);
+    if (F != GroupedKernelForm::weight_grad && p.beta == 0.f)
+      store_staged(p, t, acc, consumer, staging + consumer * kStagingBytes);
+    else
+      store_direct<F>(p, t, acc, consumer);
   }
 #endif
 }
