@@ -181,9 +181,11 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 // on an H200 (docs/benchmarks.md): with many small segments (64 experts of ~2 000 rows) one
 // launch of the project's grouped kernel beats a cuBLASLt call per segment, which is
 // launch-bound; with a few large ones (8 experts of ~4 000 rows) cuBLASLt over two side streams
-// wins (a 30-step run of the 8 × 1024 MoE: 33.6 ms a step against 35.7 with the wgmma kernel,
-// 40 with the mma.sync one). The kernel is the Hopper one (TMA + wgmma) where the GPU has it.
-// fp32 products (parity runs) take cuBLASLt.
+// won (a 30-step run of the 8 × 1024 MoE: 33.6 ms a step against 35.7 with the wgmma kernel,
+// before its results went through shared memory; since then it is faster at 8 experts on the
+// row products and still slower on the weight gradients, so routing by product is the next
+// thing to measure). The kernel is the Hopper one (TMA + wgmma) where the GPU has it. fp32
+// products (parity runs) take cuBLASLt.
 constexpr int kGroupsForTheKernel = 32;
 
 GroupedGemm& CudaOps::grouped_for(GemmType ab_type, int groups) {
