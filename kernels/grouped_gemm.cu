@@ -179,9 +179,12 @@ void GroupedGemm::weight_grad_into(int groups, const int64_t* host_offsets, int6
 // GPU, k = 0, a shared B) runs on the mma.sync kernel's tile of the same shape.
 bool GroupedGemm::run_kernel(const GroupedKernelCall& call, cudaStream_t stream) {
   GroupedKernelTile tile = kernel_tile_;
-  if (tile == GroupedKernelTile::m128n256_wgmma && !grouped_kernel_refusal(call, tile).empty())
+  std::string refusal = grouped_kernel_refusal(call, tile);
+  if (!refusal.empty() && tile == GroupedKernelTile::m128n256_wgmma) {
     tile = GroupedKernelTile::m128n256;
-  if (!grouped_kernel_refusal(call, tile).empty()) return false;
+    refusal = grouped_kernel_refusal(call, tile);
+  }
+  if (!refusal.empty()) return false;
   grouped_gemm_kernel(call, tile, stream);
   ++kernel_calls_;
   if (tile == GroupedKernelTile::m128n256_wgmma) ++wgmma_calls_;

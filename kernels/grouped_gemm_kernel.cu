@@ -2,12 +2,10 @@
 
 // The grouped GEMM kernel (interface and products: grouped_gemm_kernel.h).
 //
-// Work: one CTA per output tile. The host lists the tiles group by group, and inside a group
-// row-tile by row-tile with the column tiles fastest (neighbouring CTAs share A rows; a
-// group's B_g stays in L2). The list is two prefix arrays in the launch argument:
-// tile_start[g] (first tile of group g) and row_start[g] = off[g]; a CTA finds its group by a
-// binary search over tile_start. Output tiles are over (segment rows × n) for the rows forms,
-// and over (k × n) of dW_g for weight_grad, whose reduction runs over the segment's rows.
+// Work: one CTA per output tile of the call's tile list (grouped_tile_list.cuh: group by
+// group, column tiles fastest, found by a binary search). Output tiles are over (segment rows
+// × n) for the rows forms, and over (k × n) of dW_g for weight_grad, whose reduction runs over
+// the segment's rows.
 //
 // A CTA: warps as 2 (rows) × kWarpsN (columns), each a 64 × 64 block of m16n8 fp32
 // accumulators. The reduction runs in steps of kTileK = 32 through a kStages-deep
@@ -40,6 +38,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/grouped_gemm_tiles.cuh"
+#include "kernels/grouped_tile_list.cuh"
 #include "kernels/grouped_gemm_wgmma.h"
 
 namespace mok::cuda {
@@ -60,10 +59,7 @@ struct GroupedKernelParams {
   int64_t c_group_stride;
   int n, k;
   float alpha, beta;
-  int groups;
-  int tiles_n;                                    // column tiles of every group
-  int tile_start[kGroupedKernelMaxGroups + 1];    // first tile of group g; [groups] = all tiles
-  int row_start[kGroupedKernelMaxGroups + 1];     // off[g]
+  GroupedTileList list;
 };
 
 // Warps of 64×64 outputs (4 m16 × 8 n8 accumulator blocks, 128 floats a thread), 2 along the
@@ -104,20 +100,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   bf16* const smem = reinterpret_cast<bf16*>(smem_bytes);
 
-  // ---- this CTA's tile: group g (tile_start[g] ≤ tile < tile_start[g + 1]), (m0, n0) ----
-  const int tile = static_cast<int>(blockIdx.x);
-  int lo = 0, hi = p.groups;  // tile_start[lo] ≤ tile < tile_start[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (p.tile_start[mid] <= tile) lo = mid;
-    else hi = mid;
-  }
-  const int g = lo;
-  const int local = tile - p.tile_start[g];
-  const int m0 = (local / p.tiles_n) * S::kTileM;  // rows forms: row in the segment; weight_grad: row of dW_g
-  const int n0 = (local % p.tiles_n) * S::kTileN;
-  const int seg0 = p.row_start[g];
-  const int seg_rows = p.row_start[g + 1] - seg0;
+  // ---- this CTA's tile: group g, origin (m0, n0), segment rows [seg0, seg0 + seg_rows) ----
+  const GroupedTile at = locate_tile(p.list, static_cast<int>(blockIdx.x), S::kTileM, S::kTileN);
+  const int g = at.g, m0 = at.m0, n0 = at.n0, seg0 = at.seg0, seg_rows = at.seg_rows;
 
   // Operand origins (element (0, 0) of step 0, inside the tensors since the tile exists) and
   // the reduction's length. The steps advance a_next/b_next (the next step to load) by
@@ -260,15 +245,6 @@ int tile_cols(GroupedKernelTile tile) {
 static_assert(Tile128x256::kTileM == 128 && Tile128x256::kTileN == 256 && Tile128x128::kTileN == 128,
               "the tiles the names say");
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Output tiles of group g (m_g rows).
-int64_t group_tiles(const GroupedKernelCall& call, GroupedKernelTile tile, int64_t m_g) {
-  if (m_g == 0) return 0;
-  const int64_t rows = call.form == GroupedKernelForm::weight_grad ? call.k : m_g;
-  return ceil_div(rows, tile_rows(tile)) * ceil_div(call.n, tile_cols(tile));
-}
-
 template <GroupedKernelForm F, class S>
 void launch(const GroupedKernelParams& p, int tiles, cudaStream_t stream) {
   grouped_gemm_kernel<F, S><<<tiles, S::kThreads, StageLayout<F, S>::kSmemBytes, stream>>>(p);
@@ -336,7 +312,7 @@ std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile
   for (int g = 0; g < c.groups; ++g) {
     const int64_t m_g = c.host_offsets[g + 1] - c.host_offsets[g];
     if (m_g < 0) return "offsets decrease at group " + std::to_string(g);
-    tiles += group_tiles(c, tile, m_g);
+    tiles += grouped_group_tiles(c, m_g, tile_rows(tile), tile_cols(tile));
   }
   if (c.host_offsets[c.groups] > INT_MAX || tiles > INT_MAX) return "2^31 rows or tiles or more";
   return "";
@@ -359,19 +335,11 @@ void grouped_gemm_kernel(const GroupedKernelCall& call, GroupedKernelTile tile, 
   p.k = static_cast<int>(call.k);
   p.alpha = call.alpha;
   p.beta = call.beta;
-  p.groups = call.groups;
-  p.tiles_n = static_cast<int>(ceil_div(call.n, tile_cols(tile)));
-  int64_t tiles = 0;
-  for (int g = 0; g < call.groups; ++g) {
-    p.tile_start[g] = static_cast<int>(tiles);
-    p.row_start[g] = static_cast<int>(call.host_offsets[g]);
-    tiles += group_tiles(call, tile, call.host_offsets[g + 1] - call.host_offsets[g]);
-  }
-  p.tile_start[call.groups] = static_cast<int>(tiles);
-  p.row_start[call.groups] = call.groups > 0 ? static_cast<int>(call.host_offsets[call.groups]) : 0;
+  fill_tile_list(call, tile_rows(tile), tile_cols(tile), p.list);
+  const int tiles = p.list.tiles;
   if (tiles == 0) return;  // no rows, or n = 0 (k = 0 still writes beta·C)
-  if (tile == GroupedKernelTile::m128n256) launch_form<Tile128x256>(call.form, p, static_cast<int>(tiles), stream);
-  else launch_form<Tile128x128>(call.form, p, static_cast<int>(tiles), stream);
+  if (tile == GroupedKernelTile::m128n256) launch_form<Tile128x256>(call.form, p, tiles, stream);
+  else launch_form<Tile128x128>(call.form, p, tiles, stream);
 }
 
 void grouped_gemm_kernel_prepare() {

@@ -3,10 +3,9 @@
 // The Hopper grouped GEMM (interface: grouped_gemm_wgmma.h; PTX and shared-memory layouts:
 // hopper_ptx.cuh).
 //
-// Work: the output tiles of grouped_gemm_kernel.cu (group by group, row tiles, column tiles
-// fastest; tile_start / row_start prefix arrays in the launch argument, a binary search finds a
-// tile's group), but a persistent grid: CTA c takes tiles c, c + grid, c + 2·grid, … so that
-// loads of its next tile overlap the epilogue of the current one.
+// Work: the output tiles of the call's tile list (grouped_tile_list.cuh, as the mma.sync
+// kernel), but a persistent grid: CTA c takes tiles c, c + grid, c + 2·grid, … so that loads
+// of its next tile overlap the epilogue of the current one.
 //
 // A CTA is three warpgroups:
 //   producer   one thread issues the TMA loads of every reduction step of every tile into a
@@ -39,6 +38,7 @@
 #include <string>
 
 #include "kernels/cuda_check.h"
+#include "kernels/grouped_tile_list.cuh"
 #include "kernels/hopper_ptx.cuh"
 
 namespace mok::cuda {
@@ -74,30 +74,16 @@ struct WgmmaParams {
   int64_t c_group_stride;
   int n, k;
   float alpha, beta;
-  int groups, tiles_n, tiles;
-  int tile_start[kGroupedKernelMaxGroups + 1];  // first tile of group g; [groups] = all tiles
-  int row_start[kGroupedKernelMaxGroups + 1];   // off[g]
+  GroupedTileList list;
 };
 
-struct TileCoords {
-  int g, m0, n0, seg0, seg_rows, steps;
+struct TileCoords : GroupedTile {
+  int steps;  // reduction steps of kTileK
 };
 
 template <GroupedKernelForm F>
 __device__ inline TileCoords tile_coords(const WgmmaParams& p, int tile) {
-  int lo = 0, hi = p.groups;  // tile_start[lo] ≤ tile < tile_start[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (p.tile_start[mid] <= tile) lo = mid;
-    else hi = mid;
-  }
-  TileCoords t;
-  t.g = lo;
-  const int local = tile - p.tile_start[lo];
-  t.m0 = (local / p.tiles_n) * kTileM;  // rows forms: row in the segment; weight_grad: row of dW_g
-  t.n0 = (local % p.tiles_n) * kTileN;
-  t.seg0 = p.row_start[lo];
-  t.seg_rows = p.row_start[lo + 1] - t.seg0;
+  TileCoords t{locate_tile(p.list, tile, kTileM, kTileN), 0};
   const int reduction = F == GroupedKernelForm::weight_grad ? t.seg_rows : p.k;
   t.steps = (reduction + kTileK - 1) / kTileK;
   return t;
@@ -230,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
     if (threadIdx.x != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+    for (int tile = blockIdx.x; tile < p.list.tiles; tile += gridDim.x) {
       const TileCoords t = tile_coords<F>(p, tile);
       for (int step = 0; step < t.steps; ++step) {
         mbarrier_wait(&empty[stage], phase ^ 1);
@@ -252,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
   int stage = 0, previous = 0;  // the ring slot of this step and of the one before
   uint32_t phase = 0;
   float acc[128];
-  for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+  for (int tile = blockIdx.x; tile < p.list.tiles; tile += gridDim.x) {
     const TileCoords t = tile_coords<F>(p, tile);
     for (int step = 0; step < t.steps; ++step) {
       mbarrier_wait(&full[stage], phase);
@@ -294,8 +280,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
 }
 
 // ---- host side ----
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
@@ -391,18 +375,8 @@ void grouped_gemm_wgmma(const GroupedKernelCall& call, cudaStream_t stream) {
   p.k = static_cast<int>(call.k);
   p.alpha = call.alpha;
   p.beta = call.beta;
-  p.groups = call.groups;
-  p.tiles_n = static_cast<int>(ceil_div(call.n, kTileN));
-  int64_t tiles = 0;
-  for (int g = 0; g < call.groups; ++g) {
-    p.tile_start[g] = static_cast<int>(tiles);
-    p.row_start[g] = static_cast<int>(call.host_offsets[g]);
-    const int64_t m_g = call.host_offsets[g + 1] - call.host_offsets[g];
-    if (m_g > 0) tiles += ceil_div(wg ? call.k : m_g, kTileM) * p.tiles_n;
-  }
-  p.tile_start[call.groups] = static_cast<int>(tiles);
-  p.row_start[call.groups] = call.groups > 0 ? static_cast<int>(call.host_offsets[call.groups]) : 0;
-  p.tiles = static_cast<int>(tiles);
+  fill_tile_list(call, kTileM, kTileN, p.list);
+  const int tiles = p.list.tiles;
   if (tiles == 0) return;
   const uint64_t rows = static_cast<uint64_t>(call.host_offsets[call.groups]);
   const uint64_t n = call.n, k = call.k, groups = call.groups;
@@ -429,7 +403,7 @@ void grouped_gemm_wgmma(const GroupedKernelCall& call, cudaStream_t stream) {
       p.b_map = bf16_map(call.b, 3, b_dims, b_strides, b_box);
     }
   }
-  const int grid = static_cast<int>(std::min<int64_t>(tiles, multiprocessors()));
+  const int grid = std::min(tiles, multiprocessors());
   switch (call.form) {
     case GroupedKernelForm::rows: launch<GroupedKernelForm::rows>(p, grid, stream); return;
     case GroupedKernelForm::rows_bt: launch<GroupedKernelForm::rows_bt>(p, grid, stream); return;
