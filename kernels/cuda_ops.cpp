@@ -108,8 +108,9 @@ CudaOps::CudaOps(int device) : device_(device) {
   lt_ = std::make_unique<LtGemm>();
   grouped_streams_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::streams, 2);
   grouped_kernel_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::kernel);
-  const bool hopper = grouped_choice != "mma" && grouped_wgmma_available();
-  grouped_kernel_->set_kernel_tile(hopper ? GroupedKernelTile::m128n256_wgmma : GroupedKernelTile::m128n128);
+  grouped_kernel_is_wgmma_ = grouped_choice != "mma" && grouped_wgmma_available();
+  grouped_kernel_->set_kernel_tile(grouped_kernel_is_wgmma_ ? GroupedKernelTile::m128n256_wgmma
+                                                            : GroupedKernelTile::m128n128);
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
   profiler_ = std::make_unique<OpProfiler>(stream_);
   allocator_->set_profiler(profiler_.get());
@@ -178,18 +179,19 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 // --- matrix products
 
 // Which grouped method runs a product, from the timings of kernels/checks/gemm_timings.cpp
-// on an H200 (docs/benchmarks.md): with many small segments (64 experts of ~2 000 rows) one
+// on an H200 (docs/benchmarks.md). With many small segments (64 experts of ~2 000 rows) one
 // launch of the project's grouped kernel beats a cuBLASLt call per segment, which is
-// launch-bound; with a few large ones (8 experts of ~4 000 rows) cuBLASLt over two side streams
-// won (a 30-step run of the 8 × 1024 MoE: 33.6 ms a step against 35.7 with the wgmma kernel,
-// before its results went through shared memory; since then it is faster at 8 experts on the
-// row products and still slower on the weight gradients, so routing by product is the next
-// thing to measure). The kernel is the Hopper one (TMA + wgmma) where the GPU has it. fp32
-// products (parity runs) take cuBLASLt.
+// launch-bound. With a few large ones (8 experts of ~4 000 rows) the Hopper kernel (TMA +
+// wgmma) still wins the row products (0.086 against 0.109 ms on the down projection), but
+// cuBLASLt over two side streams wins the weight gradients (0.120 against 0.155 ms: 192 tiles
+// of 64 reduction steps fill 1.45 waves of the 132 multiprocessors), and the mma.sync kernel
+// loses both. fp32 products (parity runs) take cuBLASLt.
 constexpr int kGroupsForTheKernel = 32;
 
-GroupedGemm& CudaOps::grouped_for(GemmType ab_type, int groups) {
-  return ab_type == GemmType::bf16 && groups >= kGroupsForTheKernel ? *grouped_kernel_ : *grouped_streams_;
+GroupedGemm& CudaOps::grouped_for(GemmType ab_type, int groups, bool weight_grad) {
+  if (ab_type != GemmType::bf16) return *grouped_streams_;
+  if (groups >= kGroupsForTheKernel) return *grouped_kernel_;
+  return grouped_kernel_is_wgmma_ && !weight_grad ? *grouped_kernel_ : *grouped_streams_;
 }
 
 void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
@@ -206,9 +208,9 @@ void CudaOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, co
   same_dtype(a, b, "grouped_gemm");
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = c.dim(1);
-  grouped_for(gemm_type(a, "grouped_gemm"), groups).rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
-                           static_cast<float>(beta), c.raw(), n, gemm_type(a, "grouped_gemm"),
-                           gemm_type(c, "grouped_gemm"), stream_);
+  const GemmType ab = gemm_type(a, "grouped_gemm");
+  grouped_for(ab, groups, false).rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
+                                      static_cast<float>(beta), c.raw(), n, ab, gemm_type(c, "grouped_gemm"), stream_);
 }
 
 void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
@@ -218,8 +220,8 @@ void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Ten
   const int groups = static_cast<int>(offsets.size()) - 1;
   const int64_t k = a.dim(1), n = dy.dim(1);
   const GemmType ab = gemm_type(a, "grouped_weight_grad");
-  grouped_for(ab, groups).weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(),
-                                  k * n, ab, stream_);
+  grouped_for(ab, groups, true).weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n,
+                                            dw.ptr<float>(), k * n, ab, stream_);
 }
 
 // --- elementwise

@@ -140,7 +140,8 @@ class CudaOps final : public mok::Ops {
   std::unique_ptr<LtGemm> lt_;
   // Grouped products of expert segments (kernels/checks/gemm_timings.cpp compares methods).
   std::unique_ptr<GroupedGemm> grouped_streams_, grouped_kernel_;
-  GroupedGemm& grouped_for(GemmType ab_type, int groups);
+  bool grouped_kernel_is_wgmma_ = false;  // the Hopper (TMA + wgmma) kernel, not mma.sync
+  GroupedGemm& grouped_for(GemmType ab_type, int groups, bool weight_grad);
   std::map<uint64_t, std::unique_ptr<DeviceRope>> ropes_;  // by RopeTable::id()
   std::unique_ptr<PlanCache<AdamWPlan>> adamw_;
   // A few plans: a multi-rank step sums dense and expert gradients separately.

@@ -4,8 +4,9 @@
 // hopper_ptx.cuh).
 //
 // Work: the output tiles of the call's tile list (grouped_tile_list.cuh, as the mma.sync
-// kernel), but a persistent grid: CTA c takes tiles c, c + grid, c + 2·grid, … so that loads
-// of its next tile overlap the epilogue of the current one.
+// kernel), but a persistent grid: a CTA takes one tile of each round of `grid` tiles
+// (round_tile: every other round backwards, which evens out weight-gradient tiles listed by
+// decreasing reduction), so that loads of its next tile overlap the epilogue of the current one.
 //
 // A CTA is three warpgroups:
 //   producer   one thread issues the TMA loads of every reduction step of every tile into a
@@ -216,7 +217,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
     if (threadIdx.x != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    for (int tile = blockIdx.x; tile < p.list.tiles; tile += gridDim.x) {
+    for (int round = 0; round * static_cast<int>(gridDim.x) < p.list.tiles; ++round) {
+      const int tile = round_tile(round, blockIdx.x, gridDim.x);
+      if (tile >= p.list.tiles) continue;
       const TileCoords t = tile_coords<F>(p, tile);
       for (int step = 0; step < t.steps; ++step) {
         mbarrier_wait(&empty[stage], phase ^ 1);
@@ -238,7 +241,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
   int stage = 0, previous = 0;  // the ring slot of this step and of the one before
   uint32_t phase = 0;
   float acc[128];
-  for (int tile = blockIdx.x; tile < p.list.tiles; tile += gridDim.x) {
+  for (int round = 0; round * static_cast<int>(gridDim.x) < p.list.tiles; ++round) {
+    const int tile = round_tile(round, blockIdx.x, gridDim.x);
+    if (tile >= p.list.tiles) continue;
     const TileCoords t = tile_coords<F>(p, tile);
     for (int step = 0; step < t.steps; ++step) {
       mbarrier_wait(&full[stage], phase);

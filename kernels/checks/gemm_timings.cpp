@@ -99,10 +99,23 @@ std::vector<int64_t> uniformish_offsets(int E, int64_t rows) {
   return off;
 }
 
-// The six products of a stacked SwiGLU expert bank, d → 2f → f → d, on sorted rows.
-void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64_t f) {
+// Uneven routing, as a router early in training gives: expert sizes spread evenly over 0.25–2.5
+// times a common unit (a fixed shuffle), T·k rows in all.
+std::vector<int64_t> skewed_offsets(int E, int64_t rows) {
+  std::vector<double> weight(E);
+  double sum = 0;
+  for (int e = 0; e < E; ++e) sum += weight[e] = 0.25 + 2.25 * ((e * 29) % E) / std::max(E - 1, 1);
+  std::vector<int64_t> off(E + 1, 0);
+  for (int e = 0; e < E; ++e) off[e + 1] = off[e] + static_cast<int64_t>(rows * weight[e] / sum);
+  off[E] = rows;
+  return off;
+}
+
+// The six products of a stacked SwiGLU expert bank, d → 2f → f → d, on sorted rows. With
+// skewed routing only the weight gradients (whose tiles then cost unevenly) on three methods.
+void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64_t f, bool skewed = false) {
   const int64_t rows = kTokens * top_k, d = kModel;
-  const std::vector<int64_t> off = uniformish_offsets(E, rows);
+  const std::vector<int64_t> off = skewed ? skewed_offsets(E, rows) : uniformish_offsets(E, rows);
   const GemmType t = GemmType::bf16;
   void* x = s.operand(t, 0, stride);    // (rows, d)
   void* w = s.operand(t, 1, stride);    // (E, d, 2f) or (E, f, d)
@@ -118,8 +131,18 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
       {"down bwd  dY·W_downᵀ", 1, f, d},      {"up   bwd  dA·W_upᵀ", 1, d, 2 * f},
       {"down bwd  dW+=Hᵀ·dY", 2, d, f},       {"up   bwd  dW+=Xᵀ·dA", 2, 2 * f, d},
   };
-  std::printf("\nexperts %d×%lld top-%d: %lld rows, about %lld per expert (bf16, dW fp32)\n", E, (long long)f, top_k,
-              (long long)rows, (long long)(rows / E));
+  if (skewed) {
+    int64_t smallest = rows, largest = 0;
+    for (int e = 0; e < E; ++e) {
+      smallest = std::min(smallest, off[e + 1] - off[e]);
+      largest = std::max(largest, off[e + 1] - off[e]);
+    }
+    std::printf("\nexperts %d×%lld top-%d, skewed routing: %lld rows, %lld to %lld per expert (bf16, dW fp32)\n", E,
+                (long long)f, top_k, (long long)rows, (long long)smallest, (long long)largest);
+  } else {
+    std::printf("\nexperts %d×%lld top-%d: %lld rows, about %lld per expert (bf16, dW fp32)\n", E, (long long)f,
+                top_k, (long long)rows, (long long)(rows / E));
+  }
   std::printf("%-34s %-22s %-10s %9s %9s %8s\n", "product", "method", "", "ms", "TFLOP/s", "of peak");
   struct Method {
     std::string name;
@@ -141,6 +164,7 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
     grouped.back()->set_kernel_tile(m.tile);
   }
   for (const Product& p : products) {
+    if (skewed && p.kind != 2) continue;
     const double flops = 2.0 * rows * p.n * p.k;
     // dense bound: one GEMM of all rows against one expert's weights
     if (p.kind == 2) {
@@ -154,6 +178,9 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
       });
     }
     for (size_t i = 0; i < grouped.size(); ++i) {
+      if (skewed && methods[i].name != "streams ×2" && methods[i].name != "kernel 128x128" &&
+          methods[i].tile != GroupedKernelTile::m128n256_wgmma)
+        continue;
       GroupedGemm& g = *grouped[i];
       auto launch = [&] {
         if (p.kind == 2)
@@ -206,6 +233,8 @@ void print_gemm_timings_table() {
   std::printf("(f32 rows: true fp32, no tensor cores; %% of the bf16 peak for scale)\n");
   time_experts(lt, s, stride, 8, 2, 1024);
   time_experts(lt, s, stride, 64, 8, 256);
+  time_experts(lt, s, stride, 8, 2, 1024, true);
+  time_experts(lt, s, stride, 64, 8, 256, true);
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // The tile list both grouped GEMM kernels walk (kernels/grouped_tile_list.cuh), on the host:
-// every output tile of every non-empty group is listed exactly once, in group order with the
-// column tiles fastest, and a tile's lookup gives back its group, origin and segment. Runs
-// without a GPU.
+// every output tile of every non-empty group is listed exactly once, with the column tiles
+// fastest, the groups in their order for the rows forms and by decreasing rows for weight_grad,
+// and a tile's lookup gives back its group, origin and segment; the persistent kernel's rounds
+// take every tile once. Runs without a GPU.
 #include <QtTest>
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -26,8 +29,16 @@ void check_list(const GroupedKernelCall& call, int tm, int tn) {
   GroupedTileList list;
   fill_tile_list(call, tm, tn, list);
   int expected = 0;
+  std::vector<int> order(size_t(call.groups));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t* off = call.host_offsets;
+  if (call.form == GroupedKernelForm::weight_grad)  // largest reduction first, ties by index
+    std::sort(order.begin(), order.end(), [off](int a, int b) {
+      const int64_t ra = off[a + 1] - off[a], rb = off[b + 1] - off[b];
+      return ra != rb ? ra > rb : a < b;
+    });
   std::vector<std::tuple<int, int, int>> want;  // (group, m0, n0) in list order
-  for (int g = 0; g < call.groups; ++g) {
+  for (const int g : order) {
     const int64_t m_g = call.host_offsets[g + 1] - call.host_offsets[g];
     if (m_g == 0) continue;
     const int64_t rows = call.form == GroupedKernelForm::weight_grad ? call.k : m_g;
@@ -65,8 +76,9 @@ class TestGroupedTileList : public QObject {
     }
   }
 
-  void weightGradTilesCoverDwOfEveryNonEmptyGroup() {
-    const std::vector<int64_t> off = offsets_of({4100, 0, 1, 37, 0});
+  void weightGradTilesCoverDwOfEveryNonEmptyGroupLargestFirst() {
+    // uneven segments with a tie (37, 37): the larger reductions are listed first
+    const std::vector<int64_t> off = offsets_of({37, 4100, 0, 1, 37, 0, 900});
     GroupedKernelCall call;
     call.form = GroupedKernelForm::weight_grad;
     call.groups = int(off.size()) - 1;
@@ -74,6 +86,25 @@ class TestGroupedTileList : public QObject {
     call.n = 520;  // not a multiple of the tile
     call.k = 200;
     check_list(call, 128, 256);
+  }
+
+  void roundsTakeEveryTileOnce() {
+    for (const int grid : {1, 3, 132}) {
+      for (const int tiles : {0, 1, 5, 132, 133, 384, 400}) {
+        std::vector<int> taken(size_t(tiles), 0);
+        for (int cta = 0; cta < grid; ++cta)
+          for (int round = 0; round * grid < tiles; ++round) {
+            const int tile = round_tile(round, cta, grid);
+            QVERIFY(tile >= round * grid && tile < (round + 1) * grid);
+            if (tile < tiles) ++taken[size_t(tile)];
+          }
+        QVERIFY(std::all_of(taken.begin(), taken.end(), [](int n) { return n == 1; }));
+      }
+    }
+    // odd rounds run backwards: CTA 0 takes the first tile of round 0 and the last of round 1
+    QCOMPARE(round_tile(0, 0, 4), 0);
+    QCOMPARE(round_tile(1, 0, 4), 7);
+    QCOMPARE(round_tile(2, 0, 4), 8);
   }
 
   void noGroupsNoTiles() {
