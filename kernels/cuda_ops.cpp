@@ -202,6 +202,18 @@ void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
             c.raw(), ldc, gemm_type(a, "gemm"), gemm_type(c, "gemm"), stream_);
 }
 
+void CudaOps::gemm_add(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+                       int64_t lda, const Tensor& b, int64_t ldb, const Tensor& r, Tensor& c) {
+  const auto timed = profiler_->scope([&] { return gemm_label(trans_a, trans_b, m, n, k, a, c) + " +R"; });
+  same_dtype(a, b, "gemm_add");
+  same_dtype(c, r, "gemm_add");
+  if (r.numel() != m * n || c.numel() != m * n)
+    throw std::invalid_argument("gemm_add: R " + r.shape_string() + " and C " + c.shape_string() + " are not " +
+                                std::to_string(m) + " x " + std::to_string(n));
+  lt_->gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), a.raw(), lda, b.raw(), ldb, 1.0f, c.raw(), n,
+            gemm_type(a, "gemm_add"), gemm_type(c, "gemm_add"), stream_, r.raw());
+}
+
 void CudaOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& b,
                            double beta, Tensor& c) {
   const auto timed = profiler_->scope([&] { return grouped_label("grouped_gemm", offsets, a); });
@@ -291,13 +303,29 @@ void CudaOps::rms_norm_apply(const Tensor& x, const Tensor& g, const Tensor& rst
 void CudaOps::rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& g, const Tensor& rstd, Tensor& dx,
                                 Tensor& dg) {
   const auto timed = profile("rms_norm_backward");
+  rms_norm_backward_into(dy, x, g, rstd, nullptr, dx, dg);
+}
+
+void CudaOps::rms_norm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& g, const Tensor& rstd,
+                                    const Tensor& r, Tensor& dx, Tensor& dg) {
+  const auto timed = profile("rms_norm_backward");
+  same_dtype(dx, r, "rms_norm_backward_add");
+  if (r.numel() != dx.numel())
+    throw std::invalid_argument("rms_norm_backward_add: residual " + r.shape_string() + " and dx " +
+                                dx.shape_string() + " differ in size");
+  rms_norm_backward_into(dy, x, g, rstd, &r, dx, dg);
+}
+
+void CudaOps::rms_norm_backward_into(const Tensor& dy, const Tensor& x, const Tensor& g, const Tensor& rstd,
+                                     const Tensor* r, Tensor& dx, Tensor& dg) {
   const int64_t d = g.numel(), n = x.numel() / d;
   const size_t bytes = rms_norm_backward_workspace_bytes(n, d);
   Tensor ws = scratch(bytes);
   by_type(x.dtype(), "rms_norm_backward", [&]<typename T>() {
     cuda::rms_norm_backward<T>(static_cast<const T*>(dy.raw()), static_cast<const T*>(x.raw()),
                                static_cast<const T*>(g.raw()), rstd.ptr<float>(), n, d, static_cast<T*>(dx.raw()),
-                               dg.ptr<float>(), ws.raw(), bytes, stream_);
+                               dg.ptr<float>(), ws.raw(), bytes, stream_,
+                               r ? static_cast<const T*>(r->raw()) : nullptr);
   });
 }
 

@@ -51,6 +51,8 @@ class CudaOps final : public mok::Ops {
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const mok::Tensor& a,
             int64_t lda, const mok::Tensor& b, int64_t ldb, double beta, mok::Tensor& c, int64_t ldc) override;
+  void gemm_add(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const mok::Tensor& a,
+                int64_t lda, const mok::Tensor& b, int64_t ldb, const mok::Tensor& r, mok::Tensor& c) override;
   void grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const mok::Tensor& a, const mok::Tensor& b,
                     double beta, mok::Tensor& c) override;
   void grouped_weight_grad(const std::vector<int64_t>& offsets, const mok::Tensor& a, const mok::Tensor& dy,
@@ -67,6 +69,8 @@ class CudaOps final : public mok::Ops {
   void rms_norm_apply(const mok::Tensor& x, const mok::Tensor& g, const mok::Tensor& rstd, mok::Tensor& y) override;
   void rms_norm_backward(const mok::Tensor& dy, const mok::Tensor& x, const mok::Tensor& g, const mok::Tensor& rstd,
                          mok::Tensor& dx, mok::Tensor& dg) override;
+  void rms_norm_backward_add(const mok::Tensor& dy, const mok::Tensor& x, const mok::Tensor& g,
+                             const mok::Tensor& rstd, const mok::Tensor& r, mok::Tensor& dx, mok::Tensor& dg) override;
   void rope_(mok::Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const mok::RopeTable& table,
              bool inverse) override;
   void attention_forward(const mok::Tensor& qkv, int batch, int seq, int heads, int hd, mok::Tensor& o,
@@ -124,6 +128,9 @@ class CudaOps final : public mok::Ops {
   mok::Tensor upload_remote_mask(const std::vector<uint8_t>* local, int experts);
   struct DeviceRope;
   const DeviceRope& rope_table(const mok::RopeTable& table);
+  // rms_norm_backward(_add): dx (+= r when given) through one kernel.
+  void rms_norm_backward_into(const mok::Tensor& dy, const mok::Tensor& x, const mok::Tensor& g,
+                              const mok::Tensor& rstd, const mok::Tensor* r, mok::Tensor& dx, mok::Tensor& dg);
   template <typename Plan>
   struct PlanCache;
   AdamWPlan& adamw_plan(const std::vector<mok::Parameter*>& params, std::vector<mok::Tensor>& m,

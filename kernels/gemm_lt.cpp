@@ -1,5 +1,6 @@
 #include "kernels/gemm_lt.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -211,7 +212,7 @@ void LtGemm::scale_only(int64_t m, int64_t n, float beta, void* c, int64_t ldc, 
 
 void LtGemm::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
                   int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc, GemmType ab_type,
-                  GemmType c_type, cudaStream_t stream) {
+                  GemmType c_type, cudaStream_t stream, const void* c_in) {
   if (m < 0 || n < 0 || k < 0)
     throw std::invalid_argument("LtGemm: negative size in " +
                                 describe(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_type, c_type));
@@ -223,7 +224,13 @@ void LtGemm::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     throw std::invalid_argument("LtGemm: ldc < n in " +
                                 describe(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_type, c_type));
   order_after_previous_stream(stream);
+  if (c_in == c) c_in = nullptr;
   if (k == 0 || alpha == 0.f) {
+    if (c_in && beta != 0.f) {  // C = beta·C_in: copy, then scale in place
+      const size_t es = gemm_type_bytes(c_type);
+      MOK_CUDA_CHECK(cudaMemcpy2DAsync(c, size_t(ldc) * es, c_in, size_t(ldc) * es, size_t(n) * es, size_t(m),
+                                       cudaMemcpyDeviceToDevice, stream));
+    }
     scale_only(m, n, beta, c, ldc, c_type, stream);
     return;
   }
@@ -242,10 +249,10 @@ void LtGemm::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                     static_cast<int64_t>(c_type),
                     pointer_alignment(a),
                     pointer_alignment(b),
-                    pointer_alignment(c)};
+                    std::min(pointer_alignment(c), c_in ? pointer_alignment(c_in) : int64_t(16))};
   const Plan& p = plan_for(key);
-  MOK_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &alpha, b, p.d.a, a, p.d.b, &beta, c, p.d.c, c, p.d.c, &p.algo,
-                                  workspace_, workspace_bytes_, stream));
+  MOK_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &alpha, b, p.d.a, a, p.d.b, &beta, c_in ? c_in : c, p.d.c, c,
+                                  p.d.c, &p.algo, workspace_, workspace_bytes_, stream));
 }
 
 }  // namespace mok::cuda

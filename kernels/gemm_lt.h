@@ -50,12 +50,14 @@ class LtGemm {
 
   // C = alpha·op(A)·op(B) + beta·C (row-major, leading dimensions in elements). m, n or k
   // may be 0: nothing to do for m·n = 0; C = beta·C for k = 0 or alpha = 0 (A and B are then
-  // not read). beta = 0: C is only written (NaN in C does not propagate).
+  // not read). beta = 0: C is only written (NaN in C does not propagate). c_in: the C that
+  // beta scales is read from c_in (same layout and type as C) instead: C = alpha·op(A)·op(B)
+  // + beta·C_in in one pass (a residual add in the epilogue).
   // Asynchronous on `stream`; throws std::invalid_argument on bad sizes, std::runtime_error
   // when cuBLASLt finds no algorithm or a call fails.
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
             int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc, GemmType ab_type,
-            GemmType c_type, cudaStream_t stream);
+            GemmType c_type, cudaStream_t stream, const void* c_in = nullptr);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
   // Problems seen so far (each with its pinned algorithm), and heuristic queries made (one

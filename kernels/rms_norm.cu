@@ -90,7 +90,7 @@ BackwardSplit backward_split(int64_t n, int64_t d) {
 template <typename T>
 __global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, const float* rstd, int64_t n,
                                          int64_t d, int64_t rows_per_block, T* dx, float* dg_partial,
-                                         bool vec) {
+                                         bool vec, const T* add) {
   constexpr int V = kPack<T>;
   extern __shared__ float warp_dg[];  // (warps, V·P)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
@@ -127,6 +127,12 @@ __global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, co
       for (int k = 0; k < V; ++k) {
         dxv[k] = rs * (gv[k] * dyv[k] - xv[k] * c);
         acc[k * packs + j / V] += dyv[k] * xv[k] * rs;  // 0 past d
+      }
+      if (add) {
+        float av[V];
+        load_row_pack<V>(add + row * d, j, d, vec, av);
+#pragma unroll
+        for (int k = 0; k < V; ++k) dxv[k] += av[k];
       }
       store_row_pack<V>(dxr, j, d, vec, dxv);
     }
@@ -201,7 +207,7 @@ size_t rms_norm_backward_workspace_bytes(int64_t n, int64_t d) {
 
 template <typename T>
 void rms_norm_backward(const T* dy, const T* x, const T* g, const float* rstd, int64_t n, int64_t d,
-                       T* dx, float* dg, void* ws, size_t ws_bytes, cudaStream_t stream) {
+                       T* dx, float* dg, void* ws, size_t ws_bytes, cudaStream_t stream, const T* add) {
   const BackwardSplit s = backward_split(n, d);
   if (s.blocks == 0) return;
   const size_t need = rms_norm_backward_workspace_bytes(n, d);
@@ -222,9 +228,9 @@ void rms_norm_backward(const T* dy, const T* x, const T* g, const float* rstd, i
                                         static_cast<int>(shared)));
   }
   float* partial = static_cast<float*>(ws);
-  const bool vec = rows_vectorizable<T>(d, {dy, x, g, dx});
+  const bool vec = rows_vectorizable<T>(d, {dy, x, g, dx}) && (!add || rows_vectorizable<T>(d, {add}));
   rms_norm_backward_kernel<T><<<static_cast<unsigned>(s.blocks), s.warps * 32, shared, stream>>>(
-      dy, x, g, rstd, n, d, s.rows_per_block, dx, partial, vec);
+      dy, x, g, rstd, n, d, s.rows_per_block, dx, partial, vec, add);
   MOK_CUDA_CHECK_LAUNCH();
   add_dg_partials_kernel<<<static_cast<unsigned>((d + 31) / 32), dim3(32, kColumnGroups), 0, stream>>>(
       partial, s.blocks, d, dg);
@@ -236,7 +242,7 @@ void rms_norm_backward(const T* dy, const T* x, const T* g, const float* rstd, i
                                     cudaStream_t);                                                       \
   template void rms_norm_apply<T>(const T*, const T*, const float*, int64_t, int64_t, T*, cudaStream_t); \
   template void rms_norm_backward<T>(const T*, const T*, const T*, const float*, int64_t, int64_t, T*,   \
-                                     float*, void*, size_t, cudaStream_t);
+                                     float*, void*, size_t, cudaStream_t, const T*);
 MOK_INSTANTIATE_RMS_NORM(float)
 MOK_INSTANTIATE_RMS_NORM(bf16)
 #undef MOK_INSTANTIATE_RMS_NORM

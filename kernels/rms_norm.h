@@ -26,10 +26,12 @@ void rms_norm_apply(const T* x, const T* g, const float* rstd, int64_t n, int64_
 // Bytes of workspace rms_norm_backward needs for (n, d).
 size_t rms_norm_backward_workspace_bytes(int64_t n, int64_t d);
 
-// dx = rstd·(g∘dy − x·rstd²·mean(g∘dy∘x)) (written); dg += Σ_rows dy∘x·rstd (accumulated).
-// Throws std::invalid_argument when ws_bytes < rms_norm_backward_workspace_bytes(n, d).
+// dx = rstd·(g∘dy − x·rstd²·mean(g∘dy∘x)) (+ add, when given: the residual branch's
+// gradient, added in fp32 before dx is rounded to T) (written); dg += Σ_rows dy∘x·rstd
+// (accumulated). Throws std::invalid_argument when ws_bytes <
+// rms_norm_backward_workspace_bytes(n, d).
 template <typename T>
 void rms_norm_backward(const T* dy, const T* x, const T* g, const float* rstd, int64_t n, int64_t d,
-                       T* dx, float* dg, void* ws, size_t ws_bytes, cudaStream_t stream);
+                       T* dx, float* dg, void* ws, size_t ws_bytes, cudaStream_t stream, const T* add = nullptr);
 
 }  // namespace mok::cuda

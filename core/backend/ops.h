@@ -99,6 +99,14 @@ class Ops {
   // (G, k, n) — or (G, n, k) used transposed — into the same rows of C (M, n).
   virtual void grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& b,
                             double beta, Tensor& c) = 0;
+  // C(m, n) = alpha·op(A)·op(B) + R: a product and a residual add, C and R contiguous and of
+  // C's dtype. Here the product and then the add (the same bits as the two calls); a backend
+  // may fuse them into one pass over C (CUDA: the GEMM reads R in its epilogue).
+  virtual void gemm_add(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+                        int64_t lda, const Tensor& b, int64_t ldb, const Tensor& r, Tensor& c) {
+    gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0, c, n);
+    add_(c, r);
+  }
   // dW_g += A[rows g]ᵀ·dY[rows g] for stacked dW (G, k, n) in `real`; A (M, k), dY (M, n).
   virtual void grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
                                    Tensor& dw) = 0;
@@ -117,6 +125,13 @@ class Ops {
   // dx written; dg (`real`) accumulated.
   virtual void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& g, const Tensor& rstd,
                                  Tensor& dx, Tensor& dg) = 0;
+  // The same with dx += r after (the residual branch's gradient): here the two calls, fused
+  // where a backend can.
+  virtual void rms_norm_backward_add(const Tensor& dy, const Tensor& x, const Tensor& g, const Tensor& rstd,
+                                     const Tensor& r, Tensor& dx, Tensor& dg) {
+    rms_norm_backward(dy, x, g, rstd, dx, dg);
+    add_(dx, r);
+  }
   // Rotary embedding of `heads` heads at the start of each of `rows` rows of x (row stride ld).
   virtual void rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const RopeTable& table,
                      bool inverse) = 0;

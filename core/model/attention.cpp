@@ -23,16 +23,17 @@ Attention::Attention(const std::string& prefix, int64_t d, int heads, double ini
   if (hd_ % 2) throw std::invalid_argument("Attention: head width d_model/heads must be even for RoPE");
 }
 
-Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool keep_input) {
-  return forward_from_qkv(qkv_.forward(x, keep && keep_input, qkv_saved_.output_tag(keep)), batch, seq, keep);
+Tensor Attention::forward(const Tensor& x, int batch, int seq, bool keep, bool keep_input, const Tensor* residual) {
+  return forward_from_qkv(qkv_.forward(x, keep && keep_input, qkv_saved_.output_tag(keep)), batch, seq, keep,
+                          residual);
 }
 
-Tensor Attention::forward(Tensor&& x, int batch, int seq, bool keep, bool keep_input) {
+Tensor Attention::forward(Tensor&& x, int batch, int seq, bool keep, bool keep_input, const Tensor* residual) {
   return forward_from_qkv(qkv_.forward(std::move(x), keep && keep_input, qkv_saved_.output_tag(keep)), batch, seq,
-                          keep);
+                          keep, residual);
 }
 
-Tensor Attention::forward_from_qkv(Tensor qkv, int batch, int seq, bool keep) {
+Tensor Attention::forward_from_qkv(Tensor qkv, int batch, int seq, bool keep, const Tensor* residual) {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = static_cast<int64_t>(batch) * seq;
   cx.ops().rope_(qkv, n, 3 * d_, 2 * heads_, seq, 0, *rope_, false);  // q and k heads
@@ -43,7 +44,7 @@ Tensor Attention::forward_from_qkv(Tensor qkv, int batch, int seq, bool keep) {
   Tensor lse;
   if (keep) lse = cx.empty({batch, heads_, seq}, kRealDType, MemTag{MemCategory::saved_activations, layer_, "attn.lse"});
   cx.ops().attention_forward(qkv, batch, seq, heads_, hd_, o, keep ? &lse : nullptr);
-  Tensor y = out_.forward(o, keep && !keep_o);
+  Tensor y = out_.forward(o, keep && !keep_o, {}, false, residual);
   if (keep) {
     if (keep_o) o_ = std::move(o);
     qkv_saved_.keep(std::move(qkv));

@@ -27,9 +27,12 @@ class Attention {
             uint64_t seed, int layer, const RopeTable* rope);
 
   // keep_input = false leaves Wqkv's input unsaved: backward then needs `recomputed_x`.
-  Tensor forward(const Tensor& x, int batch, int seq, bool keep, bool keep_input = true);
+  // residual (n, d): returns residual + attention(x), the add fused into Wo's product.
+  Tensor forward(const Tensor& x, int batch, int seq, bool keep, bool keep_input = true,
+                 const Tensor* residual = nullptr);
   // The same for an x nobody else holds: Wqkv keeps it without a copy.
-  Tensor forward(Tensor&& x, int batch, int seq, bool keep, bool keep_input = true);
+  Tensor forward(Tensor&& x, int batch, int seq, bool keep, bool keep_input = true,
+                 const Tensor* residual = nullptr);
   Tensor backward(const Tensor& dy, const Tensor* recomputed_x = nullptr);
   // New rows x (n, d) at positions [pos0, pos0 + n) of one sequence; appends their keys and
   // values to the cache and attends over rows [0, pos0 + n). Keeps nothing for backward.
@@ -47,7 +50,7 @@ class Attention {
 
  private:
   // forward after Wqkv: RoPE, attention, Wo; qkv (n, 3d).
-  Tensor forward_from_qkv(Tensor qkv, int batch, int seq, bool keep);
+  Tensor forward_from_qkv(Tensor qkv, int batch, int seq, bool keep, const Tensor* residual);
   int64_t d_;
   int heads_, hd_;
   int layer_;

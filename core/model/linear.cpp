@@ -33,15 +33,22 @@ void Linear::set_policy(SavedInputPolicy* policy) {
   saved_.reset();
 }
 
-Tensor Linear::product(const Tensor& x, MemTag out_tag, bool real_output) const {
+Tensor Linear::product(const Tensor& x, MemTag out_tag, bool real_output, const Tensor* residual) const {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = x.dim(0);
   if (x.numel() != n * d_in())
     throw std::invalid_argument("Linear " + w_.name + ": input " + x.shape_string() +
                                 " does not have " + std::to_string(d_in()) + " columns");
-  // GEMM with beta 0: every element written
+  // GEMM with beta 0 (or the residual's add): every element written
   Tensor y = cx.empty({n, d_out()}, real_output ? kRealDType : cx.compute_dtype(), std::move(out_tag));
-  cx.ops().gemm(false, false, n, d_out(), d_in(), 1.0, x, d_in(), w_.compute(), d_out(), 0.0, y, d_out());
+  if (residual) {
+    if (residual->numel() != y.numel() || residual->dtype() != y.dtype())
+      throw std::invalid_argument("Linear " + w_.name + ": residual " + residual->shape_string() +
+                                  " does not match the output " + y.shape_string());
+    cx.ops().gemm_add(false, false, n, d_out(), d_in(), 1.0, x, d_in(), w_.compute(), d_out(), *residual, y);
+  } else {
+    cx.ops().gemm(false, false, n, d_out(), d_in(), 1.0, x, d_in(), w_.compute(), d_out(), 0.0, y, d_out());
+  }
   return y;
 }
 
@@ -50,14 +57,14 @@ SavedLinearInput& Linear::saved_input_for_save() {
   return *saved_;
 }
 
-Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag, bool real_output) {
-  Tensor y = product(x, std::move(out_tag), real_output);
+Tensor Linear::forward(const Tensor& x, bool keep, MemTag out_tag, bool real_output, const Tensor* residual) {
+  Tensor y = product(x, std::move(out_tag), real_output, residual);
   if (keep) saved_input_for_save().save(x, MemTag{MemCategory::saved_activations, layer_, kind_});
   return y;
 }
 
-Tensor Linear::forward(Tensor&& x, bool keep, MemTag out_tag, bool real_output) {
-  Tensor y = product(x, std::move(out_tag), real_output);
+Tensor Linear::forward(Tensor&& x, bool keep, MemTag out_tag, bool real_output, const Tensor* residual) {
+  Tensor y = product(x, std::move(out_tag), real_output, residual);
   if (keep) saved_input_for_save().save_owned(std::move(x), MemTag{MemCategory::saved_activations, layer_, kind_});
   return y;
 }

@@ -23,10 +23,13 @@ class Linear {
   Linear(Parameter weight, int layer, std::string kind);
 
   // keep: save X for backward. out_tag: how Y's bytes are counted. Y is in the context's
-  // compute dtype, or in `real` when real_output (router logits).
-  Tensor forward(const Tensor& x, bool keep, MemTag out_tag = {}, bool real_output = false);
+  // compute dtype, or in `real` when real_output (router logits). residual: Y = X·W + residual
+  // (n, d_out), in one pass where the backend fuses it (a block's residual stream).
+  Tensor forward(const Tensor& x, bool keep, MemTag out_tag = {}, bool real_output = false,
+                 const Tensor* residual = nullptr);
   // The same for an x the caller no longer needs: kept exactly, it is kept without a copy.
-  Tensor forward(Tensor&& x, bool keep, MemTag out_tag = {}, bool real_output = false);
+  Tensor forward(Tensor&& x, bool keep, MemTag out_tag = {}, bool real_output = false,
+                 const Tensor* residual = nullptr);
   // dX = dY·Wᵀ and dW += Xᵀ·dY; returns dX (n, d_in).
   Tensor backward(const Tensor& dy);
   // dX = dY·Wᵀ only.
@@ -46,7 +49,7 @@ class Linear {
   SavedLinearInput* saved_input() { return saved_.get(); }
 
  private:
-  Tensor product(const Tensor& x, MemTag out_tag, bool real_output) const;  // Y = X·W
+  Tensor product(const Tensor& x, MemTag out_tag, bool real_output, const Tensor* residual) const;  // Y = X·W (+ R)
   SavedLinearInput& saved_input_for_save();
 
   Parameter w_;  // (d_in, d_out)

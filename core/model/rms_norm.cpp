@@ -30,12 +30,15 @@ Tensor RmsNorm::recompute_output() const {
   return y;
 }
 
-Tensor RmsNorm::backward(const Tensor& dy) {
+Tensor RmsNorm::backward(const Tensor& dy, const Tensor* residual) {
   const ExecContext& cx = ExecContext::current();
   const Tensor& x = x_.get();
   const int64_t n = x.dim(0), d = g_.value.numel();
   Tensor dx = cx.activation({n, d});
-  cx.ops().rms_norm_backward(dy, x, g_.compute(), rstd_, dx, g_.grad);
+  if (residual)
+    cx.ops().rms_norm_backward_add(dy, x, g_.compute(), rstd_, *residual, dx, g_.grad);
+  else
+    cx.ops().rms_norm_backward(dy, x, g_.compute(), rstd_, dx, g_.grad);
   x_.reset();
   rstd_.reset();
   return dx;

@@ -14,7 +14,9 @@ class RmsNorm {
   // kind: e.g. "attn_norm" → saved kinds "attn_norm.input", "attn_norm.rstd".
   RmsNorm(const std::string& name, int64_t d, double eps, int layer, std::string kind);
   Tensor forward(const Tensor& x, bool keep);
-  Tensor backward(const Tensor& dy);  // dx (n, d); g.grad accumulated; frees what was kept
+  // dx (n, d), plus `residual` (n, d) when given (fused where the backend can); g.grad
+  // accumulated; frees what was kept.
+  Tensor backward(const Tensor& dy, const Tensor* residual = nullptr);
   // y again from the kept x and rstd (for recompute instead of keeping y downstream).
   Tensor recompute_output() const;
   Parameter& weight() { return g_; }

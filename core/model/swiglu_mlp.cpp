@@ -23,21 +23,22 @@ SwiGluMlp::SwiGluMlp(Parameter w_up, Parameter w_down, int layer, const std::str
                                 down_.weight().value.shape_string() + " do not make a (d, 2f), (f, d) pair");
 }
 
-Tensor SwiGluMlp::forward(const Tensor& x, bool keep, bool keep_input, bool keep_hidden) {
-  return forward_from_up(up_.forward(x, keep && keep_input, a_.output_tag(keep)), keep, keep_hidden);
+Tensor SwiGluMlp::forward(const Tensor& x, bool keep, bool keep_input, bool keep_hidden, const Tensor* residual) {
+  return forward_from_up(up_.forward(x, keep && keep_input, a_.output_tag(keep)), keep, keep_hidden, residual);
 }
 
-Tensor SwiGluMlp::forward(Tensor&& x, bool keep, bool keep_input, bool keep_hidden) {
-  return forward_from_up(up_.forward(std::move(x), keep && keep_input, a_.output_tag(keep)), keep, keep_hidden);
+Tensor SwiGluMlp::forward(Tensor&& x, bool keep, bool keep_input, bool keep_hidden, const Tensor* residual) {
+  return forward_from_up(up_.forward(std::move(x), keep && keep_input, a_.output_tag(keep)), keep, keep_hidden,
+                         residual);
 }
 
-Tensor SwiGluMlp::forward_from_up(Tensor a, bool keep, bool keep_hidden) {
+Tensor SwiGluMlp::forward_from_up(Tensor a, bool keep, bool keep_hidden, const Tensor* residual) {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = a.dim(0);
   keep_hidden = keep_hidden && !recompute_hidden_;
   Tensor h = cx.activation({n, f_});
   cx.ops().swiglu_forward(a, h);
-  Tensor y = down_.forward(std::move(h), keep && keep_hidden);  // h is kept without a copy
+  Tensor y = down_.forward(std::move(h), keep && keep_hidden, {}, false, residual);  // h kept without a copy
   if (keep) {
     a_.keep(std::move(a));
     hidden_kept_ = keep_hidden;

@@ -25,9 +25,12 @@ class SwiGluMlp {
   SwiGluMlp(Parameter w_up, Parameter w_down, int layer, const std::string& kind);
 
   // keep_input = false: the up projection's input is not kept (caller recomputes it).
-  Tensor forward(const Tensor& x, bool keep, bool keep_input = true, bool keep_hidden = true);
+  // residual (n, d): returns residual + mlp(x), the add fused into the down projection.
+  Tensor forward(const Tensor& x, bool keep, bool keep_input = true, bool keep_hidden = true,
+                 const Tensor* residual = nullptr);
   // The same for an x nobody else holds: the up projection keeps it without a copy.
-  Tensor forward(Tensor&& x, bool keep, bool keep_input = true, bool keep_hidden = true);
+  Tensor forward(Tensor&& x, bool keep, bool keep_input = true, bool keep_hidden = true,
+                 const Tensor* residual = nullptr);
   // Plain backward: dx (n, d).
   Tensor backward(const Tensor& dy, const Tensor* recomputed_x = nullptr);
   // Gated backward: the layer's output rows were used as gate[t]·y[t]; dy is the gradient
@@ -51,7 +54,7 @@ class SwiGluMlp {
 
  private:
   // forward after the up projection: a (n, 2f) → SwiGLU → down projection.
-  Tensor forward_from_up(Tensor a, bool keep, bool keep_hidden);
+  Tensor forward_from_up(Tensor a, bool keep, bool keep_hidden, const Tensor* residual);
   int64_t d_, f_;
   int layer_;
   std::string kind_;

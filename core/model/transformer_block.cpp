@@ -37,10 +37,10 @@ Tensor TransformerBlock::forward(const Tensor& x, int batch, int seq, bool keep,
 
 Tensor TransformerBlock::forward_keeping(const Tensor& x, int batch, int seq, bool keep, MoeStats* stats) {
   const bool rc = config_.recompute;
-  Tensor h = attn_.forward(attn_norm_.forward(x, keep), batch, seq, keep, !rc);
-  add_into(h, x);  // h = x + attn(norm(x))
+  Tensor h = attn_.forward(attn_norm_.forward(x, keep), batch, seq, keep, !rc, &x);  // x + attn(norm(x))
   Tensor hn = ffn_norm_.forward(h, keep);
-  Tensor out = moe_ ? moe_->forward(hn, keep, stats) : mlp_->forward(std::move(hn), keep, !rc, !rc);
+  if (!moe_) return mlp_->forward(std::move(hn), keep, !rc, !rc, &h);  // h + mlp(norm(h))
+  Tensor out = moe_->forward(hn, keep, stats);
   hn.reset();
   add_into(out, h);
   return out;
@@ -63,9 +63,8 @@ Tensor TransformerBlock::backward(const Tensor& dy, real loss_scale) {
   } else {
     dffn = mlp_->backward(dy);
   }
-  Tensor dh = ffn_norm_.backward(dffn);
+  Tensor dh = ffn_norm_.backward(dffn, &dy);
   dffn.reset();
-  add_into(dh, dy);
   // dx = dh + attn_normᵀ(attnᵀ(dh))
   Tensor dattn;
   if (rc) {
@@ -74,9 +73,7 @@ Tensor TransformerBlock::backward(const Tensor& dy, real loss_scale) {
   } else {
     dattn = attn_.backward(dh);
   }
-  Tensor dx = attn_norm_.backward(dattn);
-  add_into(dx, dh);
-  return dx;
+  return attn_norm_.backward(dattn, &dh);
 }
 
 Tensor TransformerBlock::forward_cached(const Tensor& x, LayerKvCache& cache, int pos0) {

@@ -213,6 +213,26 @@ void check_rms_norm(CheckInputs& in, Results& r) {
     r.add("rms_norm.backward repeat, bitwise" + t, detail,
           differing_fraction(dg.download(), dg_first) + differing_fraction(dx.download(), dx_first), 0.0);
 
+    // with the residual branch's gradient added before rounding (a block's backward): dx +
+    // add against the reference; dg as without; in fp32 the bits of dx then a separate add
+    auto add = device_array<T>(in.normal(static_cast<size_t>(n * d)));
+    auto dxa = poisoned_array<T>(n * d);
+    DeviceBuffer<float> dga(dg0);
+    rms_norm_backward<T>(dy.ptr(), x.ptr(), g.ptr(), rstd.data(), n, d, dxa.ptr(), dga.data(), ws.data(), ws_bytes,
+                         nullptr, add.ptr());
+    sync();
+    Values dxa_ref = dx_ref;
+    for (size_t i = 0; i < dxa_ref.size(); ++i) dxa_ref[i] += add.values[i];
+    const std::vector<T> dxa_got = dxa.download();
+    r.add("rms_norm.backward.dx + add" + t, detail, relative_error(dxa.download_floats(), dxa_ref), tolerance_of<T>());
+    double add_differ = differing_fraction(dga.download(), dg_first);
+    if constexpr (std::is_same_v<T, float>) {
+      std::vector<float> two_calls(dx_first.size());
+      for (size_t i = 0; i < two_calls.size(); ++i) two_calls[i] = dx_first[i] + static_cast<float>(add.values[i]);
+      add_differ += differing_fraction(dxa_got, two_calls);
+    }
+    r.add("rms_norm.backward + add: dg (and fp32 dx) as two calls, bitwise" + t, detail, add_differ, 0.0);
+
     if (d == 768) {
       // The same inputs off the 16-byte grid (one element at a time) give the same bytes:
       // the packs are summed in the same order on both paths.

@@ -608,12 +608,55 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
   out.push_back({"grouped kernel untouched padding, empty groups (changed)", tally.untouched_changed, 0.0});
 }
 
+// C = A·B + R with R read from its own buffer (c_in: the residual add of a block in the
+// GEMM's epilogue): against the reference, R left as it was, a bitwise repeat, and with fp32
+// outputs the same bits as the in-place form (C holding R, beta 1). bf16 outputs differ from
+// the in-place form in the last bit of about a quarter of the elements (measured on an H200:
+// cuBLASLt rounds the two epilogues differently), both within the bf16 tolerance.
+void check_lt_gemm_residual(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
+  const std::pair<GemmType, GemmType> types[] = {
+      {GemmType::f32, GemmType::f32}, {GemmType::bf16, GemmType::bf16}, {GemmType::bf16, GemmType::f32}};
+  for (const auto& [ab, ct] : types) {
+    const std::string name = "gemm " + types_name(ab, ct) + " + R (separate C in) 256x384x512";
+    run_guarded(out, name, [&] {
+      const int64_t m = 256, n = 384, k = 512;
+      const std::vector<float> a = as_stored(in.normal(size_t(m * k)), ab), b = as_stored(in.normal(size_t(k * n)), ab);
+      const std::vector<float> r = as_stored(in.normal(size_t(m * n)), ct);
+      std::vector<double> ref = to_double(r);
+      const std::vector<double> ad = to_double(a), bd = to_double(b);
+      mok::f64::gemm(false, false, m, n, k, 1.0, ad.data(), k, bd.data(), n, 1.0, ref.data(), n);
+      DeviceMatrix d_a(a, ab), d_b(b, ab), d_r(r, ct), d_c(size_t(m * n), ct), d_in_place(r, ct);
+      std::vector<float> got;
+      double mismatches = 0;
+      for (int run = 0; run < 2; ++run) {
+        d_c.poison();
+        lt.gemm(false, false, m, n, k, 1.f, d_a.data(), k, d_b.data(), n, 1.f, d_c.data(), n, ab, ct, nullptr,
+                d_r.data());
+        sync();
+        if (run == 0) got = d_c.download();
+        else mismatches += differing_elements(d_c.download(), got);
+      }
+      mismatches += differing_elements(d_r.download(), r);
+      std::string what = ": R changed, repeat";
+      if (ct == GemmType::f32) {
+        lt.gemm(false, false, m, n, k, 1.f, d_a.data(), k, d_b.data(), n, 1.f, d_in_place.data(), n, ab, ct, nullptr);
+        sync();
+        mismatches += differing_elements(got, d_in_place.download());
+        what += ", = in place";
+      }
+      out.push_back({name, relative_error(got, ref), tolerance_for(ab, ct)});
+      out.push_back({name + what + " (mismatches)", mismatches, 0.0});
+    });
+  }
+}
+
 }  // namespace
 
 void check_gemm(CheckInputs& in, std::vector<OpCheck>& out) {
   run_guarded(out, "gemm", [&] {
     LtGemm lt;
     check_lt_gemm(lt, in, out);
+    check_lt_gemm_residual(lt, in, out);
     check_grouped_gemm(lt, in, out);
     check_grouped_kernel(lt, in, out);
   });
