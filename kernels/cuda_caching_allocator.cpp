@@ -9,6 +9,7 @@
 #include "core/tensor/size_class.h"
 #include "kernels/cuda_check.h"
 #include "kernels/op_profiler.h"
+#include "kernels/zero_ranges.h"
 
 namespace mok::cuda {
 
@@ -126,6 +127,25 @@ std::string sized(const char* what, int64_t bytes) {
 void CudaCachingAllocator::memset(void* p, int value, int64_t bytes) {
   const auto timed = OpProfiler::scope_of(profiler_, [&] { return sized("memset", bytes); });
   MOK_CUDA_CHECK(cudaMemsetAsync(p, value, static_cast<size_t>(bytes), stream_));
+}
+
+void CudaCachingAllocator::zero_ranges(const std::vector<ByteRange>& ranges) {
+  std::vector<DeviceByteRange> words;
+  int64_t bytes = 0;
+  for (const ByteRange& r : ranges) {
+    const DeviceByteRange d{r.p, r.bytes};
+    if (zero_ranges_fits(d)) {
+      words.push_back(d);
+      bytes += r.bytes;
+    } else {
+      memset(r.p, 0, r.bytes);
+    }
+  }
+  if (words.empty()) return;
+  const auto timed = OpProfiler::scope_of(profiler_, [&] {
+    return sized("zero_ranges", bytes) + " in " + std::to_string(words.size()) + " ranges";
+  });
+  cuda::zero_ranges(words, stream_);
 }
 
 void CudaCachingAllocator::copy_to_host(void* host_dst, const void* src, int64_t bytes) {

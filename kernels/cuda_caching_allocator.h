@@ -37,6 +37,8 @@ class CudaCachingAllocator final : public mok::Allocator {
   void* allocate(int64_t bytes) override;
   void release(void* block, int64_t bytes) override;
   void memset(void* p, int value, int64_t bytes) override;
+  // One launch for the 16-byte aligned ranges (kernels/zero_ranges.h), a memset for the others.
+  void zero_ranges(const std::vector<ByteRange>& ranges) override;
   void copy_to_host(void* host_dst, const void* src, int64_t bytes) override;
   void copy_from_host(void* dst, const void* host_src, int64_t bytes) override;
   void copy_within(void* dst, const void* src, int64_t bytes) override;

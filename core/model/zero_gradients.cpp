@@ -20,6 +20,8 @@ void zero_gradients(const std::vector<Parameter*>& params) {
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
     return a.block != b.block ? std::less<const void*>()(a.block, b.block) : std::less<uint8_t*>()(a.begin, b.begin);
   });
+  // the runs of each allocator, zeroed in one call (one launch on a GPU)
+  std::vector<std::pair<Allocator*, std::vector<Allocator::ByteRange>>> runs;
   for (size_t i = 0; i < ranges.size();) {
     Range run = ranges[i++];
     // Extend over gradients that start where the run ends (or inside it: a shared gradient).
@@ -27,8 +29,11 @@ void zero_gradients(const std::vector<Parameter*>& params) {
       run.bytes = std::max(run.bytes, static_cast<int64_t>(ranges[i].begin + ranges[i].bytes - run.begin));
       ++i;
     }
-    run.allocator->memset(run.begin, 0, run.bytes);
+    auto at = std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return r.first == run.allocator; });
+    if (at == runs.end()) at = runs.insert(runs.end(), {run.allocator, {}});
+    at->second.push_back({run.begin, run.bytes});
   }
+  for (auto& [allocator, list] : runs) allocator->zero_ranges(list);
 }
 
 MOK_NN_END

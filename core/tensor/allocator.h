@@ -7,6 +7,7 @@
 // clone(), zero() and the destructor work on any device.
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor/dtype.h"
 
@@ -24,6 +25,15 @@ class Allocator {
   virtual void release(void* block, int64_t bytes) = 0;
   // Sets `bytes` bytes at p (this device's memory) to `value`.
   virtual void memset(void* p, int value, int64_t bytes) = 0;
+  // Sets every range of this device's memory to zero: a memset each here; a GPU's allocator
+  // zeroes them in one launch (a step's gradients are dozens of ranges).
+  struct ByteRange {
+    void* p = nullptr;
+    int64_t bytes = 0;
+  };
+  virtual void zero_ranges(const std::vector<ByteRange>& ranges) {
+    for (const ByteRange& r : ranges) memset(r.p, 0, r.bytes);
+  }
   // Copies between this device's memory and host memory, and within this device. A copy to
   // the host has finished when the call returns.
   virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;

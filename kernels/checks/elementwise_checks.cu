@@ -28,6 +28,7 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "kernels/zero_ranges.h"
 
 namespace mok::cuda {
 namespace {
@@ -520,6 +521,32 @@ void check_elementwise_ops(CheckInputs& in, Results& r) {
     }
 }
 
+// zero_ranges: 300 ranges of one buffer of random values (more than one launch takes), from
+// one 16-byte word to 100 000 floats, some adjacent, some empty: exactly those zeroed, every
+// other value untouched; a range off the 16-byte grid refused.
+void check_zero_ranges(CheckInputs& in, Results& r) {
+  const std::vector<float> host = in.normal(size_t(1) << 22);
+  DeviceBuffer<float> buffer(host);
+  std::vector<DeviceByteRange> ranges;
+  std::vector<float> expected = host;
+  size_t at = 0;
+  for (int i = 0; i < 300; ++i) {
+    const size_t floats = i % 50 == 0 ? 0 : i % 7 == 0 ? 100000 : size_t(4) * (1 + (i * 37) % 300);
+    if (at + floats > host.size()) break;
+    ranges.push_back({buffer.data() + at, int64_t(floats * sizeof(float))});
+    std::fill(expected.begin() + at, expected.begin() + at + floats, 0.f);
+    at += floats + (i % 3 == 0 ? 0 : size_t(4) * (i % 5));  // adjacent, or a gap of whole words
+  }
+  zero_ranges(ranges, nullptr);
+  sync();
+  r.add("zero_ranges: zeroed and untouched, bitwise", std::to_string(ranges.size()) + " ranges",
+        differing_fraction(buffer.download(), expected), 0.0);
+  r.add("zero_ranges refuses a range off the 16-byte grid (accepted)", "", refused([&] {
+          zero_ranges({{buffer.data() + 1, 16}}, nullptr);
+        }),
+        0.0);
+}
+
 // convert<S, D>, with the source and destination on and off the 16-byte grid.
 template <typename S, typename D>
 void check_convert(CheckInputs& in, Results& r) {
@@ -730,6 +757,7 @@ void check_elementwise(CheckInputs& in, std::vector<OpCheck>& out) {
   check_embedding<bf16>(in, r);
   check_elementwise_ops<float>(in, r);
   check_elementwise_ops<bf16>(in, r);
+  check_zero_ranges(in, r);
   check_convert<float, bf16>(in, r);
   check_convert<bf16, float>(in, r);
   check_convert<float, float>(in, r);

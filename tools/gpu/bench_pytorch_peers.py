@@ -687,10 +687,11 @@ logging:  {{db: {folder}/check.db, checkpoint_dir: {folder}/checkpoints, progres
 # --------------------------------------------------------------------------------------
 
 def mok_step_ms(db_path, run_id):
-    """[(step, perf/step_ms)] of one run in mok's run store, in step order."""
+    """[(step, perf/step_ms, wall_s)] of one run in mok's run store, in step order; wall_s is
+    the run's wall clock when the step's row was written."""
     import sqlite3
     with sqlite3.connect(db_path) as db:
-        return db.execute("SELECT m.step, m.value FROM metrics m JOIN metric_names n ON n.id = m.name_id "
+        return db.execute("SELECT m.step, m.value, m.wall_s FROM metrics m JOIN metric_names n ON n.id = m.name_id "
                           "WHERE m.run_id = ? AND n.name = 'perf/step_ms' ORDER BY m.step", (run_id,)).fetchall()
 
 
@@ -704,8 +705,10 @@ def read_text(path):
 
 def mok_row(s, mok_dir, warmup):
     """The row of `mok train` on shape s from mok_<shape>.{stdout,stderr,rc} and mok_runs.db
-    in mok_dir. tokens/s counts the steps after the first `warmup` ones, as for the peers
-    (from perf/step_ms in the run store); tokens_per_s_all_steps is mok's own figure."""
+    in mok_dir. tokens/s counts the steps after the first `warmup` ones over their wall-clock
+    time, as for the peers: from the wall clock of the last warm-up step's metric row to the
+    last step's, so the host's work between steps counts (tokens_per_s_step_time leaves it out:
+    perf/step_ms only). tokens_per_s_all_steps is mok's own figure."""
     base = os.path.join(mok_dir, f"mok_{s.name}")
     row = {"shape": s.name, "variant": "mok", "status": "failed", "parameters": parameter_count(s),
            "flops_per_token": training_flops_per_token(s)}
@@ -732,12 +735,17 @@ def mok_row(s, mok_dir, warmup):
                 "parameters_mok": result.get("parameters"), "last_ce": result.get("train_loss")})
     db_path = os.path.join(mok_dir, "mok_runs.db")
     try:
-        timed = [ms for step, ms in mok_step_ms(db_path, result["run_id"]) if step > warmup]
+        steps = mok_step_ms(db_path, result["run_id"])
         row["first_ce"] = read_mok_metric(db_path, result["run_id"], "train/loss", 1)
     except Exception as exc:  # noqa: BLE001 - fall back to mok's all-steps figure
-        timed, row["note"] = [], f"run store unreadable ({error_text(exc)}); tokens/s over all steps"
+        steps, row["note"] = [], f"run store unreadable ({error_text(exc)}); tokens/s over all steps"
+    timed = [ms for step, ms, _ in steps if step > warmup]
+    start = [wall for step, _, wall in steps if step == warmup]
+    wall = steps[-1][2] - start[0] if timed and start else 0.0
     if timed and sum(timed) > 0:
-        row["tokens_per_s"] = tokens_per_step * len(timed) / (sum(timed) / 1e3)
+        row["tokens_per_s_step_time"] = tokens_per_step * len(timed) / (sum(timed) / 1e3)
+        # no warm-up step to start the clock from (warmup 0): the step times alone
+        row["tokens_per_s"] = tokens_per_step * len(timed) / wall if wall > 0 else row["tokens_per_s_step_time"]
         row["step_ms_median"] = statistics.median(timed)
         row["timed_steps"] = len(timed)
     else:
@@ -787,7 +795,7 @@ def compare_with_mok(args):
     print("-+-".join("-" * w for w in widths[:-1]) + "-+-" + "-" * 6)
     for x in table:
         print(fmt.format(*x))
-    print("tokens/s: steps after the warm-up only, for both. " + FLOPS_FORMULA + ".")
+    print("tokens/s: steps after the warm-up only, over their wall-clock time, for both. " + FLOPS_FORMULA + ".")
     print("peak memory: PyTorch max_memory_allocated / max_memory_reserved; mok: peak_bytes of its memory tracker.")
     if args.json:
         with open(args.json, "w") as fh:
