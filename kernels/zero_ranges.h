@@ -12,6 +12,9 @@
 
 namespace mok::cuda {
 
+// A plain struct of its own rather than the core's Allocator::ByteRange: that one lives in the
+// core's precision namespace (mok::f32 or mok::f64, core/real.h), and the kernels and their
+// checks are linked against both.
 struct DeviceByteRange {
   void* p = nullptr;
   int64_t bytes = 0;
