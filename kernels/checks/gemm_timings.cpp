@@ -148,16 +148,19 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
     std::string name;
     GroupedGemmMethod method;
     int streams;
-    GroupedKernelTile tile = GroupedKernelTile::m128n256;
+    GroupedKernelTile tile;
+    bool skewed;  // also timed with skewed routing
   };
-  const Method methods[] = {{"loop", GroupedGemmMethod::loop, 1},
-                            {"streams ×2", GroupedGemmMethod::streams, 2},
-                            {"streams ×4", GroupedGemmMethod::streams, 4},
-                            {"streams ×8", GroupedGemmMethod::streams, 8},
-                            {"cublas grouped", GroupedGemmMethod::cublas, 1},
-                            {"kernel 128x256", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n256},
-                            {"kernel 128x128", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n128},
-                            {"kernel 128x256 wgmma", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n256_wgmma}};
+  const GroupedKernelTile wide = GroupedKernelTile::m128n256;
+  const Method methods[] = {
+      {"loop", GroupedGemmMethod::loop, 1, wide, false},
+      {"streams ×2", GroupedGemmMethod::streams, 2, wide, true},
+      {"streams ×4", GroupedGemmMethod::streams, 4, wide, false},
+      {"streams ×8", GroupedGemmMethod::streams, 8, wide, false},
+      {"cublas grouped", GroupedGemmMethod::cublas, 1, wide, false},
+      {"kernel 128x256", GroupedGemmMethod::kernel, 1, wide, false},
+      {"kernel 128x128", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n128, true},
+      {"kernel 128x256 wgmma", GroupedGemmMethod::kernel, 1, GroupedKernelTile::m128n256_wgmma, true}};
   std::vector<std::unique_ptr<GroupedGemm>> grouped;
   for (const Method& m : methods) {
     grouped.push_back(std::make_unique<GroupedGemm>(lt, m.method, m.streams));
@@ -178,9 +181,7 @@ void time_experts(LtGemm& lt, Scratch& s, size_t stride, int E, int top_k, int64
       });
     }
     for (size_t i = 0; i < grouped.size(); ++i) {
-      if (skewed && methods[i].name != "streams ×2" && methods[i].name != "kernel 128x128" &&
-          methods[i].tile != GroupedKernelTile::m128n256_wgmma)
-        continue;
+      if (skewed && !methods[i].skewed) continue;
       GroupedGemm& g = *grouped[i];
       auto launch = [&] {
         if (p.kind == 2)
