@@ -695,6 +695,16 @@ def mok_step_ms(db_path, run_id):
                           "WHERE m.run_id = ? AND n.name = 'perf/step_ms' ORDER BY m.step", (run_id,)).fetchall()
 
 
+def mok_validation_steps(db_path, run_id):
+    """The steps of a run whose metric row holds validation figures (written after the
+    validation ran, so their wall clock includes it)."""
+    import sqlite3
+    with sqlite3.connect(db_path) as db:
+        return {row[0] for row in db.execute(
+            "SELECT m.step FROM metrics m JOIN metric_names n ON n.id = m.name_id "
+            "WHERE m.run_id = ? AND n.name = 'val/loss'", (run_id,))}
+
+
 def read_text(path):
     try:
         with open(path, errors="replace") as fh:
@@ -706,9 +716,11 @@ def read_text(path):
 def mok_row(s, mok_dir, warmup):
     """The row of `mok train` on shape s from mok_<shape>.{stdout,stderr,rc} and mok_runs.db
     in mok_dir. tokens/s counts the steps after the first `warmup` ones over their wall-clock
-    time, as for the peers: from the wall clock of the last warm-up step's metric row to the
-    last step's, so the host's work between steps counts (tokens_per_s_step_time leaves it out:
-    perf/step_ms only). tokens_per_s_all_steps is mok's own figure."""
+    time, as for the peers: each step's time is the wall clock between its metric row and the
+    previous step's, so the host's work between steps counts (tokens_per_s_step_time leaves it
+    out: perf/step_ms only). Steps whose row also holds validation figures (mok validates after
+    its last step; the peers do not validate) are left out of that count, as their wall clock
+    includes the validation. tokens_per_s_all_steps is mok's own figure."""
     base = os.path.join(mok_dir, f"mok_{s.name}")
     row = {"shape": s.name, "variant": "mok", "status": "failed", "parameters": parameter_count(s),
            "flops_per_token": training_flops_per_token(s)}
@@ -736,16 +748,20 @@ def mok_row(s, mok_dir, warmup):
     db_path = os.path.join(mok_dir, "mok_runs.db")
     try:
         steps = mok_step_ms(db_path, result["run_id"])
+        validated = mok_validation_steps(db_path, result["run_id"])
         row["first_ce"] = read_mok_metric(db_path, result["run_id"], "train/loss", 1)
     except Exception as exc:  # noqa: BLE001 - fall back to mok's all-steps figure
-        steps, row["note"] = [], f"run store unreadable ({error_text(exc)}); tokens/s over all steps"
+        steps, validated, row["note"] = [], set(), f"run store unreadable ({error_text(exc)}); tokens/s over all steps"
     timed = [ms for step, ms, _ in steps if step > warmup]
-    start = [wall for step, _, wall in steps if step == warmup]
-    wall = steps[-1][2] - start[0] if timed and start else 0.0
+    wall_of = {step: wall for step, _, wall in steps}
+    walls = [wall_of[step] - wall_of[step - 1] for step, _, _ in steps
+             if step > warmup and step - 1 in wall_of and step not in validated]
     if timed and sum(timed) > 0:
         row["tokens_per_s_step_time"] = tokens_per_step * len(timed) / (sum(timed) / 1e3)
         # no warm-up step to start the clock from (warmup 0): the step times alone
-        row["tokens_per_s"] = tokens_per_step * len(timed) / wall if wall > 0 else row["tokens_per_s_step_time"]
+        row["tokens_per_s"] = (tokens_per_step * len(walls) / sum(walls) if walls and sum(walls) > 0
+                               else row["tokens_per_s_step_time"])
+        row["wall_steps"] = len(walls)
         row["step_ms_median"] = statistics.median(timed)
         row["timed_steps"] = len(timed)
     else:
