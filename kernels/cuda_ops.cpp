@@ -476,6 +476,18 @@ void CudaOps::swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) {
   });
 }
 
+void CudaOps::swiglu_backward_row_scaled(const Tensor& a, Tensor& dh, const Tensor& s, Tensor& da) {
+  const auto timed = profile("swiglu_backward_row_scaled");
+  const int64_t n = a.dim(0), f = a.dim(1) / 2;
+  if (s.numel() != n || s.dtype() != DType::f32)
+    throw std::invalid_argument("swiglu_backward_row_scaled: scales " + s.shape_string() + " for " +
+                                std::to_string(n) + " rows (f32)");
+  by_type(a.dtype(), "swiglu_backward_row_scaled", [&]<typename T>() {
+    cuda::swiglu_backward<T>(static_cast<const T*>(a.raw()), static_cast<const T*>(dh.raw()), n, f,
+                             static_cast<T*>(da.raw()), stream_, s.ptr<float>());
+  });
+}
+
 mok::CrossEntropySum CudaOps::cross_entropy(Tensor& logits, const int32_t* targets, bool write_grad) {
   const auto timed = profile("cross_entropy");
   const int64_t n = logits.dim(0), vocab = logits.dim(1);

@@ -31,9 +31,10 @@ __global__ void swiglu_forward_kernel(const T* a, int64_t n, int64_t f, T* h) {
   }
 }
 
-// d/dgate = dh·up·s·(1 + gate·(1 − s)),  d/dup = dh·silu(gate),  s = sigmoid(gate)
+// d/dgate = dh·up·s·(1 + gate·(1 − s)),  d/dup = dh·silu(gate),  s = sigmoid(gate); with
+// row_scale, dh's row r is first dh·row_scale[r] rounded to T (scale_rows' arithmetic)
 template <typename T, int V>
-__global__ void swiglu_backward_kernel(const T* a, const T* dh, int64_t n, int64_t f, T* da) {
+__global__ void swiglu_backward_kernel(const T* a, const T* dh, int64_t n, int64_t f, T* da, const float* row_scale) {
   const int64_t packs_per_row = f / V, packs = n * packs_per_row;
   for (int64_t p = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; p < packs;
        p += static_cast<int64_t>(gridDim.x) * kThreads) {
@@ -43,6 +44,11 @@ __global__ void swiglu_backward_kernel(const T* a, const T* dh, int64_t n, int64
     load_pack<V>(gate, g);
     load_pack<V>(gate + f, u);
     load_pack<V>(dh + r * f + j, d);
+    if (row_scale) {
+      const float rs = row_scale[r];
+#pragma unroll
+      for (int k = 0; k < V; ++k) d[k] = to_float(from_float<T>(d[k] * rs));
+    }
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const float s = sigmoid(g[k]);
@@ -81,20 +87,22 @@ void swiglu_forward(const T* a, int64_t n, int64_t f, T* h, cudaStream_t stream)
 }
 
 template <typename T>
-void swiglu_backward(const T* a, const T* dh, int64_t n, int64_t f, T* da, cudaStream_t stream) {
+void swiglu_backward(const T* a, const T* dh, int64_t n, int64_t f, T* da, cudaStream_t stream,
+                     const float* row_scale) {
   if (n <= 0 || f <= 0) return;
   constexpr int V = kPack<T>;
   if (packable<T>(f, a, dh, da)) {
-    swiglu_backward_kernel<T, V><<<grid_for_packs(n * (f / V)), kThreads, 0, stream>>>(a, dh, n, f, da);
+    swiglu_backward_kernel<T, V><<<grid_for_packs(n * (f / V)), kThreads, 0, stream>>>(a, dh, n, f, da, row_scale);
   } else {
-    swiglu_backward_kernel<T, 1><<<grid_for_packs(n * f), kThreads, 0, stream>>>(a, dh, n, f, da);
+    swiglu_backward_kernel<T, 1><<<grid_for_packs(n * f), kThreads, 0, stream>>>(a, dh, n, f, da, row_scale);
   }
   MOK_CUDA_CHECK_LAUNCH();
 }
 
 template void swiglu_forward<float>(const float*, int64_t, int64_t, float*, cudaStream_t);
 template void swiglu_forward<bf16>(const bf16*, int64_t, int64_t, bf16*, cudaStream_t);
-template void swiglu_backward<float>(const float*, const float*, int64_t, int64_t, float*, cudaStream_t);
-template void swiglu_backward<bf16>(const bf16*, const bf16*, int64_t, int64_t, bf16*, cudaStream_t);
+template void swiglu_backward<float>(const float*, const float*, int64_t, int64_t, float*, cudaStream_t,
+                                     const float*);
+template void swiglu_backward<bf16>(const bf16*, const bf16*, int64_t, int64_t, bf16*, cudaStream_t, const float*);
 
 }  // namespace mok::cuda

@@ -151,6 +151,14 @@ class Ops {
   // SwiGLU: a (n, 2f) = [gate | up] → h (n, f); backward writes da (n, 2f).
   virtual void swiglu_forward(const Tensor& a, Tensor& h) = 0;
   virtual void swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) = 0;
+  // The same for dh's rows scaled by s (n, f32/`real`: routed experts' gates), each scaled row
+  // rounded to dh's dtype as scale_rows rounds it. Here scale_rows (dh scaled in place: its
+  // values afterwards are the scaled ones) and swiglu_backward; a backend may fuse the two
+  // and leave dh as it was.
+  virtual void swiglu_backward_row_scaled(const Tensor& a, Tensor& dh, const Tensor& s, Tensor& da) {
+    scale_rows(dh, s, dh);
+    swiglu_backward(a, dh, da);
+  }
   // Cross-entropy of logits (n, V) against host targets (n; negative = not scored); with
   // write_grad the logits become softmax − onehot. Returns the summed loss on the host.
   virtual CrossEntropySum cross_entropy(Tensor& logits, const int32_t* targets, bool write_grad) = 0;

@@ -151,20 +151,26 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, const Tensor& gate, Tens
   const int64_t m = dys.dim(0);
   if (offsets_.empty() || offsets_.back() != m)
     throw std::logic_error("GroupedSwiGlu: backward of " + std::to_string(m) + " rows without a matching forward");
-  Tensor a = restore_act();          // (m, 2f)
-  Tensor h = cx.activation({m, f_});  // rebuilt: the gates' gradient needs it
-  ops.swiglu_forward(a, h);
+  Tensor a = restore_act();  // (m, 2f)
+  // h (m, f), which the gates' gradient needs: the kept tensor itself when it was kept exactly,
+  // else rebuilt from a
+  Tensor h;
+  if (hidden_kept_ && !policy_) {
+    h = h_saved_.whole.view(0, h_saved_.whole.shape());
+  } else {
+    h = cx.activation({m, f_});
+    ops.swiglu_forward(a, h);
+  }
   Tensor dh = cx.activation({m, f_});
   ops.grouped_gemm(true, offsets_, dys, down_.weights(), 0.0, dh);  // dys·W_downᵀ, before the gate
   ops.row_dot(dh, h, dgate);
-  ops.scale_rows(dh, gate, dh);
   Tensor dy_gated = cx.activation({m, d_});
   ops.scale_rows(dys, gate, dy_gated);
   weight_grad(dy_gated, h_saved_, down_, hidden_kept_ ? nullptr : &h);
   h.reset();
   dy_gated.reset();
   Tensor da = cx.activation({m, 2 * f_});
-  ops.swiglu_backward(a, dh, da);
+  ops.swiglu_backward_row_scaled(a, dh, gate, da);  // through the gates
   a.reset();
   a_kept_.reset();
   dh.reset();

@@ -25,6 +25,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/grad_norm.h"
+#include "kernels/moe_routing.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -320,6 +321,26 @@ void check_swiglu(CheckInputs& in, Results& r) {
     Values da_ref;
     reference::swiglu_backward(a.values, dh.values, n, f, da_ref);
     r.add("swiglu.backward" + t, detail, relative_error(da.download_floats(), da_ref), tolerance_of<T>());
+
+    // dh's rows scaled by s first (routed experts' gates): the bits of scale_rows then
+    // swiglu_backward, dh left as it was, and against the reference of the rounded scaled rows
+    const std::vector<float> s_host = in.normal(static_cast<size_t>(n));
+    const DeviceBuffer<float> s(s_host);
+    const std::vector<T> dh_before = dh.download();
+    auto scaled = poisoned_array<T>(n * f, c.offset);
+    auto da_two = poisoned_array<T>(n * 2 * f, c.offset), da_fused = poisoned_array<T>(n * 2 * f, c.offset);
+    scale_rows<T>(dh.ptr(), s.data(), n, f, scaled.ptr(), nullptr);
+    swiglu_backward<T>(a.ptr(), scaled.ptr(), n, f, da_two.ptr(), nullptr);
+    swiglu_backward<T>(a.ptr(), dh.ptr(), n, f, da_fused.ptr(), nullptr, s.data());
+    sync();
+    const std::vector<float> scaled_host = scaled.download_floats();
+    Values da_scaled_ref;
+    reference::swiglu_backward(a.values, Values(scaled_host.begin(), scaled_host.end()), n, f, da_scaled_ref);
+    r.add("swiglu.backward row-scaled" + t, detail, relative_error(da_fused.download_floats(), da_scaled_ref),
+          tolerance_of<T>());
+    r.add("swiglu.backward row-scaled = scale_rows + backward, dh kept (mismatches)" + t, detail,
+          differing_elements(da_fused.download(), da_two.download()) + differing_elements(dh.download(), dh_before),
+          0.0);
   }
 }
 
