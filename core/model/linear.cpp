@@ -69,11 +69,18 @@ Tensor Linear::forward(Tensor&& x, bool keep, MemTag out_tag, bool real_output, 
   return y;
 }
 
-Tensor Linear::input_grad(const Tensor& dy) const {
+Tensor Linear::input_grad(const Tensor& dy, const Tensor* residual) const {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = dy.dim(0);
   Tensor dx = cx.activation({n, d_in()});
-  cx.ops().gemm(false, true, n, d_in(), d_out(), 1.0, dy, d_out(), w_.compute(), d_out(), 0.0, dx, d_in());
+  if (residual) {
+    if (residual->numel() != dx.numel() || residual->dtype() != dx.dtype())
+      throw std::invalid_argument("Linear " + w_.name + ": residual " + residual->shape_string() +
+                                  " does not match the input gradient " + dx.shape_string());
+    cx.ops().gemm_add(false, true, n, d_in(), d_out(), 1.0, dy, d_out(), w_.compute(), d_out(), *residual, dx);
+  } else {
+    cx.ops().gemm(false, true, n, d_in(), d_out(), 1.0, dy, d_out(), w_.compute(), d_out(), 0.0, dx, d_in());
+  }
   return dx;
 }
 
@@ -88,8 +95,8 @@ void Linear::weight_grad(const Tensor& dy, const Tensor* recomputed_x) {
   saved_->accumulate_weight_grad(dy, w_.grad, real(1));
 }
 
-Tensor Linear::backward(const Tensor& dy) {
-  Tensor dx = input_grad(dy);
+Tensor Linear::backward(const Tensor& dy, const Tensor* residual) {
+  Tensor dx = input_grad(dy, residual);
   weight_grad(dy);
   return dx;
 }

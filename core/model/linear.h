@@ -30,10 +30,11 @@ class Linear {
   // The same for an x the caller no longer needs: kept exactly, it is kept without a copy.
   Tensor forward(Tensor&& x, bool keep, MemTag out_tag = {}, bool real_output = false,
                  const Tensor* residual = nullptr);
-  // dX = dY·Wᵀ and dW += Xᵀ·dY; returns dX (n, d_in).
-  Tensor backward(const Tensor& dy);
-  // dX = dY·Wᵀ only.
-  Tensor input_grad(const Tensor& dy) const;
+  // dX = dY·Wᵀ and dW += Xᵀ·dY; returns dX (n, d_in). residual: dX = dY·Wᵀ + residual (n, d_in),
+  // in one pass where the backend fuses it (a gradient that joins another branch's).
+  Tensor backward(const Tensor& dy, const Tensor* residual = nullptr);
+  // dX = dY·Wᵀ (+ residual) only.
+  Tensor input_grad(const Tensor& dy, const Tensor* residual = nullptr) const;
   // dW += Xᵀ·dY from what forward saved, or from `recomputed_x` when given (then forward
   // must have run with keep = false).
   void weight_grad(const Tensor& dy, const Tensor* recomputed_x = nullptr);

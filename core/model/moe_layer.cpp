@@ -40,13 +40,9 @@ Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats) {
 Tensor MoeLayer::backward(const Tensor& dy, real loss_scale) {
   Tensor dgate;  // (n·k)
   Tensor dx = dispatcher_->backward(dy, bank_, dgate);
+  if (!shared_) return router_.backward(dgate, loss_scale, &dx);  // dx + dxr
   Tensor dxr = router_.backward(dgate, loss_scale);
-  Ops& ops = ExecContext::current().ops();
-  if (shared_) {
-    ops.add2_(dx, dxr, shared_->backward(dy));  // dx += dxr + dxs
-  } else {
-    ops.add_(dx, dxr);
-  }
+  ExecContext::current().ops().add2_(dx, dxr, shared_->backward(dy));  // dx += dxr + dxs
   return dx;
 }
 

@@ -100,7 +100,7 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
   return r;
 }
 
-Tensor TopKRouter::backward(const Tensor& dgate, real loss_scale) {
+Tensor TopKRouter::backward(const Tensor& dgate, real loss_scale, const Tensor* residual) {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = n_;
   const int E = experts_;
@@ -118,7 +118,7 @@ Tensor TopKRouter::backward(const Tensor& dgate, real loss_scale) {
     cx.ops().convert(dlogits, d);
     dlogits = std::move(d);
   }
-  return proj_.backward(dlogits);
+  return proj_.backward(dlogits, residual);
 }
 
 MOK_NN_END

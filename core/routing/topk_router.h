@@ -50,8 +50,9 @@ class TopKRouter {
   RoutingDecision forward(const Tensor& x, bool keep, RouterLosses* losses);
   // dgate (n·k, `real`, on the layer's device): gradient of the objective w.r.t. the gates
   // (0 for dropped pairs), already scaled. loss_scale multiplies the aux and z gradients.
-  // Returns dx (n, d).
-  Tensor backward(const Tensor& dgate, real loss_scale);
+  // Returns dx (n, d); with residual (n, d), residual + dx, the add fused into the projection's
+  // input gradient where the backend can (the MoE layer's other branch).
+  Tensor backward(const Tensor& dgate, real loss_scale, const Tensor* residual = nullptr);
 
   // Expert parallelism: each rank routes only its shard of the batch, but the load-balancing
   // loss must use the global fractions f_e for the objective (and its gradient) to be the
