@@ -20,8 +20,7 @@ void SavedTensorSlot::keep_shared(const Tensor& t) {
     return;
   }
   const MemTag tag{MemCategory::saved_activations, layer_, kind_};
-  exact_ = t.share_as(tag);
-  if (exact_.empty()) exact_ = t.clone(tag);
+  exact_ = t.share_or_clone(tag);
 }
 
 const Tensor& SavedTensorSlot::get() const {

@@ -37,10 +37,10 @@ Tensor LocalDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exper
   Tensor ys = bank.grouped->forward(std::move(xs), pairs.offsets, keep);  // kept there without a copy
   Tensor y = cx.activation({n, d});
   ops.combine_pairs(ys, pairs.row_of_pair, &r.gate, n, r.k, y);
-  if (keep) {
-    order_ = pairs.order.clone(MemTag{});
-    row_of_pair_ = pairs.row_of_pair.clone(MemTag{});
-    gate_ = r.gate.clone(MemTag{});
+  if (keep) {  // the routing's tensors, not written after this (no copies)
+    order_ = pairs.order.share_or_clone(MemTag{});
+    row_of_pair_ = pairs.row_of_pair.share_or_clone(MemTag{});
+    gate_ = r.gate.share_or_clone(MemTag{});
     n_ = n;
     k_ = r.k;
   }

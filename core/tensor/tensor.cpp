@@ -164,6 +164,11 @@ Tensor Tensor::share_as(MemTag tag) const {
   return handle(offset_bytes_, shape_, false);
 }
 
+Tensor Tensor::share_or_clone(MemTag tag) const {
+  Tensor t = share_as(tag);
+  return t.storage_ || !storage_ ? std::move(t) : clone(std::move(tag));
+}
+
 Tensor Tensor::view(int64_t offset, std::vector<int64_t> shape) const {
   const int64_t n = shape_numel(shape);
   const int64_t size = storage_ ? storage_->size() / dtype_size(dtype_) : 0;

@@ -130,6 +130,9 @@ class Tensor {
   // under `tag` from now on whoever holds it. Returns an empty tensor for a view (the caller
   // copies instead). The bytes must not be written in place while the handle is kept.
   Tensor share_as(MemTag tag) const;
+  // share_as, or a copy counted under `tag` where the bytes cannot be shared (a view, borrowed
+  // memory).
+  Tensor share_or_clone(MemTag tag) const;
 
   // Same data, new shape with the same element count.
   void reshape(std::vector<int64_t> shape);
