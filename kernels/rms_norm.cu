@@ -147,9 +147,11 @@ __global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, co
   }
 }
 
-// dg[j] += Σ_b partial[b][j], b in a fixed order: thread (x, y) of a 32×8 block adds the
-// partials b ≡ y (mod 8) in order for column x, then the 8 sums are added in y order.
-constexpr int kColumnGroups = 8;
+// dg[j] += Σ_b partial[b][j], b in a fixed order: thread (x, y) of a 32×32 block adds the
+// partials b ≡ y (mod 32) in order for column x, then the 32 sums are added in y order. (With
+// 8 groups each thread's chain of 64 dependent adds made this launch a large part of the
+// backward.)
+constexpr int kColumnGroups = 32;
 
 __global__ void add_dg_partials_kernel(const float* partial, int64_t blocks, int64_t d, float* dg) {
   __shared__ float sums[kColumnGroups][32];
