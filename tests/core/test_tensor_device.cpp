@@ -103,6 +103,32 @@ class TestTensorDevice : public QObject {
     QVERIFY(base.view(4, {2, 4}).share_as(MemTag{}).empty());
   }
 
+  void shareOrCloneSharesWhatItCanAndCopiesTheRest() {
+    MemoryTracker tracker;
+    ScopedMemoryTracker track(tracker);
+    const MemTag kept_tag{MemCategory::saved_activations, 3, "moe.router.choice"};
+    Tensor x({4, 4});
+    x[7] = real(1.5);
+    Tensor shared = x.share_or_clone(kept_tag);  // a whole block: the same bytes, counted once
+    QCOMPARE(shared.raw(), x.raw());
+    QCOMPARE(tracker.live_bytes(MemCategory::saved_activations), x.bytes());
+    // a view: its own copy, under the tag, equal to the viewed elements
+    Tensor view = x.view(4, {1, 4});
+    Tensor copy = view.share_or_clone(kept_tag);
+    QVERIFY(copy.raw() != view.raw());
+    QCOMPARE(copy.shape(), view.shape());
+    QCOMPARE(copy[3], real(1.5));
+    QCOMPARE(tracker.live_bytes(MemCategory::saved_activations), x.bytes() + copy.bytes());
+    // borrowed memory: copied, never shared
+    float owned[2] = {4, 5};
+    Tensor borrowed = Tensor::borrow(owned, {2}, DType::f32, cpu_allocator());
+    Tensor from_borrowed = borrowed.share_or_clone(kept_tag);
+    QVERIFY(from_borrowed.raw() != static_cast<void*>(owned));
+    QCOMPARE(from_borrowed.data_as<float>()[1], 5.0f);
+    // an empty tensor stays empty
+    QVERIFY(Tensor().share_or_clone(kept_tag).empty());
+  }
+
   void borrowedMemoryIsReadNotCountedKeptOrFreed() {
     MemoryTracker tracker;
     ScopedMemoryTracker track(tracker);
