@@ -637,6 +637,17 @@ void CudaOps::combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const
   });
 }
 
+void CudaOps::combine_pairs_add(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n, int k,
+                                const Tensor& residual, Tensor& out) {
+  const auto timed = profile("combine_pairs_add");
+  same_dtype(out, residual, "combine_pairs_add");
+  by_type(out.dtype(), "combine_pairs_add", [&]<typename T>() {
+    cuda::combine_pairs<T>(static_cast<const T*>(rows.raw()), row_of_pair.ptr<int32_t>(),
+                           gate ? gate->ptr<float>() : nullptr, n, k, out.dim(1), static_cast<T*>(out.raw()), stream_,
+                           static_cast<const T*>(residual.raw()));
+  });
+}
+
 void CudaOps::pairs_to_rows(const Tensor& per_pair, const Tensor& order, Tensor& per_row) {
   const auto timed = profile("pairs_to_rows");
   pair_values_to_rows(per_pair.ptr<float>(), order.ptr<int32_t>(), order.numel(), per_row.ptr<float>(), stream_);

@@ -99,6 +99,8 @@ class CudaOps final : public mok::Ops {
   void gather_rows(const mok::Tensor& src, const mok::Tensor& order, int k, mok::Tensor& out) override;
   void combine_pairs(const mok::Tensor& rows, const mok::Tensor& row_of_pair, const mok::Tensor* gate, int64_t n,
                      int k, mok::Tensor& out) override;
+  void combine_pairs_add(const mok::Tensor& rows, const mok::Tensor& row_of_pair, const mok::Tensor* gate, int64_t n,
+                         int k, const mok::Tensor& residual, mok::Tensor& out) override;
   void pairs_to_rows(const mok::Tensor& per_pair, const mok::Tensor& order, mok::Tensor& per_row) override;
   void rows_to_pairs(const mok::Tensor& per_row, const mok::Tensor& order, mok::Tensor& per_pair) override;
   void scatter_positions(const mok::Tensor& index, int32_t base, mok::Tensor& out) override;

@@ -305,7 +305,7 @@ __global__ void gather_rows_kernel(const T* src, const int32_t* order, int k, in
 
 template <typename T, int V>
 __global__ void combine_pairs_kernel(const T* rows, const int32_t* row_of_pair, const float* gate, int64_t n, int k,
-                                     int64_t d, T* out) {
+                                     int64_t d, T* out, const T* add) {
   const int64_t t = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
   if (t >= n) return;
   const int lane = threadIdx.x % 32;
@@ -321,6 +321,12 @@ __global__ void combine_pairs_kernel(const T* rows, const int32_t* row_of_pair, 
       load_vec<T, V>(rows + int64_t(r) * d + j, x);
 #pragma unroll
       for (int u = 0; u < V; ++u) acc[u] = fmaf(g, x[u], acc[u]);
+    }
+    if (add) {
+      float a[V];
+      load_vec<T, V>(add + t * d + j, a);
+#pragma unroll
+      for (int u = 0; u < V; ++u) acc[u] = __fadd_rn(acc[u], a[u]);  // not contracted into the last fma
     }
     store_vec<T, V>(out + t * d + j, acc);
   }
@@ -518,13 +524,14 @@ void gather_rows(const T* src, const int32_t* order, int k, int64_t m, int64_t d
 
 template <typename T>
 void combine_pairs(const T* rows, const int32_t* row_of_pair, const float* gate, int64_t n, int k, int64_t d, T* out,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, const T* add) {
   if (n <= 0 || d <= 0) return;
   if (k < 1) throw std::invalid_argument("combine_pairs: top_k must be ≥ 1");
-  if (rows_vectorizable<T>(d, {rows, out}))
-    combine_pairs_kernel<T, kVec<T>><<<warp_blocks(n), kThreads, 0, stream>>>(rows, row_of_pair, gate, n, k, d, out);
+  if (rows_vectorizable<T>(d, {rows, out}) && (!add || rows_vectorizable<T>(d, {add})))
+    combine_pairs_kernel<T, kVec<T>><<<warp_blocks(n), kThreads, 0, stream>>>(rows, row_of_pair, gate, n, k, d, out,
+                                                                             add);
   else
-    combine_pairs_kernel<T, 1><<<warp_blocks(n), kThreads, 0, stream>>>(rows, row_of_pair, gate, n, k, d, out);
+    combine_pairs_kernel<T, 1><<<warp_blocks(n), kThreads, 0, stream>>>(rows, row_of_pair, gate, n, k, d, out, add);
   MOK_CUDA_CHECK_LAUNCH();
 }
 
@@ -597,7 +604,8 @@ void router_backward(const float* probs, const float* lse, const int32_t* choice
 
 #define MOK_MOE_ROUTING_ROWS(T)                                                                                   \
   template void gather_rows<T>(const T*, const int32_t*, int, int64_t, int64_t, T*, cudaStream_t);               \
-  template void combine_pairs<T>(const T*, const int32_t*, const float*, int64_t, int, int64_t, T*, cudaStream_t); \
+  template void combine_pairs<T>(const T*, const int32_t*, const float*, int64_t, int, int64_t, T*, cudaStream_t, \
+                                 const T*);                                                                      \
   template void row_dot<T>(const T*, const T*, int64_t, int64_t, float*, cudaStream_t);                          \
   template void scale_rows<T>(const T*, const float*, int64_t, int64_t, T*, cudaStream_t);
 MOK_MOE_ROUTING_ROWS(float)

@@ -58,10 +58,11 @@ template <typename T>
 void gather_rows(const T* src, const int32_t* order, int k, int64_t m, int64_t d, T* out, cudaStream_t stream);
 
 // out (n, d) written: out[t] = Σ_{s = 0..k−1, row_of_pair[t·k+s] ≥ 0} gate[t·k+s] · rows[row_of_pair[t·k+s]]
-// in slot order with float accumulation; rows (m, d) in `order` order; gate null = 1.
+// in slot order with float accumulation; rows (m, d) in `order` order; gate null = 1. With add
+// (n, d): out[t] = that sum + add[t], rounded once (in fp32 the bits of the sum, then add_).
 template <typename T>
 void combine_pairs(const T* rows, const int32_t* row_of_pair, const float* gate, int64_t n, int k, int64_t d,
-                   T* out, cudaStream_t stream);
+                   T* out, cudaStream_t stream, const T* add = nullptr);
 
 // per_row (m) = per_pair[order[i]]: gates into sorted-row order.
 void pair_values_to_rows(const float* per_pair, const int32_t* order, int64_t m, float* per_row,

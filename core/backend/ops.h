@@ -192,6 +192,13 @@ class Ops {
   // dropped pairs; gate null → 1.
   virtual void combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n, int k,
                              Tensor& out) = 0;
+  // The same followed by out += residual (n, d; the MoE branch joining the residual stream):
+  // here the two calls; a backend may add before rounding the combine.
+  virtual void combine_pairs_add(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n,
+                                 int k, const Tensor& residual, Tensor& out) {
+    combine_pairs(rows, row_of_pair, gate, n, k, out);
+    add_(out, residual);
+  }
   // per_row[i] = per_pair[order[i]];  per_pair (n·k) = 0, then per_pair[order[i]] = per_row[i]
   // (rows_to_pairs skips order[i] < 0).
   virtual void pairs_to_rows(const Tensor& per_pair, const Tensor& order, Tensor& per_row) = 0;

@@ -33,6 +33,10 @@ class ExpertDispatcher {
   virtual ~ExpertDispatcher() = default;
   virtual Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank,
                          bool keep) = 0;
+  // forward, then y += residual (n, d): the MoE branch joining the block's residual stream.
+  // Here the add after forward; a dispatcher whose combine can take it adds it there.
+  virtual Tensor forward_add(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep,
+                             const Tensor& residual);
   virtual Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) = 0;
   virtual std::string name() const = 0;
 };
@@ -50,10 +54,15 @@ void combine_pairs(const Tensor& per_pair, const int32_t* expert, const real* sc
 class LocalDispatcher final : public ExpertDispatcher {
  public:
   Tensor forward(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep) override;
+  // The residual added in the combine (Ops::combine_pairs_add).
+  Tensor forward_add(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep,
+                     const Tensor& residual) override;
   Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) override;
   std::string name() const override { return "local"; }
 
  private:
+  Tensor forward_impl(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep,
+                      const Tensor* residual);
   // Kept between forward and backward: the pair order and the gates.
   Tensor order_, row_of_pair_;  // (m), (n·k) i32
   Tensor gate_;                 // (n·k)

@@ -25,7 +25,24 @@ void combine_pairs(const Tensor& per_pair, const int32_t* expert, const real* sc
   });
 }
 
+Tensor ExpertDispatcher::forward_add(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep,
+                                     const Tensor& residual) {
+  Tensor y = forward(x, routing, bank, keep);
+  ExecContext::current().ops().add_(y, residual);
+  return y;
+}
+
 Tensor LocalDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool keep) {
+  return forward_impl(x, r, bank, keep, nullptr);
+}
+
+Tensor LocalDispatcher::forward_add(const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool keep,
+                                    const Tensor& residual) {
+  return forward_impl(x, r, bank, keep, &residual);
+}
+
+Tensor LocalDispatcher::forward_impl(const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool keep,
+                                     const Tensor* residual) {
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t n = x.dim(0), d = x.dim(1);
@@ -36,7 +53,14 @@ Tensor LocalDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exper
   ops.gather_rows(x, pairs.order, r.k, xs);
   Tensor ys = bank.grouped->forward(std::move(xs), pairs.offsets, keep);  // kept there without a copy
   Tensor y = cx.activation({n, d});
-  ops.combine_pairs(ys, pairs.row_of_pair, &r.gate, n, r.k, y);
+  if (residual) {
+    if (residual->numel() != y.numel() || residual->dtype() != y.dtype())
+      throw std::invalid_argument("LocalDispatcher: residual " + residual->shape_string() + " for an output of " +
+                                  y.shape_string());
+    ops.combine_pairs_add(ys, pairs.row_of_pair, &r.gate, n, r.k, *residual, y);
+  } else {
+    ops.combine_pairs(ys, pairs.row_of_pair, &r.gate, n, r.k, y);
+  }
   if (keep) {  // the routing's tensors, not written after this (no copies)
     order_ = pairs.order.share_or_clone(MemTag{});
     row_of_pair_ = pairs.row_of_pair.share_or_clone(MemTag{});

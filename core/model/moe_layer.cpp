@@ -24,11 +24,18 @@ MoeLayer::MoeLayer(const std::string& prefix, const MoeConfig& c, double init_st
   if (shared_) shared_->set_recompute_hidden(c.recompute);
 }
 
-Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats) {
+Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats, const Tensor* residual) {
   RouterLosses losses;
   RoutingDecision r = router_.forward(x, keep, &losses);
-  Tensor y = dispatcher_->forward(x, r, bank_, keep);
-  if (shared_) ExecContext::current().ops().add_(y, shared_->forward(x, keep));
+  Ops& ops = ExecContext::current().ops();
+  Tensor y;
+  if (residual && !shared_) {
+    y = dispatcher_->forward_add(x, r, bank_, keep, *residual);  // residual + routed
+  } else {
+    y = dispatcher_->forward(x, r, bank_, keep);
+    if (shared_) ops.add_(y, shared_->forward(x, keep));
+    if (residual) ops.add_(y, *residual);  // (routed + shared) + residual
+  }
   if (stats) {
     stats->losses = std::move(losses);
     stats->load = r.load;

@@ -40,7 +40,9 @@ class MoeLayer {
   MoeLayer(const std::string& prefix, const MoeConfig& config, double init_std, double out_std,
            uint64_t seed, int layer);
 
-  Tensor forward(const Tensor& x, bool keep, MoeStats* stats);
+  // residual (n, d): returns residual + moe(x), the add in the dispatcher's combine where it
+  // can (the block's residual stream).
+  Tensor forward(const Tensor& x, bool keep, MoeStats* stats, const Tensor* residual = nullptr);
   // loss_scale multiplies the aux and z loss gradients.
   Tensor backward(const Tensor& dy, real loss_scale);
 

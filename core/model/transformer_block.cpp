@@ -40,10 +40,7 @@ Tensor TransformerBlock::forward_keeping(const Tensor& x, int batch, int seq, bo
   Tensor h = attn_.forward(attn_norm_.forward(x, keep), batch, seq, keep, !rc, &x);  // x + attn(norm(x))
   Tensor hn = ffn_norm_.forward(h, keep);
   if (!moe_) return mlp_->forward(std::move(hn), keep, !rc, !rc, &h);  // h + mlp(norm(h))
-  Tensor out = moe_->forward(hn, keep, stats);
-  hn.reset();
-  add_into(out, h);
-  return out;
+  return moe_->forward(hn, keep, stats, &h);                          // h + moe(norm(h))
 }
 
 Tensor TransformerBlock::backward(const Tensor& dy, real loss_scale) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "kernels/checks/check_util.h"
 #include "kernels/checks/moe_routing_reference.h"
@@ -243,8 +244,8 @@ struct RowType<bf16> {
 };
 
 struct RowErrors {
-  double gather = 0, combine = 0, combine_ungated = 0, pair_values = 0, row_dot = 0, scale = 0, scale_in_place = 0,
-         repeat = 0;
+  double gather = 0, combine = 0, combine_ungated = 0, combine_add = 0, combine_add_bits = 0, pair_values = 0,
+         row_dot = 0, scale = 0, scale_in_place = 0, repeat = 0;
 };
 
 template <typename T>
@@ -281,6 +282,7 @@ void check_rows(CheckInputs& in, int64_t n, int k, int E, int64_t d, int64_t cap
       for (int64_t j = 0; j < d; ++j) per_pair[p * d + j] = rows[int64_t(s.row_of_pair[p]) * d + j];
   DeviceBuffer<T> d_expert_rows(R::device(rows)), d_out(size_t(n) * d);
   DeviceBuffer<float> d_gate(gate);
+  std::vector<float> gated_sum;  // the gated combine as the device rounded it
   for (int gated = 0; gated < 2; ++gated) {
     std::vector<float> first;
     for (int run = 0; run < 2; ++run) {
@@ -296,6 +298,26 @@ void check_rows(CheckInputs& in, int64_t n, int k, int E, int64_t d, int64_t cap
         reference_combine(per_pair, s.row_of_pair, gated ? gate_ref : std::vector<double>{}, n, k, d);
     (gated ? err.combine : err.combine_ungated) =
         std::max(gated ? err.combine : err.combine_ungated, relative_error(first, ref));
+    if (gated) gated_sum = first;
+  }
+  // with the residual stream added (the MoE branch joining it): against the reference, and in
+  // fp32 bitwise the combine then a float add
+  {
+    const std::vector<float> residual = R::host(R::device(in.normal(size_t(n) * d)));
+    DeviceBuffer<T> d_residual(R::device(residual));
+    poison(d_out);
+    combine_pairs<T>(d_expert_rows.data(), d_row.data(), d_gate.data(), n, k, d, d_out.data(), nullptr,
+                     d_residual.data());
+    sync();
+    const std::vector<float> got = R::host(from_device(d_out));
+    std::vector<double> ref = reference_combine(per_pair, s.row_of_pair, gate_ref, n, k, d);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] += residual[i];
+    err.combine_add = std::max(err.combine_add, relative_error(got, ref));
+    if constexpr (std::is_same_v<T, float>) {
+      std::vector<float> two_calls(gated_sum.size());
+      for (size_t i = 0; i < two_calls.size(); ++i) two_calls[i] = gated_sum[i] + residual[i];
+      err.combine_add_bits += differing(got, two_calls);
+    }
   }
 
   // gates to rows and row values back to pairs, exact
@@ -357,6 +379,9 @@ void check_rows_all(CheckInputs& in, std::vector<OpCheck>& out) {
   out.push_back({"moe.gather_rows " + t + " (mismatches)", err.gather, 0.0});
   out.push_back({"moe.combine " + t, err.combine, R::tolerance});
   out.push_back({"moe.combine ungated " + t, err.combine_ungated, R::tolerance});
+  out.push_back({"moe.combine + residual " + t, err.combine_add, R::tolerance});
+  if (std::is_same_v<T, float>)
+    out.push_back({"moe.combine + residual = combine, add " + t + " (mismatches)", err.combine_add_bits, 0.0});
   out.push_back({"moe.row_dot " + t, err.row_dot, kFp32Tolerance});
   out.push_back({"moe.scale_rows " + t, err.scale, R::tolerance});
   out.push_back({"moe.scale_rows in place " + t, err.scale_in_place, R::tolerance});
