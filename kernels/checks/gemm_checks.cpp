@@ -609,7 +609,8 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
 }
 
 // C = A·B + R with R read from its own buffer (c_in: the residual add of a block in the
-// GEMM's epilogue): against the reference, R left as it was, a bitwise repeat, and with fp32
+// GEMM's epilogue): against the reference, R left as it was, a bitwise repeat, C = R when
+// there is no product (k = 0 or alpha = 0: a copy, not cuBLASLt), and with fp32
 // outputs the same bits as the in-place form (C holding R, beta 1). bf16 outputs differ from
 // the in-place form in the last bit of about a quarter of the elements (measured on an H200:
 // cuBLASLt rounds the two epilogues differently), both within the bf16 tolerance.
@@ -646,6 +647,17 @@ void check_lt_gemm_residual(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& o
       }
       out.push_back({name, relative_error(got, ref), tolerance_for(ab, ct)});
       out.push_back({name + what + " (mismatches)", mismatches, 0.0});
+
+      // no product (k = 0, or alpha = 0): C = R exactly, R untouched
+      double copies = 0;
+      for (const int64_t kk : {int64_t(0), k}) {
+        d_c.poison();
+        lt.gemm(false, false, m, n, kk, kk == 0 ? 1.f : 0.f, d_a.data(), k, d_b.data(), n, 1.f, d_c.data(), n, ab, ct,
+                nullptr, d_r.data());
+        sync();
+        copies += differing_elements(d_c.download(), r) + differing_elements(d_r.download(), r);
+      }
+      out.push_back({name + ": k = 0 and alpha = 0 give C = R (mismatches)", copies, 0.0});
     });
   }
 }
