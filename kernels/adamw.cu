@@ -25,12 +25,13 @@ struct AdamWTensorOnDevice {
 // Step constants, computed on the host exactly as core/train/adamw.cpp does.
 struct AdamWConstants {
   double lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, bias1, bias2, decay;
+  float grad_scale;  // the clipping's factor (1: none), applied as its scale kernel does
 };
 
 // One element, in the CPU's order of operations, each rounded (no fused multiply-add).
 __device__ inline void adamw_element(float& w, float g, float& m, float& v, const AdamWConstants& k,
                                      double decay) {
-  const double gk = g;
+  const double gk = __fmul_rn(g, k.grad_scale);
   const double mk = __dadd_rn(__dmul_rn(k.beta1, m), __dmul_rn(k.one_minus_beta1, gk));
   const double vk = __dadd_rn(__dmul_rn(k.beta2, v), __dmul_rn(__dmul_rn(k.one_minus_beta2, gk), gk));
   m = static_cast<float>(mk);
@@ -127,7 +128,7 @@ void AdamWPlan::upload(void* device_mem, cudaStream_t stream) {
 }
 
 void AdamWPlan::step(double lr, double beta1, double beta2, double eps, double weight_decay, int64_t t,
-                     cudaStream_t stream) const {
+                     cudaStream_t stream, float grad_scale) const {
   if (t < 1) throw std::invalid_argument("AdamWPlan::step: step " + std::to_string(t) + " (1-based)");
   if (chunks_.empty()) return;
   if (!device_) throw std::logic_error("AdamWPlan::step before upload");
@@ -141,6 +142,7 @@ void AdamWPlan::step(double lr, double beta1, double beta2, double eps, double w
   k.bias1 = 1.0 - std::pow(beta1, static_cast<double>(t));
   k.bias2 = 1.0 - std::pow(beta2, static_cast<double>(t));
   k.decay = 1.0 - lr * weight_decay;
+  k.grad_scale = grad_scale;
   const auto* tensors = static_cast<const AdamWTensorOnDevice*>(device_);
   const auto* chunks = reinterpret_cast<const TensorChunk*>(static_cast<const char*>(device_) +
                                                             tensors_bytes(tensors_.size()));

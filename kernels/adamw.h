@@ -42,9 +42,11 @@ class AdamWPlan {
   // Copies the plan into device_mem (device_bytes(), 256-byte aligned); once. A copy from
   // pageable host memory: the host waits for it.
   void upload(void* device_mem, cudaStream_t stream);
-  // One update of every tensor; t is the 1-based step of the bias correction. Asynchronous.
+  // One update of every tensor; t is the 1-based step of the bias correction. Each gradient is
+  // used as float(g · grad_scale), the bits the clipping's scale kernel leaves (1: as it is);
+  // the gradients themselves are not written. Asynchronous.
   void step(double lr, double beta1, double beta2, double eps, double weight_decay, int64_t t,
-            cudaStream_t stream) const;
+            cudaStream_t stream, float grad_scale = 1.f) const;
 
   int64_t blocks() const { return static_cast<int64_t>(chunks_.size()); }
 

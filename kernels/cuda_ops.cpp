@@ -799,7 +799,8 @@ AdamWPlan& CudaOps::adamw_plan(const std::vector<mok::Parameter*>& params, std::
 void CudaOps::adamw_step(const std::vector<mok::Parameter*>& params, std::vector<Tensor>& m, std::vector<Tensor>& v,
                          const mok::AdamWStep& st) {
   const auto timed = profile("adamw_step");
-  adamw_plan(params, m, v).step(st.lr, st.beta1, st.beta2, st.eps, st.weight_decay, st.t, stream_);
+  adamw_plan(params, m, v).step(st.lr, st.beta1, st.beta2, st.eps, st.weight_decay, st.t, stream_,
+                                static_cast<float>(st.grad_scale));  // as scale_grads rounds it
 }
 
 GradNormPlan& CudaOps::grad_norm_plan(const std::vector<mok::Parameter*>& params) {

@@ -571,6 +571,7 @@ void CpuOps::sampled_error_terms(const Tensor& x, int64_t stride, const Tensor& 
 
 void CpuOps::adamw_step(const std::vector<Parameter*>& params, std::vector<Tensor>& m_all, std::vector<Tensor>& v_all,
                         const AdamWStep& st) {
+  if (st.grad_scale != 1.0) scale_grads(params, st.grad_scale);  // as the clipping left them before
   const double b1 = st.beta1, b2 = st.beta2, eps = st.eps, lr = st.lr;
   const double bias1 = 1.0 - std::pow(b1, static_cast<double>(st.t));
   const double bias2 = 1.0 - std::pow(b2, static_cast<double>(st.t));

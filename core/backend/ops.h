@@ -65,7 +65,10 @@ struct RouterLossSums {
 
 struct AdamWStep {
   double lr = 0.0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.0;
-  int64_t t = 1;  // 1-based update count (bias correction)
+  int64_t t = 1;             // 1-based update count (bias correction)
+  double grad_scale = 1.0;   // gradient clipping: the update uses each gradient as scale_grads(s)
+                             // leaves it; the CPU scales them first, a GPU inside the update
+                             // (the gradients are then left as they were)
 };
 
 class Ops {

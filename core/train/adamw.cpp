@@ -22,7 +22,7 @@ AdamW::AdamW(std::vector<Parameter*> params, AdamWOptions options)
   }
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, double grad_scale) {
   ++step_;
   AdamWStep st;
   st.lr = lr;
@@ -31,6 +31,7 @@ void AdamW::step(double lr) {
   st.eps = options_.eps;
   st.weight_decay = options_.weight_decay;
   st.t = step_;
+  st.grad_scale = grad_scale;
   ExecContext::current().ops().adamw_step(params_, m_, v_, st);
 }
 

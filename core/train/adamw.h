@@ -28,8 +28,10 @@ class AdamW {
   // Allocates m and v (zeros) on the parameters' device and the MemoryTracker current now.
   AdamW(std::vector<Parameter*> params, AdamWOptions options);
 
-  // One update of every parameter from its grad, with learning rate `lr`.
-  void step(double lr);
+  // One update of every parameter from its grad, with learning rate `lr`; grad_scale: the
+  // gradient clipping's factor (clip_factor), folded into the update where the backend can
+  // (the gradients may then be left unscaled).
+  void step(double lr, double grad_scale = 1.0);
 
   // Updates done so far (t in the bias correction of the next step is step_count()+1).
   int64_t step_count() const { return step_; }

@@ -12,6 +12,10 @@ namespace mok {
 // L2 norm of all gradients together.
 double global_grad_norm(const std::vector<Parameter*>& params);
 
+// The clipping factor of a global norm: max_norm / norm when norm > max_norm (and finite), else
+// 1 (max_norm <= 0: never clips). AdamW::step takes it to clip inside the update.
+double clip_factor(double norm, double max_norm);
+
 // Scales every gradient by max_norm / norm when norm > max_norm (max_norm <= 0: never).
 // Returns the norm before clipping.
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);

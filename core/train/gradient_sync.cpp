@@ -7,10 +7,10 @@
 
 namespace mok {
 
-double sync_and_clip_gradients(RankContext& rc, const std::vector<Parameter*>& params, double max_norm) {
-  if (!rc.parallel()) return clip_grad_norm(params, max_norm);
+double sync_gradients(RankContext& rc, const std::vector<Parameter*>& params) {
+  if (!rc.parallel()) return global_grad_norm(params);
   all_reduce_dense_gradients(*rc.data, params);
-  return clip_grad_norm_to(params, std::sqrt(global_grad_norm_sq(*rc.comm, params)), max_norm);
+  return std::sqrt(global_grad_norm_sq(*rc.comm, params));
 }
 
 }  // namespace mok

@@ -1,11 +1,12 @@
 #pragma once
-// Gradient sync and clipping after a step's backward, before the optimizer update.
+// Gradient sync and the global norm after a step's backward, before the optimizer update
+// (which clips with it: clip_factor in core/train/grad_clip.h, AdamW::step).
 //
-//   R = 1: clip by the global norm of this rank's gradients (clip_grad_norm).
+//   R = 1: the global norm of this rank's gradients (global_grad_norm).
 //   R > 1: sum the dense gradients over ranks (one all-reduce in fixed rank order, so every
-//          rank holds the same bits), take the norm over all parameters of all ranks
-//          (dense ones counted once, each rank's experts added), and clip with it — the
-//          same clipping as R = 1. Collective.
+//          rank holds the same bits), and take the norm over all parameters of all ranks
+//          (dense ones counted once, each rank's experts added) — the same norm as R = 1, so
+//          the same clipping. Collective.
 
 #include <vector>
 
@@ -14,7 +15,7 @@
 
 namespace mok {
 
-// Returns the global gradient norm before clipping (`max_norm` <= 0: no clipping).
-double sync_and_clip_gradients(RankContext& rc, const std::vector<Parameter*>& params, double max_norm);
+// Returns the global gradient norm.
+double sync_gradients(RankContext& rc, const std::vector<Parameter*>& params);
 
 }  // namespace mok

@@ -10,6 +10,7 @@
 #include "core/parallel/dispatcher_factory.h"
 #include "core/model/language_model.h"
 #include "core/train/adamw.h"
+#include "core/train/grad_clip.h"
 #include "core/train/gradient_sync.h"
 #include "core/train/rank_model.h"
 
@@ -85,9 +86,9 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   r.z /= tc.grad_accum;
   r.locality /= tc.grad_accum;
   cancel.check();  // the last point before the step changes weights or optimizer state
-  r.grad_norm = sync_and_clip_gradients(rc_, m_.params, tc.grad_clip);
+  r.grad_norm = sync_gradients(rc_, m_.params);
   r.lr = schedule_.lr_at(step);
-  m_.adam->step(r.lr);
+  m_.adam->step(r.lr, clip_factor(r.grad_norm, tc.grad_clip));  // the clipping inside the update
   ops.synchronize();  // a GPU step has ended when its last kernel has
   r.step_s = std::chrono::duration<double>(Clock::now() - t0).count();
   profile_.after_step(ops, step + 1, r.step_s,

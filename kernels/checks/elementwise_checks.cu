@@ -638,19 +638,28 @@ void check_adamw(CheckInputs& in, Results& r) {
   DeviceBuffer<char> plan_memory(plan.device_bytes());
   plan.upload(plan_memory.data(), nullptr);
 
+  // Step 2 clips: the update takes each gradient as the CPU's scale_grads leaves it (a float
+  // product) and must leave the device's gradients as they were.
+  double grads_changed = 0;
   for (int64_t step = 1; step <= 3; ++step) {
+    const float grad_scale = step == 2 ? 0.37f : 1.f;
+    std::vector<std::vector<float>> uploaded;
     for (size_t i = 0; i < specs.size(); ++i) {
-      const std::vector<float> g = in.normal(size_t(specs[i].numel), 0.1);
-      grads[i].upload(staged(g, specs[i].offset));
+      std::vector<float> g = in.normal(size_t(specs[i].numel), 0.1);
+      uploaded.push_back(staged(g, specs[i].offset));
+      grads[i].upload(uploaded.back());
       computes[i].poison();
+      for (float& x : g) x *= grad_scale;
       AdamWHostTensor& h = host[i];
       const double decay = h.weight_decay ? 1.0 - lr * weight_decay : 1.0;
       reference::adamw_step(h.param.data(), g.data(), h.m.data(), h.v.data(), specs[i].numel, lr, beta1, beta2, eps,
                             decay, step);
     }
-    plan.step(lr, beta1, beta2, eps, weight_decay, step, nullptr);
+    plan.step(lr, beta1, beta2, eps, weight_decay, step, nullptr, grad_scale);
     sync();
+    for (size_t i = 0; i < specs.size(); ++i) grads_changed += differing_elements(grads[i].download(), uploaded[i]);
   }
+  r.add("adamw with a clipping factor: gradients left as they were (changed)" + t, "", grads_changed, 0.0);
   // The CPU's arithmetic in the CPU's order: the same bits.
   for (size_t i = 0; i < specs.size(); ++i) {
     const AdamWHostTensor& h = host[i];
