@@ -41,15 +41,22 @@ Tensor Linear::product(const Tensor& x, MemTag out_tag, bool real_output, const 
                                 " does not have " + std::to_string(d_in()) + " columns");
   // GEMM with beta 0 (or the residual's add): every element written
   Tensor y = cx.empty({n, d_out()}, real_output ? kRealDType : cx.compute_dtype(), std::move(out_tag));
-  if (residual) {
-    if (residual->numel() != y.numel() || residual->dtype() != y.dtype())
-      throw std::invalid_argument("Linear " + w_.name + ": residual " + residual->shape_string() +
-                                  " does not match the output " + y.shape_string());
-    cx.ops().gemm_add(false, false, n, d_out(), d_in(), 1.0, x, d_in(), w_.compute(), d_out(), *residual, y);
-  } else {
-    cx.ops().gemm(false, false, n, d_out(), d_in(), 1.0, x, d_in(), w_.compute(), d_out(), 0.0, y, d_out());
-  }
+  times_weight(x, false, residual, "output", y);
   return y;
+}
+
+void Linear::times_weight(const Tensor& a, bool transposed, const Tensor* residual, const char* what,
+                          Tensor& out) const {
+  const int64_t n = out.dim(0), cols = out.dim(1), k = transposed ? d_out() : d_in();
+  Ops& ops = ExecContext::current().ops();
+  if (!residual) {
+    ops.gemm(false, transposed, n, cols, k, 1.0, a, k, w_.compute(), d_out(), 0.0, out, cols);
+    return;
+  }
+  if (residual->numel() != out.numel() || residual->dtype() != out.dtype())
+    throw std::invalid_argument("Linear " + w_.name + ": residual " + residual->shape_string() +
+                                " does not match the " + what + " " + out.shape_string());
+  ops.gemm_add(false, transposed, n, cols, k, 1.0, a, k, w_.compute(), d_out(), *residual, out);
 }
 
 SavedLinearInput& Linear::saved_input_for_save() {
@@ -73,14 +80,7 @@ Tensor Linear::input_grad(const Tensor& dy, const Tensor* residual) const {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = dy.dim(0);
   Tensor dx = cx.activation({n, d_in()});
-  if (residual) {
-    if (residual->numel() != dx.numel() || residual->dtype() != dx.dtype())
-      throw std::invalid_argument("Linear " + w_.name + ": residual " + residual->shape_string() +
-                                  " does not match the input gradient " + dx.shape_string());
-    cx.ops().gemm_add(false, true, n, d_in(), d_out(), 1.0, dy, d_out(), w_.compute(), d_out(), *residual, dx);
-  } else {
-    cx.ops().gemm(false, true, n, d_in(), d_out(), 1.0, dy, d_out(), w_.compute(), d_out(), 0.0, dx, d_in());
-  }
+  times_weight(dy, true, residual, "input gradient", dx);
   return dx;
 }
 

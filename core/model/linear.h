@@ -51,6 +51,9 @@ class Linear {
 
  private:
   Tensor product(const Tensor& x, MemTag out_tag, bool real_output, const Tensor* residual) const;  // Y = X·W (+ R)
+  // out (n, cols) = a·W, or a·Wᵀ when transposed, + residual when given (checked against out,
+  // named `what` in the message).
+  void times_weight(const Tensor& a, bool transposed, const Tensor* residual, const char* what, Tensor& out) const;
   SavedLinearInput& saved_input_for_save();
 
   Parameter w_;  // (d_in, d_out)
