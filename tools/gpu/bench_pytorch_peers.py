@@ -686,23 +686,13 @@ logging:  {{db: {folder}/check.db, checkpoint_dir: {folder}/checkpoints, progres
 # Comparison with mok's own runs (tools/gpu/bench_gpu.sh writes them)
 # --------------------------------------------------------------------------------------
 
-def mok_step_ms(db_path, run_id):
-    """[(step, perf/step_ms, wall_s)] of one run in mok's run store, in step order; wall_s is
-    the run's wall clock when the step's row was written."""
+def mok_metric_rows(db_path, run_id, name):
+    """[(step, value, wall_s)] of one metric of one run in mok's run store, in step order;
+    wall_s is the run's wall clock when the step's row was written."""
     import sqlite3
     with sqlite3.connect(db_path) as db:
         return db.execute("SELECT m.step, m.value, m.wall_s FROM metrics m JOIN metric_names n ON n.id = m.name_id "
-                          "WHERE m.run_id = ? AND n.name = 'perf/step_ms' ORDER BY m.step", (run_id,)).fetchall()
-
-
-def mok_validation_steps(db_path, run_id):
-    """The steps of a run whose metric row holds validation figures (written after the
-    validation ran, so their wall clock includes it)."""
-    import sqlite3
-    with sqlite3.connect(db_path) as db:
-        return {row[0] for row in db.execute(
-            "SELECT m.step FROM metrics m JOIN metric_names n ON n.id = m.name_id "
-            "WHERE m.run_id = ? AND n.name = 'val/loss'", (run_id,))}
+                          "WHERE m.run_id = ? AND n.name = ? ORDER BY m.step", (run_id, name)).fetchall()
 
 
 def read_text(path):
@@ -747,8 +737,9 @@ def mok_row(s, mok_dir, warmup):
                 "parameters_mok": result.get("parameters"), "last_ce": result.get("train_loss")})
     db_path = os.path.join(mok_dir, "mok_runs.db")
     try:
-        steps = mok_step_ms(db_path, result["run_id"])
-        validated = mok_validation_steps(db_path, result["run_id"])
+        steps = mok_metric_rows(db_path, result["run_id"], "perf/step_ms")
+        # rows with validation figures are written after the validation ran
+        validated = {step for step, _, _ in mok_metric_rows(db_path, result["run_id"], "val/loss")}
         row["first_ce"] = read_mok_metric(db_path, result["run_id"], "train/loss", 1)
     except Exception as exc:  # noqa: BLE001 - fall back to mok's all-steps figure
         steps, validated, row["note"] = [], set(), f"run store unreadable ({error_text(exc)}); tokens/s over all steps"
