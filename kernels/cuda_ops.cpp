@@ -476,15 +476,18 @@ void CudaOps::swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) {
   });
 }
 
-void CudaOps::swiglu_backward_row_scaled(const Tensor& a, Tensor& dh, const Tensor& s, Tensor& da) {
-  const auto timed = profile("swiglu_backward_row_scaled");
+void CudaOps::swiglu_backward_gated(const Tensor& a, Tensor&& h, Tensor& dh, const Tensor& s, Tensor& dgate,
+                                    Tensor& da) {
+  const auto timed = profile("swiglu_backward_gated");
+  h.reset();  // rebuilt from a inside the kernel (the same bits): its memory goes back now
   const int64_t n = a.dim(0), f = a.dim(1) / 2;
-  if (s.numel() != n || s.dtype() != DType::f32)
-    throw std::invalid_argument("swiglu_backward_row_scaled: scales " + s.shape_string() + " for " +
-                                std::to_string(n) + " rows (f32)");
-  by_type(a.dtype(), "swiglu_backward_row_scaled", [&]<typename T>() {
-    cuda::swiglu_backward<T>(static_cast<const T*>(a.raw()), static_cast<const T*>(dh.raw()), n, f,
-                             static_cast<T*>(da.raw()), stream_, s.ptr<float>());
+  if (s.numel() != n || s.dtype() != DType::f32 || dgate.numel() != n || dgate.dtype() != DType::f32)
+    throw std::invalid_argument("swiglu_backward_gated: gates " + s.shape_string() + " and their gradient " +
+                                dgate.shape_string() + " for " + std::to_string(n) + " rows (f32)");
+  same_dtype(a, dh, "swiglu_backward_gated");
+  by_type(a.dtype(), "swiglu_backward_gated", [&]<typename T>() {
+    cuda::swiglu_backward_gated<T>(static_cast<const T*>(a.raw()), static_cast<const T*>(dh.raw()), s.ptr<float>(),
+                                   n, f, static_cast<T*>(da.raw()), dgate.ptr<float>(), stream_);
   });
 }
 

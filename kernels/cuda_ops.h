@@ -82,8 +82,8 @@ class CudaOps final : public mok::Ops {
                         mok::Tensor& o) override;
   void swiglu_forward(const mok::Tensor& a, mok::Tensor& h) override;
   void swiglu_backward(const mok::Tensor& a, const mok::Tensor& dh, mok::Tensor& da) override;
-  void swiglu_backward_row_scaled(const mok::Tensor& a, mok::Tensor& dh, const mok::Tensor& s,
-                                  mok::Tensor& da) override;
+  void swiglu_backward_gated(const mok::Tensor& a, mok::Tensor&& h, mok::Tensor& dh, const mok::Tensor& s,
+                             mok::Tensor& dgate, mok::Tensor& da) override;
   mok::CrossEntropySum cross_entropy(mok::Tensor& logits, const int32_t* targets, bool write_grad) override;
   void embedding_forward(const mok::Tensor& w, const mok::Tensor& tokens, mok::Tensor& x) override;
   void embedding_backward(const mok::Tensor& dx, const mok::Tensor& tokens, mok::Tensor& dw) override;

@@ -20,4 +20,11 @@ template <typename T>
 void swiglu_backward(const T* a, const T* dh, int64_t n, int64_t f, T* da, cudaStream_t stream,
                      const float* row_scale = nullptr);
 
+// The routed experts' backward through their gates (gate: n floats): dgate[r] = Σ_j dh[r, j]·h[r, j]
+// with h = swiglu_forward(a) rebuilt (the bits of row_dot over the forward's h), and da as
+// swiglu_backward with row_scale = gate. dh is left as it is. Zero-size f gives dgate = 0.
+template <typename T>
+void swiglu_backward_gated(const T* a, const T* dh, const float* gate, int64_t n, int64_t f, T* da, float* dgate,
+                           cudaStream_t stream);
+
 }  // namespace mok::cuda

@@ -154,11 +154,16 @@ class Ops {
   // SwiGLU: a (n, 2f) = [gate | up] → h (n, f); backward writes da (n, 2f).
   virtual void swiglu_forward(const Tensor& a, Tensor& h) = 0;
   virtual void swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) = 0;
-  // The same for dh's rows scaled by s (n, f32/`real`: routed experts' gates), each scaled row
-  // rounded to dh's dtype as scale_rows rounds it. Here scale_rows (dh scaled in place: its
-  // values afterwards are the scaled ones) and swiglu_backward; a backend may fuse the two
-  // and leave dh as it was.
-  virtual void swiglu_backward_row_scaled(const Tensor& a, Tensor& dh, const Tensor& s, Tensor& da) {
+  // The routed experts' backward through their gates s (n, f32/`real`): dgate (n) = Σ_j dh·h
+  // row by row (dh before the gate; h = swiglu(a), handed over: the op releases it when it is
+  // done with it), then da as swiglu_backward of dh's rows scaled by s, each scaled row rounded
+  // to dh's dtype as scale_rows rounds it. Here row_dot, scale_rows (dh scaled in place: its
+  // values afterwards are the scaled ones) and swiglu_backward; a backend may fuse them,
+  // rebuild h from a instead of reading it, and leave dh as it was.
+  virtual void swiglu_backward_gated(const Tensor& a, Tensor&& h, Tensor& dh, const Tensor& s, Tensor& dgate,
+                                     Tensor& da) {
+    row_dot(dh, h, dgate);
+    h.reset();
     scale_rows(dh, s, dh);
     swiglu_backward(a, dh, da);
   }

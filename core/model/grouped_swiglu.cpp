@@ -163,14 +163,12 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, const Tensor& gate, Tens
   }
   Tensor dh = cx.activation({m, f_});
   ops.grouped_gemm(true, offsets_, dys, down_.weights(), 0.0, dh);  // dys·W_downᵀ, before the gate
-  ops.row_dot(dh, h, dgate);
   Tensor dy_gated = cx.activation({m, d_});
   ops.scale_rows(dys, gate, dy_gated);
   weight_grad(dy_gated, h_saved_, down_, hidden_kept_ ? nullptr : &h);
-  h.reset();
   dy_gated.reset();
   Tensor da = cx.activation({m, 2 * f_});
-  ops.swiglu_backward_row_scaled(a, dh, gate, da);  // through the gates
+  ops.swiglu_backward_gated(a, std::move(h), dh, gate, dgate, da);  // the gates' gradient, and through them
   a.reset();
   a_kept_.reset();
   dh.reset();

@@ -322,24 +322,34 @@ void check_swiglu(CheckInputs& in, Results& r) {
     reference::swiglu_backward(a.values, dh.values, n, f, da_ref);
     r.add("swiglu.backward" + t, detail, relative_error(da.download_floats(), da_ref), tolerance_of<T>());
 
-    // dh's rows scaled by s first (routed experts' gates): the bits of scale_rows then
-    // swiglu_backward, dh left as it was, and against the reference of the rounded scaled rows
+    // The routed experts' gated backward: the gates' gradient Σ_j dh·h with h rebuilt from a,
+    // and da of dh's rows scaled by s (each rounded as scale_rows rounds it). Against the
+    // reference (h, the scaled rows: the device's rounded ones), and the bits of the three
+    // calls it fuses (row_dot over the forward's h, scale_rows, swiglu_backward), dh left as it was.
     const std::vector<float> s_host = in.normal(static_cast<size_t>(n));
     const DeviceBuffer<float> s(s_host);
     const std::vector<T> dh_before = dh.download();
     auto scaled = poisoned_array<T>(n * f, c.offset);
-    auto da_two = poisoned_array<T>(n * 2 * f, c.offset), da_fused = poisoned_array<T>(n * 2 * f, c.offset);
+    auto da_three = poisoned_array<T>(n * 2 * f, c.offset), da_fused = poisoned_array<T>(n * 2 * f, c.offset);
+    DeviceBuffer<float> dgate_three(static_cast<size_t>(n)), dgate_fused(static_cast<size_t>(n));
+    row_dot<T>(dh.ptr(), h.ptr(), n, f, dgate_three.data(), nullptr);
     scale_rows<T>(dh.ptr(), s.data(), n, f, scaled.ptr(), nullptr);
-    swiglu_backward<T>(a.ptr(), scaled.ptr(), n, f, da_two.ptr(), nullptr);
-    swiglu_backward<T>(a.ptr(), dh.ptr(), n, f, da_fused.ptr(), nullptr, s.data());
+    swiglu_backward<T>(a.ptr(), scaled.ptr(), n, f, da_three.ptr(), nullptr);
+    swiglu_backward_gated<T>(a.ptr(), dh.ptr(), s.data(), n, f, da_fused.ptr(), dgate_fused.data(), nullptr);
     sync();
-    const std::vector<float> scaled_host = scaled.download_floats();
-    Values da_scaled_ref;
+    const std::vector<float> scaled_host = scaled.download_floats(), h_host = h.download_floats();
+    Values da_scaled_ref, dgate_ref(static_cast<size_t>(n), 0.0);
     reference::swiglu_backward(a.values, Values(scaled_host.begin(), scaled_host.end()), n, f, da_scaled_ref);
-    r.add("swiglu.backward row-scaled" + t, detail, relative_error(da_fused.download_floats(), da_scaled_ref),
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < f; ++j) dgate_ref[i] += dh.values[i * f + j] * double(h_host[i * f + j]);
+    r.add("swiglu.backward gated: da" + t, detail, relative_error(da_fused.download_floats(), da_scaled_ref),
           tolerance_of<T>());
-    r.add("swiglu.backward row-scaled = scale_rows + backward, dh kept (mismatches)" + t, detail,
-          differing_elements(da_fused.download(), da_two.download()) + differing_elements(dh.download(), dh_before),
+    r.add("swiglu.backward gated: dgate" + t, detail,
+          relative_error(dgate_fused.download(), dgate_ref), kFp32Tolerance);
+    r.add("swiglu.backward gated = row_dot + scale_rows + backward, dh kept (mismatches)" + t, detail,
+          differing_elements(da_fused.download(), da_three.download()) +
+              differing_elements(dgate_fused.download(), dgate_three.download()) +
+              differing_elements(dh.download(), dh_before),
           0.0);
   }
 }
