@@ -631,6 +631,18 @@ void CudaOps::gather_rows(const Tensor& src, const Tensor& order, int k, Tensor&
   });
 }
 
+void CudaOps::gather_rows_scaled(const Tensor& src, const Tensor& order, int k, const Tensor& s, Tensor& out,
+                                 Tensor& scaled) {
+  const auto timed = profile("gather_rows_scaled");
+  if (s.numel() != order.numel() || s.dtype() != DType::f32)
+    throw std::invalid_argument("gather_rows_scaled: scales " + s.shape_string() + " for " +
+                                std::to_string(order.numel()) + " rows (f32)");
+  by_type(src.dtype(), "gather_rows_scaled", [&]<typename T>() {
+    cuda::gather_rows<T>(static_cast<const T*>(src.raw()), order.ptr<int32_t>(), k, order.numel(), src.dim(1),
+                         static_cast<T*>(out.raw()), stream_, s.ptr<float>(), static_cast<T*>(scaled.raw()));
+  });
+}
+
 void CudaOps::combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n, int k,
                             Tensor& out) {
   const auto timed = profile("combine_pairs");

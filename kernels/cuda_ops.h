@@ -97,6 +97,8 @@ class CudaOps final : public mok::Ops {
                        const mok::Tensor& dgate, const std::vector<double>& f, const std::vector<uint8_t>* local,
                        double aux_w, double z_w, double loc_w, mok::Tensor& dlogits) override;
   void gather_rows(const mok::Tensor& src, const mok::Tensor& order, int k, mok::Tensor& out) override;
+  void gather_rows_scaled(const mok::Tensor& src, const mok::Tensor& order, int k, const mok::Tensor& s,
+                          mok::Tensor& out, mok::Tensor& scaled) override;
   void combine_pairs(const mok::Tensor& rows, const mok::Tensor& row_of_pair, const mok::Tensor* gate, int64_t n,
                      int k, mok::Tensor& out) override;
   void combine_pairs_add(const mok::Tensor& rows, const mok::Tensor& row_of_pair, const mok::Tensor* gate, int64_t n,

@@ -1,5 +1,3 @@
-#include <cub/device/device_radix_sort.cuh>
-
 #include <cmath>
 #include <initializer_list>
 #include <stdexcept>
@@ -101,11 +99,18 @@ __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E
   if (lane == 0) lse[t] = m + logf(s);
 
   // Repeated selection: the largest untaken p, ties to the lower expert index. (p ≥ 0, so
-  // −1 marks experts that are taken or beyond E.)
+  // −1 marks experts that are taken or beyond E.) Nothing here is indexed by a runtime value,
+  // so it all stays in registers: the locality mask as this lane's bits, the chosen expert
+  // and gate of slot s on lane s, their sum in slot order.
   unsigned taken = 0;  // bit i: expert lane + 32·i is taken
-  float chosen_p[kMaxRouterTopK];
-  int chosen_e[kMaxRouterTopK];
-  auto is_local = [&](int e) { return (loc.local[e / 32] >> (e % 32) & 1u) != 0; };
+  unsigned local_bits = 0;  // bit i: expert lane + 32·i lives on this rank
+  if (loc.enabled) {
+#pragma unroll
+    for (int i = 0; i < kExpertsPerLane; ++i)
+      if (loc.local[i] >> lane & 1u) local_bits |= 1u << i;
+  }
+  float my_p = 0.f, chosen_sum = 0.f;
+  int my_e = 0;
   for (int slot = 0; slot < k; ++slot) {
     float best = -1.f, best_l = -1.f;  // over all untaken experts, and over the local ones
     int best_e = 0x7fffffff, best_le = 0x7fffffff;
@@ -117,7 +122,7 @@ __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E
         best = p;
         best_e = e;
       }
-      if (loc.enabled && e < E && is_local(e) && p > best_l) {
+      if (loc.enabled && e < E && (local_bits >> i & 1u) && p > best_l) {
         best_l = p;
         best_le = e;
       }
@@ -129,29 +134,34 @@ __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E
         best = other;
         best_e = other_e;
       }
-      const float other_l = __shfl_xor_sync(0xffffffffu, best_l, o);
-      const int other_le = __shfl_xor_sync(0xffffffffu, best_le, o);
-      if (other_l > best_l || (other_l == best_l && other_le < best_le)) {
-        best_l = other_l;
-        best_le = other_le;
+    }
+    if (loc.enabled) {
+      for (int o = 16; o > 0; o >>= 1) {
+        const float other_l = __shfl_xor_sync(0xffffffffu, best_l, o);
+        const int other_le = __shfl_xor_sync(0xffffffffu, best_le, o);
+        if (other_l > best_l || (other_l == best_l && other_le < best_le)) {
+          best_l = other_l;
+          best_le = other_le;
+        }
+      }
+      // best_e's locality bit, from the lane that holds it (every lane has the same best_e)
+      const unsigned owner_bits = __shfl_sync(0xffffffffu, local_bits, best_e % 32);
+      const bool best_is_local = (owner_bits >> (best_e / 32) & 1u) != 0;
+      if (!best_is_local && best_le < E && static_cast<double>(best_l) >= static_cast<double>(best) - loc.margin) {
+        best = best_l;
+        best_e = best_le;
       }
     }
-    if (loc.enabled && !is_local(best_e) && best_le < E &&
-        static_cast<double>(best_l) >= static_cast<double>(best) - loc.margin) {
-      best = best_l;
-      best_e = best_le;
-    }
     if (best_e % 32 == lane) taken |= 1u << (best_e / 32);
-    chosen_p[slot] = best;
-    chosen_e[slot] = best_e;
-  }
-  float chosen_sum = 0.f;
-  for (int slot = 0; slot < k; ++slot) chosen_sum += chosen_p[slot];
-  for (int slot = 0; slot < k; ++slot) {
+    chosen_sum += best;
     if (lane == slot) {
-      expert[t * k + slot] = chosen_e[slot];
-      gate[t * k + slot] = chosen_p[slot] / chosen_sum;
+      my_p = best;
+      my_e = best_e;
     }
+  }
+  if (lane < k) {
+    expert[t * k + lane] = my_e;
+    gate[t * k + lane] = my_p / chosen_sum;
   }
 }
 
@@ -163,137 +173,184 @@ void check_router_shape(const char* what, int64_t n, int E, int k) {
                                 std::to_string(kMaxRouterTopK) + "))");
 }
 
-// ---- pair sort: stable radix sort by expert, then capacity and positions ----
+// ---- pair sort: a stable counting sort by expert, in tiles of pairs ----
+//
+// 1. tile_counts (tiles, E): each tile's pairs per expert;
+// 2. one block: per expert, the tiles' exclusive prefix (in place), load, counts (capacity
+//    applied) and start_kept, the experts' exclusive prefix of counts;
+// 3. each tile again, 256 pairs at a time in pair order: a pair's rank among its expert's
+//    pairs = the earlier tiles' count + the earlier rounds' + the earlier warps' + the
+//    earlier lanes' with the same expert (__match_any_sync). All integer counts: the same
+//    result in every run, whatever the timing. Expert ids outside [0, E) are not placed.
 
-// keys (P): the expert, E for pairs already dropped; values (P): the pair index.
-__global__ void sort_keys_kernel(const int32_t* expert, int64_t pairs, int E, uint32_t* keys, int32_t* values) {
-  const int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (p >= pairs) return;
-  const int32_t e = expert[p];
-  keys[p] = (e >= 0 && e < E) ? uint32_t(e) : uint32_t(E);
-  values[p] = static_cast<int32_t>(p);
-}
+constexpr int kSortTile = 1024;                          // pairs per block
+constexpr int kMaxSortExperts = 1024;                    // shared memory: (warps + 1) counts per expert
+constexpr int kSortRounds = kSortTile / kThreads;
 
-// First index i of sorted keys with keys[i] ≥ key.
-__device__ inline int64_t lower_bound(const uint32_t* keys, int64_t count, uint32_t key) {
-  int64_t lo = 0, hi = count;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (keys[mid] < key) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
+int64_t sort_tiles(int64_t pairs) { return (pairs + kSortTile - 1) / kSortTile; }
 
-// One block. start_all (E): first sorted position of expert e; load, counts (E);
-// start_kept (E): first position of e in `order` (exclusive scan of counts, in expert order).
-__global__ void expert_ranges_kernel(const uint32_t* sorted_keys, int64_t pairs, int E, int64_t capacity,
-                                     int64_t* start_all, int64_t* start_kept, int64_t* load, int64_t* counts) {
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const int64_t begin = lower_bound(sorted_keys, pairs, uint32_t(e));
-    const int64_t end = lower_bound(sorted_keys, pairs, uint32_t(e) + 1);
-    start_all[e] = begin;
-    load[e] = end - begin;
-    counts[e] = capacity > 0 && end - begin > capacity ? capacity : end - begin;
+__global__ void sort_tile_counts_kernel(const int32_t* expert, int64_t pairs, int E, int32_t* tile_counts) {
+  extern __shared__ int32_t hist[];  // E
+  for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  const int64_t begin = blockIdx.x * int64_t(kSortTile);
+  for (int r = 0; r < kSortRounds; ++r) {
+    const int64_t p = begin + r * kThreads + threadIdx.x;
+    if (p < pairs) {
+      const int32_t e = expert[p];
+      if (e >= 0 && e < E) atomicAdd(&hist[e], 1);  // integer adds: the order does not matter
+    }
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int64_t kept = 0;
-    for (int e = 0; e < E; ++e) {
-      start_kept[e] = kept;
-      kept += counts[e];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) tile_counts[blockIdx.x * int64_t(E) + e] = hist[e];
+}
+
+// Inclusive prefix sum over a warp's lanes.
+template <typename V>
+__device__ inline V warp_inclusive_scan(V v, int lane) {
+  for (int o = 1; o < 32; o <<= 1) {
+    const V before = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += before;
+  }
+  return v;
+}
+
+// One block of kScanThreads: a warp per expert at a time scans its column of tile_counts,
+// 32 tiles per step, which becomes each tile's first rank per expert (exclusive prefix over
+// tiles); then warp 0 scans the kept counts into start_kept.
+constexpr int kScanThreads = 1024;
+
+__global__ void sort_expert_ranges_kernel(int32_t* tile_counts, int64_t tiles, int E, int64_t capacity,
+                                          int64_t* load, int64_t* counts, int64_t* start_kept) {
+  __shared__ int64_t kept[kMaxSortExperts];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int e = warp; e < E; e += kScanThreads / 32) {
+    int64_t carry = 0;
+    for (int64_t t0 = 0; t0 < tiles; t0 += 32) {
+      const int64_t t = t0 + lane;
+      const int32_t c = t < tiles ? tile_counts[t * E + e] : 0;
+      const int32_t inclusive = warp_inclusive_scan(c, lane);
+      if (t < tiles) tile_counts[t * E + e] = static_cast<int32_t>(carry + inclusive - c);
+      carry += __shfl_sync(0xffffffffu, inclusive, 31);
+    }
+    if (lane == 0) {
+      load[e] = carry;
+      kept[e] = capacity > 0 && carry > capacity ? capacity : carry;
+      counts[e] = kept[e];
+    }
+  }
+  __syncthreads();
+  if (warp == 0) {
+    int64_t carry = 0;
+    for (int e0 = 0; e0 < E; e0 += 32) {
+      const int e = e0 + lane;
+      const int64_t c = e < E ? kept[e] : 0;
+      const int64_t inclusive = warp_inclusive_scan(c, lane);
+      if (e < E) start_kept[e] = carry + inclusive - c;
+      carry += __shfl_sync(0xffffffffu, inclusive, 31);
     }
   }
 }
 
-__global__ void place_pairs_kernel(const uint32_t* sorted_keys, const int32_t* sorted_pairs, int64_t pairs, int E,
-                                   int64_t capacity, const int64_t* start_all, const int64_t* start_kept,
-                                   int32_t* order, int32_t* row_of_pair) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= pairs) return;
-  const uint32_t e = sorted_keys[i];
-  const int32_t p = sorted_pairs[i];
-  if (e >= uint32_t(E)) {
-    row_of_pair[p] = -1;
-    return;
+__global__ void sort_place_pairs_kernel(const int32_t* expert, int64_t pairs, int E, int64_t capacity,
+                                        const int32_t* tile_first, const int64_t* start_kept, int32_t* order,
+                                        int32_t* row_of_pair) {
+  extern __shared__ int32_t shared[];
+  int32_t* warp_count = shared;                  // (warps, E): this round's pairs per warp and expert
+  int32_t* running = shared + kWarpsPerBlock * E;  // (E): the tile's pairs per expert in earlier rounds
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned lanes_before = (1u << lane) - 1u;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) running[e] = 0;
+  const int64_t begin = blockIdx.x * int64_t(kSortTile);
+  for (int r = 0; r < kSortRounds; ++r) {
+    for (int i = threadIdx.x; i < kWarpsPerBlock * E; i += blockDim.x) warp_count[i] = 0;
+    __syncthreads();
+    const int64_t p = begin + r * kThreads + threadIdx.x;
+    const bool valid = p < pairs;
+    int32_t e = valid ? expert[p] : -1;
+    if (e < 0 || e >= E) e = -1;  // not placed
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    if (e >= 0 && (same & lanes_before) == 0) warp_count[warp * E + e] = __popc(same);
+    __syncthreads();
+    if (valid) {
+      int32_t pos = -1;
+      if (e >= 0) {
+        int64_t rank = int64_t(tile_first[blockIdx.x * int64_t(E) + e]) + running[e] + __popc(same & lanes_before);
+        for (int w = 0; w < warp; ++w) rank += warp_count[w * E + e];
+        if (capacity == 0 || rank < capacity) {
+          pos = static_cast<int32_t>(start_kept[e] + rank);
+          order[pos] = static_cast<int32_t>(p);
+        }
+      }
+      row_of_pair[p] = pos;
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < E; x += blockDim.x) {
+      int32_t add = 0;
+      for (int w = 0; w < kWarpsPerBlock; ++w) add += warp_count[w * E + x];
+      running[x] += add;
+    }
+    __syncthreads();
   }
-  const int64_t rank = i - start_all[e];  // among expert e's pairs, in pair order (stable sort)
-  if (capacity > 0 && rank >= capacity) {
-    row_of_pair[p] = -1;
-    return;
-  }
-  const int64_t pos = start_kept[e] + rank;
-  order[pos] = p;
-  row_of_pair[p] = static_cast<int32_t>(pos);
 }
 
-// Workspace of moe_sort_pairs, each part 256-byte aligned.
+// Workspace of moe_sort_pairs: tile counts (tiles, E) i32, then start_kept (E) i64.
 struct SortWorkspace {
-  uint32_t* keys_in;
-  uint32_t* keys_out;
-  int32_t* pairs_in;
-  int32_t* pairs_out;
-  int64_t* start_all;
+  int32_t* tile_counts;
   int64_t* start_kept;
-  void* cub_temp;
-  size_t cub_bytes;
   size_t total;
 };
 
 size_t round_up_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-int key_bits(int E) {  // bits for keys 0..E
-  int bits = 1;
-  while ((int64_t(1) << bits) <= E) ++bits;
-  return bits;
-}
-
-// Offsets from the workspace start first (base null: sizes only), then the pointers.
 SortWorkspace sort_workspace(void* base, int64_t pairs, int E) {
-  const size_t P = static_cast<size_t>(pairs);
-  size_t cub_bytes = 0;
-  if (pairs > 0)
-    MOK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-        nullptr, cub_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
-        static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(pairs), 0, key_bits(E)));
-  const size_t parts[7] = {P * sizeof(uint32_t), P * sizeof(uint32_t), P * sizeof(int32_t), P * sizeof(int32_t),
-                           size_t(E) * sizeof(int64_t), size_t(E) * sizeof(int64_t), cub_bytes};
-  size_t offset[7], at = 0;
-  for (int i = 0; i < 7; ++i) {
-    offset[i] = at;
-    at += round_up_256(parts[i]);
-  }
+  const size_t counts_bytes = round_up_256(size_t(sort_tiles(pairs)) * size_t(E) * sizeof(int32_t));
   SortWorkspace w{};
-  w.total = at;
-  w.cub_bytes = cub_bytes;
+  w.total = counts_bytes + round_up_256(size_t(E) * sizeof(int64_t));
   if (!base) return w;
-  char* b = static_cast<char*>(base);
-  w.keys_in = reinterpret_cast<uint32_t*>(b + offset[0]);
-  w.keys_out = reinterpret_cast<uint32_t*>(b + offset[1]);
-  w.pairs_in = reinterpret_cast<int32_t*>(b + offset[2]);
-  w.pairs_out = reinterpret_cast<int32_t*>(b + offset[3]);
-  w.start_all = reinterpret_cast<int64_t*>(b + offset[4]);
-  w.start_kept = reinterpret_cast<int64_t*>(b + offset[5]);
-  w.cub_temp = b + offset[6];
+  w.tile_counts = static_cast<int32_t*>(base);
+  w.start_kept = reinterpret_cast<int64_t*>(static_cast<char*>(base) + counts_bytes);
   return w;
 }
 
 void check_sort_shape(int64_t pairs, int E, int64_t capacity) {
-  if (pairs < 0 || pairs > int64_t(0x7fffffff) || E < 1 || capacity < 0)
+  if (pairs < 0 || pairs > int64_t(0x7fffffff) || E < 1 || E > kMaxSortExperts || capacity < 0)
     throw std::invalid_argument("moe_sort_pairs: pairs " + std::to_string(pairs) + ", experts " + std::to_string(E) +
-                                ", capacity " + std::to_string(capacity) +
-                                " (need 0 ≤ pairs < 2^31, experts ≥ 1, capacity ≥ 0)");
+                                ", capacity " + std::to_string(capacity) + " (need 0 ≤ pairs < 2^31, 1 ≤ experts ≤ " +
+                                std::to_string(kMaxSortExperts) + ", capacity ≥ 0)");
 }
 
 // ---- rows: gather, combine, dot, scale (one warp per row, 16-byte vectors when aligned) ----
 
 template <typename T, int V>
-__global__ void gather_rows_kernel(const T* src, const int32_t* order, int k, int64_t m, int64_t d, T* out) {
+__global__ void gather_rows_kernel(const T* src, const int32_t* order, int k, int64_t m, int64_t d, T* out,
+                                   const float* s, T* scaled) {
   const int64_t i = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
   if (i >= m) return;
   const int lane = threadIdx.x % 32;
   const T* from = src + int64_t(order[i] / k) * d;
   T* to = out + i * d;
+  if (scaled) {  // scale_rows' arithmetic on the copied row
+    const float si = s[i];
+    T* to_scaled = scaled + i * d;
+    for (int64_t j = int64_t(lane) * V; j < d; j += 32 * V) {
+      float v[V];
+      if constexpr (V == 1) {
+        to[j] = from[j];
+        v[0] = to_float(from[j]);
+      } else {
+        const uint4 raw = *reinterpret_cast<const uint4*>(from + j);
+        *reinterpret_cast<uint4*>(to + j) = raw;
+        const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+        for (int u = 0; u < V; ++u) v[u] = to_float(e[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < V; ++u) v[u] *= si;
+      store_vec<T, V>(to_scaled + j, v);
+    }
+    return;
+  }
   for (int64_t j = int64_t(lane) * V; j < d; j += 32 * V) {
     if constexpr (V == 1) {
       to[j] = from[j];
@@ -377,23 +434,33 @@ __global__ void rows_to_pair_values_kernel(const float* per_row, const int32_t* 
 // ---- router losses: column sums of p per chunk of rows, then one block in a fixed order ----
 
 constexpr int kLossChunkRows = kThreads;
+static_assert(kMaxRouterExperts <= kThreads, "router_loss_partials_kernel: a thread per expert at least");
 
 // partial (chunks, E + 1) doubles: column sums of p over the chunk's rows, then Σ lse².
+// Thread t sums column t % E over every G-th row from group g = t / E (G = kThreads / E
+// groups, so the block's loads are coalesced and every thread has a few rows), then the
+// groups' sums are added in group order: a fixed order, whatever the timing.
 __global__ void router_loss_partials_kernel(const float* probs, const float* lse, int64_t n, int E, double* partial) {
   const int64_t r0 = blockIdx.x * int64_t(kLossChunkRows);
   const int64_t r1 = r0 + kLossChunkRows < n ? r0 + kLossChunkRows : n;
   double* out = partial + blockIdx.x * int64_t(E + 1);
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    double s = 0.0;
-    for (int64_t r = r0; r < r1; ++r) s += probs[r * E + e];
-    out[e] = s;
-  }
+  __shared__ double group_sum[kThreads];
+  const int groups = kThreads / E, e = threadIdx.x % E, g = threadIdx.x / E;
+  double s = 0.0;
+  if (g < groups)
+    for (int64_t r = r0 + g; r < r1; r += groups) s += probs[r * E + e];
+  group_sum[threadIdx.x] = s;
   // Σ lse² over the chunk: one row per thread, then a fixed tree over the block.
   __shared__ double tree[kThreads];
   const int64_t r = r0 + threadIdx.x;
   const double l = r < r1 ? double(lse[r]) : 0.0;
   tree[threadIdx.x] = l * l;
   __syncthreads();
+  for (int c = threadIdx.x; c < E; c += blockDim.x) {
+    double column = 0.0;
+    for (int q = 0; q < groups; ++q) column += group_sum[q * E + c];
+    out[c] = column;
+  }
   for (int half = kThreads / 2; half > 0; half /= 2) {
     if (int(threadIdx.x) < half) tree[threadIdx.x] += tree[threadIdx.x + half];
     __syncthreads();
@@ -401,13 +468,32 @@ __global__ void router_loss_partials_kernel(const float* probs, const float* lse
   if (threadIdx.x == 0) out[E] = tree[0];
 }
 
+// The chunks' partials summed per column (E + 1 of them) the same way: thread t takes column
+// t % (E + 1) of every G-th chunk from group t / (E + 1), then the groups in order (with more
+// columns than threads, one thread per column over every chunk).
 __global__ void router_loss_finish_kernel(const double* partial, int64_t chunks, const float* f, const uint8_t* remote,
                                           int E, int64_t n, double* out) {
+  __shared__ double group_sum[kThreads];
   __shared__ double column[kMaxRouterExperts + 1];  // Σ_t p_te, then Σ_t lse²
-  for (int e = threadIdx.x; e <= E; e += blockDim.x) {
+  const int width = E + 1;
+  if (width <= kThreads) {
+    const int groups = kThreads / width, c = threadIdx.x % width, g = threadIdx.x / width;
     double s = 0.0;
-    for (int64_t c = 0; c < chunks; ++c) s += partial[c * (E + 1) + e];
-    column[e] = s;
+    if (g < groups)
+      for (int64_t q = g; q < chunks; q += groups) s += partial[q * width + c];
+    group_sum[threadIdx.x] = s;
+    __syncthreads();
+    for (int e = threadIdx.x; e < width; e += blockDim.x) {
+      double total = 0.0;
+      for (int q = 0; q < groups; ++q) total += group_sum[q * width + e];
+      column[e] = total;
+    }
+  } else {
+    for (int e = threadIdx.x; e < width; e += blockDim.x) {
+      double total = 0.0;
+      for (int64_t q = 0; q < chunks; ++q) total += partial[q * width + e];
+      column[e] = total;
+    }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -441,17 +527,26 @@ __global__ void router_backward_kernel(const float* probs, const float* lse, con
     dp[i] = e < E ? aux_w * f[e] : 0.f;                        // aux: aux_coef·E·f_e/n
     if (e < E && remote && remote[e]) dp[i] += loc_w;          // locality: experts elsewhere
   }
-  // gates g_q = p_{c_q}/S: dp_{c_q} += (dg_q − Σ_r dg_r·g_r)/S
-  const int32_t* ch = choice + t * k;
-  const float* dg = dgate + t * k;
+  // gates g_q = p_{c_q}/S: dp_{c_q} += (dg_q − Σ_r dg_r·g_r)/S. Lane q < k loads slot q's
+  // expert, gate gradient and probability (one round of loads, not k), which the sums then
+  // take from it in slot order.
+  int my_c = 0;
+  float my_dg = 0.f, my_p = 0.f;
+  if (lane < k) {
+    my_c = choice[t * k + lane];
+    my_dg = dgate[t * k + lane];
+    my_p = p[my_c];
+  }
   float s = 0.f, dot = 0.f;
-  for (int q = 0; q < k; ++q) s += p[ch[q]];
-  for (int q = 0; q < k; ++q) dot += dg[q] * p[ch[q]] / s;
+  for (int q = 0; q < k; ++q) s += __shfl_sync(0xffffffffu, my_p, q);
+  for (int q = 0; q < k; ++q)
+    dot += __shfl_sync(0xffffffffu, my_dg, q) * __shfl_sync(0xffffffffu, my_p, q) / s;
   for (int q = 0; q < k; ++q) {
-    const float add = (dg[q] - dot) / s;
+    const int c = __shfl_sync(0xffffffffu, my_c, q);
+    const float add = (__shfl_sync(0xffffffffu, my_dg, q) - dot) / s;
 #pragma unroll
     for (int i = 0; i < kExpertsPerLane; ++i)
-      if (lane + 32 * i == ch[q]) dp[i] += add;
+      if (lane + 32 * i == c) dp[i] += add;
   }
   // softmax: dl_e = p_e·(dp_e − Σ p·dp); z: + z_w·lse·p_e
   float pdp = 0.f;
@@ -495,30 +590,33 @@ void moe_sort_pairs(const int32_t* expert, int64_t pairs, int E, int64_t capacit
   if (ws_bytes < w.total)
     throw std::invalid_argument("moe_sort_pairs: workspace of " + std::to_string(ws_bytes) + " bytes, needs " +
                                 std::to_string(w.total) + " (moe_sort_pairs_workspace_bytes)");
+  const int64_t tiles = sort_tiles(pairs);
   if (pairs > 0) {
-    sort_keys_kernel<<<blocks_for(pairs, kThreads), kThreads, 0, stream>>>(expert, pairs, E, w.keys_in, w.pairs_in);
+    sort_tile_counts_kernel<<<static_cast<unsigned>(tiles), kThreads, size_t(E) * sizeof(int32_t), stream>>>(
+        expert, pairs, E, w.tile_counts);
     MOK_CUDA_CHECK_LAUNCH();
-    MOK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(w.cub_temp, w.cub_bytes, w.keys_in, w.keys_out, w.pairs_in,
-                                                   w.pairs_out, static_cast<int>(pairs), 0, key_bits(E), stream));
   }
-  expert_ranges_kernel<<<1, kThreads, 0, stream>>>(w.keys_out, pairs, E, capacity, w.start_all, w.start_kept, load,
-                                                   counts);
+  sort_expert_ranges_kernel<<<1, kScanThreads, 0, stream>>>(w.tile_counts, tiles, E, capacity, load, counts,
+                                                            w.start_kept);
   MOK_CUDA_CHECK_LAUNCH();
   if (pairs > 0) {
-    place_pairs_kernel<<<blocks_for(pairs, kThreads), kThreads, 0, stream>>>(
-        w.keys_out, w.pairs_out, pairs, E, capacity, w.start_all, w.start_kept, order, row_of_pair);
+    sort_place_pairs_kernel<<<static_cast<unsigned>(tiles), kThreads,
+                              size_t(kWarpsPerBlock + 1) * size_t(E) * sizeof(int32_t), stream>>>(
+        expert, pairs, E, capacity, w.tile_counts, w.start_kept, order, row_of_pair);
     MOK_CUDA_CHECK_LAUNCH();
   }
 }
 
 template <typename T>
-void gather_rows(const T* src, const int32_t* order, int k, int64_t m, int64_t d, T* out, cudaStream_t stream) {
+void gather_rows(const T* src, const int32_t* order, int k, int64_t m, int64_t d, T* out, cudaStream_t stream,
+                 const float* s, T* scaled) {
   if (m <= 0 || d <= 0) return;
   if (k < 1) throw std::invalid_argument("gather_rows: top_k must be ≥ 1");
-  if (rows_vectorizable<T>(d, {src, out}))
-    gather_rows_kernel<T, kVec<T>><<<warp_blocks(m), kThreads, 0, stream>>>(src, order, k, m, d, out);
+  if (scaled && !s) throw std::invalid_argument("gather_rows: scaled rows without their scales");
+  if (rows_vectorizable<T>(d, {src, out, scaled}))
+    gather_rows_kernel<T, kVec<T>><<<warp_blocks(m), kThreads, 0, stream>>>(src, order, k, m, d, out, s, scaled);
   else
-    gather_rows_kernel<T, 1><<<warp_blocks(m), kThreads, 0, stream>>>(src, order, k, m, d, out);
+    gather_rows_kernel<T, 1><<<warp_blocks(m), kThreads, 0, stream>>>(src, order, k, m, d, out, s, scaled);
   MOK_CUDA_CHECK_LAUNCH();
 }
 
@@ -603,7 +701,8 @@ void router_backward(const float* probs, const float* lse, const int32_t* choice
 }
 
 #define MOK_MOE_ROUTING_ROWS(T)                                                                                   \
-  template void gather_rows<T>(const T*, const int32_t*, int, int64_t, int64_t, T*, cudaStream_t);               \
+  template void gather_rows<T>(const T*, const int32_t*, int, int64_t, int64_t, T*, cudaStream_t, const float*, \
+                               T*);                                                                            \
   template void combine_pairs<T>(const T*, const int32_t*, const float*, int64_t, int, int64_t, T*, cudaStream_t, \
                                  const T*);                                                                      \
   template void row_dot<T>(const T*, const T*, int64_t, int64_t, float*, cudaStream_t);                          \

@@ -41,9 +41,9 @@ struct RouterLocality {
 void router_softmax_topk(const float* logits, int64_t n, int E, int k, float* probs, float* lse,
                          int32_t* expert, float* gate, cudaStream_t stream, const RouterLocality& locality = {});
 
-// Stable sort of the pairs by expert (a radix sort of (expert, pair index)) with the CPU's
-// capacity rule: of each expert's pairs in pair order, the first `capacity` are kept
-// (0 = unlimited). Expert ids outside [0, E) (e.g. −1) count as already dropped.
+// Stable sort of the pairs by expert (a counting sort in tiles of pairs, three launches) with
+// the CPU's capacity rule: of each expert's pairs in pair order, the first `capacity` are kept
+// (0 = unlimited). Expert ids outside [0, E) (e.g. −1) count as already dropped. E ≤ 1024.
 //   order (P):        kept pair indices by (expert, pair index); the first Σ counts are written
 //   row_of_pair (P):  position of each pair in `order`, −1 when dropped
 //   load (E):         pairs per expert before capacity; counts (E): kept pairs per expert
@@ -53,9 +53,12 @@ void moe_sort_pairs(const int32_t* expert, int64_t pairs, int E, int64_t capacit
                     int32_t* row_of_pair, int64_t* load, int64_t* counts, void* ws, size_t ws_bytes,
                     cudaStream_t stream);
 
-// out (m, d): out[i] = src[order[i] / k], the token row of pair order[i]; src (n, d).
+// out (m, d): out[i] = src[order[i] / k], the token row of pair order[i]; src (n, d). With s
+// (m floats) and scaled (m, d): also scaled[i] = s[i]·out[i], the bits of scale_rows(out) (the
+// experts' gated gradient, written from the same read).
 template <typename T>
-void gather_rows(const T* src, const int32_t* order, int k, int64_t m, int64_t d, T* out, cudaStream_t stream);
+void gather_rows(const T* src, const int32_t* order, int k, int64_t m, int64_t d, T* out, cudaStream_t stream,
+                 const float* s = nullptr, T* scaled = nullptr);
 
 // out (n, d) written: out[t] = Σ_{s = 0..k−1, row_of_pair[t·k+s] ≥ 0} gate[t·k+s] · rows[row_of_pair[t·k+s]]
 // in slot order with float accumulation; rows (m, d) in `order` order; gate null = 1. With add

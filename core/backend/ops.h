@@ -196,6 +196,13 @@ class Ops {
                                double z_w, double loc_w, Tensor& dlogits) = 0;
   // out (m, d): out[i] = src[order[i] / k]   (the token of sorted pair i)
   virtual void gather_rows(const Tensor& src, const Tensor& order, int k, Tensor& out) = 0;
+  // The same, and scaled (m, d) = s[i]·out[i] (s: m, f32/`real`; the routed experts' gated
+  // gradient): here gather_rows then scale_rows; a backend may write both from one read.
+  virtual void gather_rows_scaled(const Tensor& src, const Tensor& order, int k, const Tensor& s, Tensor& out,
+                                  Tensor& scaled) {
+    gather_rows(src, order, k, out);
+    scale_rows(out, s, scaled);
+  }
   // out (n, d): out[t] = Σ_s gate[t·k+s]·rows[row_of_pair[t·k+s]] over slots in order, skipping
   // dropped pairs; gate null → 1.
   virtual void combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n, int k,

@@ -147,6 +147,13 @@ Tensor GroupedSwiGlu::restore_act() {
 
 Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, const Tensor& gate, Tensor& dgate) {
   const ExecContext& cx = ExecContext::current();
+  Tensor dys_gated = cx.activation({dys.dim(0), d_});
+  cx.ops().scale_rows(dys, gate, dys_gated);
+  return backward_gated(dys, std::move(dys_gated), gate, dgate);
+}
+
+Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, Tensor&& dys_gated, const Tensor& gate, Tensor& dgate) {
+  const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t m = dys.dim(0);
   if (offsets_.empty() || offsets_.back() != m)
@@ -163,10 +170,8 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, const Tensor& gate, Tens
   }
   Tensor dh = cx.activation({m, f_});
   ops.grouped_gemm(true, offsets_, dys, down_.weights(), 0.0, dh);  // dys·W_downᵀ, before the gate
-  Tensor dy_gated = cx.activation({m, d_});
-  ops.scale_rows(dys, gate, dy_gated);
-  weight_grad(dy_gated, h_saved_, down_, hidden_kept_ ? nullptr : &h);
-  dy_gated.reset();
+  weight_grad(dys_gated, h_saved_, down_, hidden_kept_ ? nullptr : &h);
+  dys_gated.reset();
   Tensor da = cx.activation({m, 2 * f_});
   ops.swiglu_backward_gated(a, std::move(h), dh, gate, dgate, da);  // the gates' gradient, and through them
   a.reset();

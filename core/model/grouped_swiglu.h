@@ -48,6 +48,9 @@ class GroupedSwiGlu {
   Tensor forward(Tensor xs, const std::vector<int64_t>& offsets, bool keep);
   // gate (m), dgate (m, written): `real` on the layer's device. Returns dxs (m, d).
   Tensor backward_gated(const Tensor& dys, const Tensor& gate, Tensor& dgate);
+  // The same with dys_gated (m, d) = scale_rows(dys, gate) made by the caller (taken over:
+  // released once the down projection's weight gradient has it).
+  Tensor backward_gated(const Tensor& dys, Tensor&& dys_gated, const Tensor& gate, Tensor& dgate);
 
   void set_policy(SavedInputPolicy* policy);
   SavedInputPolicy* policy() const { return policy_; }

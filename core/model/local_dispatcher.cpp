@@ -76,11 +76,11 @@ Tensor LocalDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dga
   Ops& ops = cx.ops();
   const int64_t n = n_, d = dy.dim(1), m = order_.numel();
   const int k = k_;
-  Tensor dys = cx.activation({m, d});
-  ops.gather_rows(dy, order_, k, dys);
   Tensor gate_rows = cx.empty({m}, kRealDType), dgate_rows = cx.empty({m}, kRealDType);
   ops.pairs_to_rows(gate_, order_, gate_rows);
-  Tensor dxs = bank.grouped->backward_gated(dys, gate_rows, dgate_rows);
+  Tensor dys = cx.activation({m, d}), dys_gated = cx.activation({m, d});  // each expert's rows, and gated
+  ops.gather_rows_scaled(dy, order_, k, gate_rows, dys, dys_gated);
+  Tensor dxs = bank.grouped->backward_gated(dys, std::move(dys_gated), gate_rows, dgate_rows);
   dys.reset();
   dgate = cx.empty({n * k}, kRealDType);
   ops.rows_to_pairs(dgate_rows, order_, dgate);  // 0 for dropped pairs

@@ -244,7 +244,7 @@ struct RowType<bf16> {
 };
 
 struct RowErrors {
-  double gather = 0, combine = 0, combine_ungated = 0, combine_add = 0, combine_add_bits = 0, pair_values = 0,
+  double gather = 0, gather_scaled = 0, combine = 0, combine_ungated = 0, combine_add = 0, combine_add_bits = 0, pair_values = 0,
          row_dot = 0, scale = 0, scale_in_place = 0, repeat = 0;
 };
 
@@ -271,6 +271,21 @@ void check_rows(CheckInputs& in, int64_t n, int k, int E, int64_t d, int64_t cap
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < d; ++j)
         err.gather += std::memcmp(&got[i * d + j], &src[(s.order[i] / k) * d + j], sizeof(float)) != 0;
+  }
+  // with the rows also scaled (the experts' gated gradient): the gathered rows as above, and
+  // the scaled ones the bits of scale_rows over them
+  {
+    const std::vector<float> row_scale = in.normal(size_t(m), 0.5);
+    DeviceBuffer<float> d_row_scale(row_scale);
+    DeviceBuffer<T> d_rows2(size_t(m) * d), d_scaled(size_t(m) * d), d_scaled_two(size_t(m) * d);
+    poison(d_rows2);
+    poison(d_scaled);
+    gather_rows<T>(d_src.data(), d_order.data(), k, m, d, d_rows2.data(), nullptr, d_row_scale.data(),
+                   d_scaled.data());
+    scale_rows<T>(d_rows.data(), d_row_scale.data(), m, d, d_scaled_two.data(), nullptr);
+    sync();
+    err.gather_scaled += differing(R::host(from_device(d_rows2)), R::host(from_device(d_rows))) +
+                         differing(R::host(from_device(d_scaled)), R::host(from_device(d_scaled_two)));
   }
 
   // combine: out[t] = Σ_s gate·rows[row_of_pair], gated and ungated
@@ -377,6 +392,7 @@ void check_rows_all(CheckInputs& in, std::vector<OpCheck>& out) {
   check_rows<T>(in, 40, 4, 9, 64, 0, err);
   const std::string t = R::name;
   out.push_back({"moe.gather_rows " + t + " (mismatches)", err.gather, 0.0});
+  out.push_back({"moe.gather_rows scaled = gather, scale_rows " + t + " (mismatches)", err.gather_scaled, 0.0});
   out.push_back({"moe.combine " + t, err.combine, R::tolerance});
   out.push_back({"moe.combine ungated " + t, err.combine_ungated, R::tolerance});
   out.push_back({"moe.combine + residual " + t, err.combine_add, R::tolerance});
@@ -419,6 +435,9 @@ void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out) {
   c.locality_coef = 0.0;
   c.remote.clear();
   c.loss_scale = 1.0;
+  cases.push_back(c);
+
+  c.n = 4096, c.experts = 64, c.k = 8, c.capacity_factor = 1.25;  // 32 tiles of the sort, drops across them
   cases.push_back(c);
 
   c.n = 61, c.experts = 5, c.k = 5, c.capacity_factor = 0.0;  // every expert chosen

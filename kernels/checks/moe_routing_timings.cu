@@ -12,6 +12,7 @@
 #include "kernels/cuda_types.h"
 #include "kernels/device_buffer.h"
 #include "kernels/moe_routing.h"
+#include "kernels/swiglu.h"
 
 namespace mok::cuda {
 namespace {
@@ -42,7 +43,7 @@ void time_layer(int E, int k, int64_t f) {
   const int64_t n = 16 * 1024, d = 768, P = n * k;
   CheckInputs in{2027};
   DeviceBuffer<float> logits(in.normal(size_t(n) * E)), probs(size_t(n) * E), lse(n), gate(P), dgate(in.normal(P));
-  DeviceBuffer<float> dlogits(size_t(n) * E), per_row(P), frac(std::vector<float>(E, 1.f / E));
+  DeviceBuffer<float> dlogits(size_t(n) * E), per_row(in.normal(P)), frac(std::vector<float>(E, 1.f / E));
   DeviceBuffer<int32_t> expert(P), order(P), row_of_pair(P);
   DeviceBuffer<int64_t> load(E), counts(E);
   DeviceBuffer<double> sums(3);
@@ -51,6 +52,7 @@ void time_layer(int E, int k, int64_t f) {
   DeviceBuffer<bf16> x = random_bf16(in, size_t(n) * d), rows(size_t(P) * d), y(size_t(n) * d);
   DeviceBuffer<bf16> h = random_bf16(in, size_t(P) * f), dh = random_bf16(in, size_t(P) * f);
   DeviceBuffer<float> dot(P);
+  DeviceBuffer<bf16> a = random_bf16(in, size_t(P) * 2 * f), da(size_t(P) * 2 * f), rows_scaled(size_t(P) * d);
   // routing once, so the row kernels see a real order
   router_softmax_topk(logits.data(), n, E, k, probs.data(), lse.data(), expert.data(), gate.data(), nullptr);
   moe_sort_pairs(expert.data(), P, E, 0, order.data(), row_of_pair.data(), load.data(), counts.data(),
@@ -72,6 +74,9 @@ void time_layer(int E, int k, int64_t f) {
   });
   time_row("gather_rows bf16", md, 2.0 * 2 * P * d,
            [&] { gather_rows<bf16>(x.data(), order.data(), k, P, d, rows.data(), nullptr); });
+  time_row("gather_rows + scaled bf16", md, 2.0 * 3 * P * d, [&] {
+    gather_rows<bf16>(x.data(), order.data(), k, P, d, rows.data(), nullptr, per_row.data(), rows_scaled.data());
+  });
   time_row("combine_pairs bf16 (gated)", md, 2.0 * P * d + 2.0 * n * d,
            [&] { combine_pairs<bf16>(rows.data(), row_of_pair.data(), gate.data(), n, k, d, y.data(), nullptr); });
   time_row("pair_values_to_rows", std::to_string(P), 12.0 * P,
@@ -82,6 +87,8 @@ void time_layer(int E, int k, int64_t f) {
            [&] { row_dot<bf16>(dh.data(), h.data(), P, f, dot.data(), nullptr); });
   time_row("scale_rows bf16 (in place)", std::to_string(P) + "×" + std::to_string(f), 2.0 * 2 * P * f,
            [&] { scale_rows<bf16>(dh.data(), per_row.data(), P, f, dh.data(), nullptr); });
+  time_row("swiglu_backward_gated bf16", std::to_string(P) + "×" + std::to_string(f), 2.0 * 5 * P * f,
+           [&] { swiglu_backward_gated<bf16>(a.data(), dh.data(), per_row.data(), P, f, da.data(), dot.data(), nullptr); });
   time_row("router_losses", nE, 4.0 * n * E + 4.0 * n, [&] {
     router_losses(probs.data(), lse.data(), frac.data(), nullptr, n, E, sums.data(), loss_ws.data(), loss_bytes,
                   nullptr);

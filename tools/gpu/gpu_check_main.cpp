@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: mok-gpu-check [--checks GROUP,...] [--timings GROUP,...] [--no-timings]\n"
                    "  check groups: elementwise, gemm, moe, attention, sketch, kittens, model, parallel (default: all)\n"
-                   "  timing groups: elementwise, gemm, attention, model, kittens, sketch (default: all)\n");
+                   "  timing groups: elementwise, gemm, routing, attention, model, kittens, sketch, profile\n"
+                   "  (default: all; gemm ends with routing's figures)\n");
       return 2;
     }
   }
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
   };
   if (timed("elementwise")) mok::cuda::print_elementwise_timings();
   if (timed("gemm")) mok::cuda::print_gemm_timings();
+  else if (timed("routing")) mok::cuda::print_moe_routing_timings();
   if (timed("attention")) mok::cuda::print_attention_timings();
   if (timed("kittens")) mok::cuda::print_kitten_timings();
   if (timed("model")) mok::cuda::print_model_timings();
