@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cuda_check.h"
+#include "kernels/fixed_order_reduce.cuh"
 #include "kernels/moe_routing.h"
 
 namespace mok::cuda {
@@ -11,20 +12,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / 32;
-constexpr int kExpertsPerLane = kMaxRouterExperts / 32;  // router kernels: one warp per token
+constexpr int kExpertsPerLane = kMaxRouterExperts / 32;  // router kernels: the most experts a lane holds
 
 unsigned int warp_blocks(int64_t rows) { return blocks_for(rows, kWarpsPerBlock); }
-
-// Warp sum by xor butterfly: a fixed pattern, and every lane ends with the same bits
-// (each step adds the same two values, in either order, on both partners).
-__device__ inline float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ inline float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // ---- 16-byte vectors of T for the row kernels (V = 16 / sizeof(T)), or scalars (V = 1) ----
 
@@ -65,49 +55,84 @@ bool rows_vectorizable(int64_t d, std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-// ---- router: softmax and top-k, one warp per token ----
+// ---- router: softmax and top-k, W lanes per token ----
+//
+// A token's E experts lie on W = min(32, E rounded up to a power of 2) lanes of a warp, EPL =
+// E / W (rounded up) per lane: expert e on lane e % W, slot e / W. So 32 / W tokens share a
+// warp (4 at E = 8) and no lane holds only padding. Sums and maxima are xor butterflies
+// within the W lanes; for E ≤ 32 padded to W they give the bits a whole-warp butterfly gives
+// (the other lanes would add zeros).
 
+// The shape of a router kernel launch.
+struct RouterLanes {
+  int width = 32, per_lane = 1;
+};
+
+RouterLanes router_lanes(int E) {
+  RouterLanes r;
+  int w = 1;
+  while (w < E && w < 32) w *= 2;
+  r.width = w;
+  r.per_lane = (E + w - 1) / w;
+  return r;
+}
+
+template <int W>
+__device__ inline float lanes_sum(float v) {
+  for (int o = W / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o, W);
+  return v;
+}
+template <int W>
+__device__ inline float lanes_max(float v) {
+  for (int o = W / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o, W));
+  return v;
+}
+
+template <int W, int EPL>
 __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E, int k, float* probs, float* lse,
                                            int32_t* expert, float* gate, RouterLocality loc) {
-  const int64_t t = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
-  if (t >= n) return;
-  const int lane = threadIdx.x % 32;
+  constexpr int kTokensPerWarp = 32 / W;
+  const int64_t warp_t0 = (blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32) * kTokensPerWarp;
+  if (warp_t0 >= n) return;  // the whole warp: the shuffles below need every lane of a live warp
+  const int lane = threadIdx.x % W;
+  const int64_t t = warp_t0 + (threadIdx.x % 32) / W;
+  const bool live = t < n;
   const float* l = logits + t * E;
-  float v[kExpertsPerLane];
+  float v[EPL];
   float m = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < kExpertsPerLane; ++i) {
-    const int e = lane + 32 * i;
-    v[i] = e < E ? l[e] : -INFINITY;
+  for (int i = 0; i < EPL; ++i) {
+    const int e = lane + W * i;
+    v[i] = live && e < E ? l[e] : -INFINITY;
     m = fmaxf(m, v[i]);
   }
-  m = warp_max(m);
+  m = lanes_max<W>(m);
   float s = 0.f;
 #pragma unroll
-  for (int i = 0; i < kExpertsPerLane; ++i) {
-    const int e = lane + 32 * i;
+  for (int i = 0; i < EPL; ++i) {
+    const int e = lane + W * i;
     v[i] = e < E ? expf(v[i] - m) : 0.f;
     s += v[i];
   }
-  s = warp_sum(s);
+  s = lanes_sum<W>(s);
 #pragma unroll
-  for (int i = 0; i < kExpertsPerLane; ++i) {
-    const int e = lane + 32 * i;
+  for (int i = 0; i < EPL; ++i) {
+    const int e = lane + W * i;
     v[i] = v[i] / s;
-    if (e < E) probs[t * E + e] = v[i];
+    if (live && e < E) probs[t * E + e] = v[i];
   }
-  if (lane == 0) lse[t] = m + logf(s);
+  if (live && lane == 0) lse[t] = m + logf(s);
 
   // Repeated selection: the largest untaken p, ties to the lower expert index. (p ≥ 0, so
   // −1 marks experts that are taken or beyond E.) Nothing here is indexed by a runtime value,
   // so it all stays in registers: the locality mask as this lane's bits, the chosen expert
-  // and gate of slot s on lane s, their sum in slot order.
-  unsigned taken = 0;  // bit i: expert lane + 32·i is taken
-  unsigned local_bits = 0;  // bit i: expert lane + 32·i lives on this rank
+  // and gate of slot s on lane s (k ≤ W), their sum in slot order.
+  unsigned taken = 0;       // bit i: expert lane + W·i is taken
+  unsigned local_bits = 0;  // bit i: expert lane + W·i lives on this rank
   if (loc.enabled) {
 #pragma unroll
-    for (int i = 0; i < kExpertsPerLane; ++i)
-      if (loc.local[i] >> lane & 1u) local_bits |= 1u << i;
+    for (int i = 0; i < EPL; ++i)  // expert lane + W·i: word i when W = 32, else word 0
+      if (loc.local[W == 32 ? i : 0] >> (W == 32 ? lane : lane + W * i) & 1u) local_bits |= 1u << i;
   }
   float my_p = 0.f, chosen_sum = 0.f;
   int my_e = 0;
@@ -115,8 +140,8 @@ __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E
     float best = -1.f, best_l = -1.f;  // over all untaken experts, and over the local ones
     int best_e = 0x7fffffff, best_le = 0x7fffffff;
 #pragma unroll
-    for (int i = 0; i < kExpertsPerLane; ++i) {
-      const int e = lane + 32 * i;
+    for (int i = 0; i < EPL; ++i) {
+      const int e = lane + W * i;
       const float p = (e < E && !(taken >> i & 1u)) ? v[i] : -1.f;
       if (p > best) {  // strict: within a lane e increases with i, so ties keep the lower
         best = p;
@@ -127,43 +152,69 @@ __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E
         best_le = e;
       }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, o);
-      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, o);
+    for (int o = W / 2; o > 0; o >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, best, o, W);
+      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, o, W);
       if (other > best || (other == best && other_e < best_e)) {
         best = other;
         best_e = other_e;
       }
     }
     if (loc.enabled) {
-      for (int o = 16; o > 0; o >>= 1) {
-        const float other_l = __shfl_xor_sync(0xffffffffu, best_l, o);
-        const int other_le = __shfl_xor_sync(0xffffffffu, best_le, o);
+      for (int o = W / 2; o > 0; o >>= 1) {
+        const float other_l = __shfl_xor_sync(0xffffffffu, best_l, o, W);
+        const int other_le = __shfl_xor_sync(0xffffffffu, best_le, o, W);
         if (other_l > best_l || (other_l == best_l && other_le < best_le)) {
           best_l = other_l;
           best_le = other_le;
         }
       }
-      // best_e's locality bit, from the lane that holds it (every lane has the same best_e)
-      const unsigned owner_bits = __shfl_sync(0xffffffffu, local_bits, best_e % 32);
-      const bool best_is_local = (owner_bits >> (best_e / 32) & 1u) != 0;
+      // best_e's locality bit, from the lane that holds it (the token's lanes agree on best_e)
+      const unsigned owner_bits = __shfl_sync(0xffffffffu, local_bits, best_e % W, W);
+      const bool best_is_local = (owner_bits >> (best_e / W) & 1u) != 0;
       if (!best_is_local && best_le < E && static_cast<double>(best_l) >= static_cast<double>(best) - loc.margin) {
         best = best_l;
         best_e = best_le;
       }
     }
-    if (best_e % 32 == lane) taken |= 1u << (best_e / 32);
+    if (best_e % W == lane) taken |= 1u << (best_e / W);
     chosen_sum += best;
     if (lane == slot) {
       my_p = best;
       my_e = best_e;
     }
   }
-  if (lane < k) {
+  if (live && lane < k) {
     expert[t * k + lane] = my_e;
     gate[t * k + lane] = my_p / chosen_sum;
   }
 }
+
+// Launches kernel<W, EPL> for E's lane shape (W: 1 … 32; EPL > 1 only at W = 32).
+template <template <int, int> class Launch, typename... Args>
+void launch_router(int E, int64_t n, Args&&... args) {
+  const RouterLanes r = router_lanes(E);
+  const unsigned blocks = blocks_for(n, int64_t(kWarpsPerBlock) * (32 / r.width));
+  switch (r.width * 100 + r.per_lane) {
+    case 101: Launch<1, 1>::run(blocks, args...); break;
+    case 201: Launch<2, 1>::run(blocks, args...); break;
+    case 401: Launch<4, 1>::run(blocks, args...); break;
+    case 801: Launch<8, 1>::run(blocks, args...); break;
+    case 1601: Launch<16, 1>::run(blocks, args...); break;
+    case 3201: Launch<32, 1>::run(blocks, args...); break;
+    case 3202: Launch<32, 2>::run(blocks, args...); break;
+    case 3203: case 3204: Launch<32, 4>::run(blocks, args...); break;
+    default: Launch<32, kExpertsPerLane>::run(blocks, args...); break;  // E ≤ 256
+  }
+}
+
+template <int W, int EPL>
+struct SoftmaxTopkLaunch {
+  static void run(unsigned blocks, const float* logits, int64_t n, int E, int k, float* probs, float* lse,
+                  int32_t* expert, float* gate, const RouterLocality& loc, cudaStream_t stream) {
+    router_softmax_topk_kernel<W, EPL><<<blocks, kThreads, 0, stream>>>(logits, n, E, k, probs, lse, expert, gate, loc);
+  }
+};
 
 void check_router_shape(const char* what, int64_t n, int E, int k) {
   if (n < 0 || E < 1 || E > kMaxRouterExperts || k < 1 || k > E || k > kMaxRouterTopK)
@@ -510,57 +561,73 @@ __global__ void router_loss_finish_kernel(const double* partial, int64_t chunks,
 
 int64_t loss_chunks(int64_t n) { return (n + kLossChunkRows - 1) / kLossChunkRows; }
 
-// ---- router backward, one warp per token ----
+// ---- router backward, W lanes per token (as the forward) ----
 
+template <int W, int EPL>
 __global__ void router_backward_kernel(const float* probs, const float* lse, const int32_t* choice, const float* dgate,
                                        const float* f, const uint8_t* remote, int64_t n, int E, int k, float aux_w,
                                        float z_w, float loc_w, float* dlogits) {
-  const int64_t t = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
-  if (t >= n) return;
-  const int lane = threadIdx.x % 32;
+  constexpr int kTokensPerWarp = 32 / W;
+  const int64_t warp_t0 = (blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32) * kTokensPerWarp;
+  if (warp_t0 >= n) return;  // the whole warp
+  const int lane = threadIdx.x % W;
+  const int64_t t = warp_t0 + (threadIdx.x % 32) / W;
+  const bool live = t < n;
   const float* p = probs + t * E;
-  float pv[kExpertsPerLane], dp[kExpertsPerLane];
+  float pv[EPL], dp[EPL];
 #pragma unroll
-  for (int i = 0; i < kExpertsPerLane; ++i) {
-    const int e = lane + 32 * i;
-    pv[i] = e < E ? p[e] : 0.f;
-    dp[i] = e < E ? aux_w * f[e] : 0.f;                        // aux: aux_coef·E·f_e/n
-    if (e < E && remote && remote[e]) dp[i] += loc_w;          // locality: experts elsewhere
+  for (int i = 0; i < EPL; ++i) {
+    const int e = lane + W * i;
+    const bool here = live && e < E;
+    pv[i] = here ? p[e] : 0.f;
+    dp[i] = here ? aux_w * f[e] : 0.f;               // aux: aux_coef·E·f_e/n
+    if (here && remote && remote[e]) dp[i] += loc_w;  // locality: experts elsewhere
   }
-  // gates g_q = p_{c_q}/S: dp_{c_q} += (dg_q − Σ_r dg_r·g_r)/S. Lane q < k loads slot q's
-  // expert, gate gradient and probability (one round of loads, not k), which the sums then
-  // take from it in slot order.
+  // gates g_q = p_{c_q}/S: dp_{c_q} += (dg_q − Σ_r dg_r·g_r)/S. Lane q < k (k ≤ W) loads slot
+  // q's expert, gate gradient and probability (one round of loads, not k), which the sums
+  // then take from it in slot order.
   int my_c = 0;
   float my_dg = 0.f, my_p = 0.f;
-  if (lane < k) {
+  if (live && lane < k) {
     my_c = choice[t * k + lane];
     my_dg = dgate[t * k + lane];
     my_p = p[my_c];
   }
   float s = 0.f, dot = 0.f;
-  for (int q = 0; q < k; ++q) s += __shfl_sync(0xffffffffu, my_p, q);
+  for (int q = 0; q < k; ++q) s += __shfl_sync(0xffffffffu, my_p, q, W);
   for (int q = 0; q < k; ++q)
-    dot += __shfl_sync(0xffffffffu, my_dg, q) * __shfl_sync(0xffffffffu, my_p, q) / s;
+    dot += __shfl_sync(0xffffffffu, my_dg, q, W) * __shfl_sync(0xffffffffu, my_p, q, W) / s;
   for (int q = 0; q < k; ++q) {
-    const int c = __shfl_sync(0xffffffffu, my_c, q);
-    const float add = (__shfl_sync(0xffffffffu, my_dg, q) - dot) / s;
+    const int c = __shfl_sync(0xffffffffu, my_c, q, W);
+    const float add = (__shfl_sync(0xffffffffu, my_dg, q, W) - dot) / s;
 #pragma unroll
-    for (int i = 0; i < kExpertsPerLane; ++i)
-      if (lane + 32 * i == c) dp[i] += add;
+    for (int i = 0; i < EPL; ++i)
+      if (lane + W * i == c) dp[i] += add;
   }
   // softmax: dl_e = p_e·(dp_e − Σ p·dp); z: + z_w·lse·p_e
   float pdp = 0.f;
 #pragma unroll
-  for (int i = 0; i < kExpertsPerLane; ++i) pdp += pv[i] * dp[i];
-  pdp = warp_sum(pdp);
+  for (int i = 0; i < EPL; ++i) pdp += pv[i] * dp[i];
+  pdp = lanes_sum<W>(pdp);
+  if (!live) return;
   const float zl = z_w * lse[t];
   float* dl = dlogits + t * E;
 #pragma unroll
-  for (int i = 0; i < kExpertsPerLane; ++i) {
-    const int e = lane + 32 * i;
+  for (int i = 0; i < EPL; ++i) {
+    const int e = lane + W * i;
     if (e < E) dl[e] = pv[i] * (dp[i] - pdp) + zl * pv[i];
   }
 }
+
+template <int W, int EPL>
+struct RouterBackwardLaunch {
+  static void run(unsigned blocks, const float* probs, const float* lse, const int32_t* choice, const float* dgate,
+                  const float* f, const uint8_t* remote, int64_t n, int E, int k, float aux_w, float z_w, float loc_w,
+                  float* dlogits, cudaStream_t stream) {
+    router_backward_kernel<W, EPL><<<blocks, kThreads, 0, stream>>>(probs, lse, choice, dgate, f, remote, n, E, k,
+                                                                    aux_w, z_w, loc_w, dlogits);
+  }
+};
 
 template <typename T>
 constexpr int kVec = 16 / sizeof(T);
@@ -571,8 +638,7 @@ void router_softmax_topk(const float* logits, int64_t n, int E, int k, float* pr
                          float* gate, cudaStream_t stream, const RouterLocality& locality) {
   check_router_shape("router_softmax_topk", n, E, k);
   if (n == 0) return;
-  router_softmax_topk_kernel<<<warp_blocks(n), kThreads, 0, stream>>>(logits, n, E, k, probs, lse, expert, gate,
-                                                                      locality);
+  launch_router<SoftmaxTopkLaunch>(E, n, logits, n, E, k, probs, lse, expert, gate, locality, stream);
   MOK_CUDA_CHECK_LAUNCH();
 }
 
@@ -695,8 +761,8 @@ void router_backward(const float* probs, const float* lse, const int32_t* choice
                      float* dlogits, cudaStream_t stream) {
   check_router_shape("router_backward", n, E, k);
   if (n == 0) return;
-  router_backward_kernel<<<warp_blocks(n), kThreads, 0, stream>>>(probs, lse, choice, dgate, f, remote, n, E, k,
-                                                                  aux_w, z_w, loc_w, dlogits);
+  launch_router<RouterBackwardLaunch>(E, n, probs, lse, choice, dgate, f, remote, n, E, k, aux_w, z_w, loc_w, dlogits,
+                                      stream);
   MOK_CUDA_CHECK_LAUNCH();
 }
 

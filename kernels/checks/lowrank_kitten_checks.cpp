@@ -144,7 +144,11 @@ void check_keeper(CheckInputs& in, std::vector<OpCheck>& out, const Keeper& k, m
   auto gpu_cx = mok::make_exec_context(mok::Device::cuda(0), dtype);
   const KeeperResult a = run_keeper(*gpu_cx, k, o, x, dy, n, d, m);
   const KeeperResult b = run_keeper(*gpu_cx, k, o, x, dy, n, d, m);
-  const double tol = dtype == mok::DType::bf16 ? 1e-2 : k.factor_bits == 8 ? 2e-3 : k.factor_bits == 4 ? 2e-2 : 1e-4;
+  // fp32: 1e-4, except on the rank-6 data: its rank beyond 6 fits the 1e-3 noise, whose
+  // directions are nearly degenerate, so the GPU and CPU may keep different ones (their dW
+  // differ by up to the noise's share, ~1e-3 × the kept noise directions; 1.0e-4 seen).
+  const double fp32_tol = low_rank_x ? 1e-3 : 1e-4;
+  const double tol = dtype == mok::DType::bf16 ? 1e-2 : k.factor_bits == 8 ? 2e-3 : k.factor_bits == 4 ? 2e-2 : fp32_tol;
   const double e = rel(a.dw, cpu.dw);
   out.push_back({name + ".dW_vs_cpu", e, tol});
   out.push_back({name + ".error_vs_cpu (absolute)", std::fabs(a.error - cpu.error), 1e-3});
