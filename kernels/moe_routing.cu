@@ -580,8 +580,8 @@ __global__ void router_backward_kernel(const float* probs, const float* lse, con
     const int e = lane + W * i;
     const bool here = live && e < E;
     pv[i] = here ? p[e] : 0.f;
-    dp[i] = here ? aux_w * f[e] : 0.f;               // aux: aux_coef·E·f_e/n
-    if (here && remote && remote[e]) dp[i] += loc_w;  // locality: experts elsewhere
+    dp[i] = here ? __fmul_rn(aux_w, f[e]) : 0.f;                      // aux: aux_coef·E·f_e/n
+    if (here && remote && remote[e]) dp[i] = __fadd_rn(dp[i], loc_w);  // locality: experts elsewhere
   }
   // gates g_q = p_{c_q}/S: dp_{c_q} += (dg_q − Σ_r dg_r·g_r)/S. Lane q < k (k ≤ W) loads slot
   // q's expert, gate gradient and probability (one round of loads, not k), which the sums
@@ -593,29 +593,33 @@ __global__ void router_backward_kernel(const float* probs, const float* lse, con
     my_dg = dgate[t * k + lane];
     my_p = p[my_c];
   }
+  // Every rounding is named (no products left for the compiler to fuse or not), so the bits
+  // do not depend on how the code around them compiles.
   float s = 0.f, dot = 0.f;
-  for (int q = 0; q < k; ++q) s += __shfl_sync(0xffffffffu, my_p, q, W);
-  for (int q = 0; q < k; ++q)
-    dot += __shfl_sync(0xffffffffu, my_dg, q, W) * __shfl_sync(0xffffffffu, my_p, q, W) / s;
+  for (int q = 0; q < k; ++q) s = __fadd_rn(s, __shfl_sync(0xffffffffu, my_p, q, W));
+  for (int q = 0; q < k; ++q) {
+    const float dg_p = __fmul_rn(__shfl_sync(0xffffffffu, my_dg, q, W), __shfl_sync(0xffffffffu, my_p, q, W));
+    dot = __fadd_rn(dot, __fdiv_rn(dg_p, s));
+  }
   for (int q = 0; q < k; ++q) {
     const int c = __shfl_sync(0xffffffffu, my_c, q, W);
-    const float add = (__shfl_sync(0xffffffffu, my_dg, q, W) - dot) / s;
+    const float add = __fdiv_rn(__fsub_rn(__shfl_sync(0xffffffffu, my_dg, q, W), dot), s);
 #pragma unroll
     for (int i = 0; i < EPL; ++i)
-      if (lane + W * i == c) dp[i] += add;
+      if (lane + W * i == c) dp[i] = __fadd_rn(dp[i], add);
   }
   // softmax: dl_e = p_e·(dp_e − Σ p·dp); z: + z_w·lse·p_e
   float pdp = 0.f;
 #pragma unroll
-  for (int i = 0; i < EPL; ++i) pdp += pv[i] * dp[i];
+  for (int i = 0; i < EPL; ++i) pdp = __fmaf_rn(pv[i], dp[i], pdp);
   pdp = lanes_sum<W>(pdp);
   if (!live) return;
-  const float zl = z_w * lse[t];
+  const float zl = __fmul_rn(z_w, lse[t]);
   float* dl = dlogits + t * E;
 #pragma unroll
   for (int i = 0; i < EPL; ++i) {
     const int e = lane + W * i;
-    if (e < E) dl[e] = pv[i] * (dp[i] - pdp) + zl * pv[i];
+    if (e < E) dl[e] = __fmaf_rn(pv[i], __fsub_rn(dp[i], pdp), __fmul_rn(zl, pv[i]));
   }
 }
 
