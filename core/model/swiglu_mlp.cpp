@@ -61,18 +61,21 @@ Tensor SwiGluMlp::backward_gated(const Tensor& dy, const Tensor* gate, Tensor* d
     ops.swiglu_forward(a_.get(), h);
   }
   Tensor dh = down_.input_grad(dy);  // (n, f) = dy·Wdownᵀ, before the gate
+  Tensor da;
   if (gate) {
-    ops.row_dot(dh, h, *dgate);  // dy·(h·Wdown) = (dy·Wdownᵀ)·h
-    ops.scale_rows(dh, *gate, dh);
     Tensor dy_gated = cx.activation({n, d_});
     ops.scale_rows(dy, *gate, dy_gated);
     down_.weight_grad(dy_gated, hidden_kept_ ? nullptr : &h);
+    dy_gated.reset();
+    da = cx.activation({n, 2 * f_});
+    // dgate = dy·(h·Wdown) = (dy·Wdownᵀ)·h, and da through the gate
+    ops.swiglu_backward_gated(a_.get(), std::move(h), dh, *gate, *dgate, da);
   } else {
     down_.weight_grad(dy, hidden_kept_ ? nullptr : &h);
+    h.reset();
+    da = cx.activation({n, 2 * f_});
+    ops.swiglu_backward(a_.get(), dh, da);
   }
-  h.reset();
-  Tensor da = cx.activation({n, 2 * f_});
-  ops.swiglu_backward(a_.get(), dh, da);
   a_.reset();
   dh.reset();
   Tensor dx = up_.input_grad(da);
