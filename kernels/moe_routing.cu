@@ -88,6 +88,20 @@ __device__ inline float lanes_max(float v) {
   return v;
 }
 
+// The largest value over the W lanes and its index, ties to the lower index; every lane ends
+// with the same pair.
+template <int W>
+__device__ inline void lanes_argmax(float& best, int& best_e) {
+  for (int o = W / 2; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, best, o, W);
+    const int other_e = __shfl_xor_sync(0xffffffffu, best_e, o, W);
+    if (other > best || (other == best && other_e < best_e)) {
+      best = other;
+      best_e = other_e;
+    }
+  }
+}
+
 template <int W, int EPL>
 __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E, int k, float* probs, float* lse,
                                            int32_t* expert, float* gate, RouterLocality loc) {
@@ -152,23 +166,9 @@ __global__ void router_softmax_topk_kernel(const float* logits, int64_t n, int E
         best_le = e;
       }
     }
-    for (int o = W / 2; o > 0; o >>= 1) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, o, W);
-      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, o, W);
-      if (other > best || (other == best && other_e < best_e)) {
-        best = other;
-        best_e = other_e;
-      }
-    }
+    lanes_argmax<W>(best, best_e);
     if (loc.enabled) {
-      for (int o = W / 2; o > 0; o >>= 1) {
-        const float other_l = __shfl_xor_sync(0xffffffffu, best_l, o, W);
-        const int other_le = __shfl_xor_sync(0xffffffffu, best_le, o, W);
-        if (other_l > best_l || (other_l == best_l && other_le < best_le)) {
-          best_l = other_l;
-          best_le = other_le;
-        }
-      }
+      lanes_argmax<W>(best_l, best_le);
       // best_e's locality bit, from the lane that holds it (the token's lanes agree on best_e)
       const unsigned owner_bits = __shfl_sync(0xffffffffu, local_bits, best_e % W, W);
       const bool best_is_local = (owner_bits >> (best_e / W) & 1u) != 0;
