@@ -763,17 +763,39 @@ def mok_row(s, mok_dir, warmup):
     return row
 
 
+def load_peer_files(paths):
+    """The peers' rows of one or more peers.json files (several calls of a day: the best row
+    per shape is then the best over all of them). With more than one file each row is tagged
+    with the file it came from. Returns (rows, versions of the first file that has them)."""
+    rows, versions = [], None
+    for path in paths:
+        try:
+            with open(path) as fh:
+                peers = json.load(fh)
+        except (OSError, ValueError) as exc:
+            print(f"no peer rows from {path} ({error_text(exc)})")
+            continue
+        for r in peers.get("rows", []):
+            if len(paths) > 1:
+                r = dict(r, source=path)
+            rows.append(r)
+        versions = versions or peers.get("versions")
+    return rows, versions
+
+
 def compare_with_mok(args):
-    """Prints and writes the comparison of the peers' rows (args.compare) with mok's runs."""
-    try:
-        with open(args.compare) as fh:
-            peers = json.load(fh)
-    except (OSError, ValueError) as exc:
-        print(f"no peer rows ({error_text(exc)}); mok rows only")
-        peers = {"rows": []}
+    """Prints and writes the comparison of the peers' rows (args.compare: one peers.json or a
+    comma list of them) with mok's runs."""
+    paths = [x for x in args.compare.split(",") if x]
+    peer_rows, versions = load_peer_files(paths)
+    if not peer_rows:
+        print("no peer rows; mok rows only")
     rows = []
     for s in args.shape_list:
-        mine = [r for r in peers["rows"] if r["shape"] == s.name]
+        mine = [r for r in peer_rows if r["shape"] == s.name]
+        if len(paths) > 1:  # only each shape's best row: the one the ratio is taken against
+            mine = [r for r in mine if r.get("status") == "ok"]
+            mine = [max(mine, key=lambda r: r["tokens_per_s"])] if mine else []
         best = max((r for r in mine if r.get("status") == "ok"), key=lambda r: r["tokens_per_s"], default=None)
         mok = mok_row(s, args.mok_dir, args.warmup)
         if best and mok["status"] == "ok":
@@ -786,6 +808,8 @@ def compare_with_mok(args):
     for r in rows:
         ok = r.get("status") == "ok"
         runner = "mok" if r["variant"] == "mok" else "PyTorch " + r["variant"]
+        if r.get("source"):
+            runner += f" (best of {len(paths)} files: {r['source']})"
         if str(r.get("expert_impl", "")).startswith("fallback"):
             runner += " (fallback: loop)"
         alloc = r.get("peak_allocated_bytes", r.get("peak_tracked_bytes"))
@@ -807,7 +831,7 @@ def compare_with_mok(args):
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"what": "mok against its PyTorch peers", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                       "versions": peers.get("versions"), "flops_formula": FLOPS_FORMULA,
+                       "versions": versions, "peer_files": paths, "flops_formula": FLOPS_FORMULA,
                        "peak_flops": PEAK_BF16_FLOPS, "warmup_steps_left_out": args.warmup, "rows": rows},
                       fh, indent=1)
         print(f"wrote {args.json}")
@@ -970,9 +994,10 @@ def parse_args(argv=None):
     p.add_argument("--verify-against-mok", default="", metavar="MOK",
                    help="CPU check instead of the benchmark: train the shapes briefly with this mok "
                         "binary and compare parameter counts and validation loss (see verify_against_mok)")
-    p.add_argument("--compare", default="", metavar="PEERS_JSON",
+    p.add_argument("--compare", default="", metavar="PEERS_JSON[,PEERS_JSON...]",
                    help="instead of running: compare the rows of PEERS_JSON with mok's runs in --mok-dir "
-                        "(mok_<shape>.stdout/.stderr/.rc and mok_runs.db, as bench_gpu.sh writes them)")
+                        "(mok_<shape>.stdout/.stderr/.rc and mok_runs.db, as bench_gpu.sh writes them); "
+                        "with several files (calls of one day), against each shape's best peer row of all")
     p.add_argument("--mok-dir", default="", help="folder of mok's runs for --compare")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--row-json", default="", help=argparse.SUPPRESS)
