@@ -4,7 +4,7 @@
 //   sum_squares:  *sum_sq = Σ_tensors Σ_k g[k]² in double, in a fixed order (per-chunk
 //                 partials, then the partials in chunk order by a fixed tree): bitwise repeatable
 //   clip:         norm = sqrt(*sum_sq); when max_norm > 0, norm > max_norm and norm is finite,
-//                 every g *= float(max_norm / norm)  (the CPU's clip_grad_norm_to)
+//                 every g *= float(max_norm / norm)  (the CPU's clip_grad_norm)
 //   scale:        every g *= s
 // GradNormPlan maps launch blocks to (tensor, chunk) once for a fixed list of tensors, like
 // AdamWPlan: construct, allocate device_bytes(), upload() once, then use each step.

@@ -17,10 +17,7 @@ double global_grad_norm(const std::vector<Parameter*>& params);
 double clip_factor(double norm, double max_norm);
 
 // Scales every gradient by max_norm / norm when norm > max_norm (max_norm <= 0: never).
-// Returns the norm before clipping.
+// Returns the norm before clipping. (Training clips inside the update instead: clip_factor.)
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);
-// The same scaling with a norm computed elsewhere (e.g. over ranks: global_grad_norm_sq in
-// core/parallel/data_parallel.h). Returns `norm`.
-double clip_grad_norm_to(const std::vector<Parameter*>& params, double norm, double max_norm);
 
 }  // namespace mok
