@@ -17,6 +17,14 @@ __device__ inline float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 // gated backward that rebuilds h)
 __device__ inline float swiglu_value(float g, float u) { return g * sigmoid(g) * u; }
 
+// d/dgate = d·up·s·(1 + gate·(1 − s)),  d/dup = d·silu(gate),  s = sigmoid(gate), for the
+// gradient d of h (shared by the plain and the gated backward, so they round alike)
+__device__ inline void swiglu_grads(float g, float u, float d, float& dg, float& du) {
+  const float s = sigmoid(g);
+  du = d * (g * s);
+  dg = d * u * s * (1.f + g * (1.f - s));
+}
+
 // Each thread takes packs of V columns of one row (V = 1 when rows are not pack-aligned):
 // pack p covers row p / (f/V), columns (p % (f/V))·V … +V of h, and the same columns of the
 // gate and up halves of a.
@@ -36,10 +44,8 @@ __global__ void swiglu_forward_kernel(const T* a, int64_t n, int64_t f, T* h) {
   }
 }
 
-// d/dgate = dh·up·s·(1 + gate·(1 − s)),  d/dup = dh·silu(gate),  s = sigmoid(gate); with
-// row_scale, dh's row r is first dh·row_scale[r] rounded to T (scale_rows' arithmetic)
 template <typename T, int V>
-__global__ void swiglu_backward_kernel(const T* a, const T* dh, int64_t n, int64_t f, T* da, const float* row_scale) {
+__global__ void swiglu_backward_kernel(const T* a, const T* dh, int64_t n, int64_t f, T* da) {
   const int64_t packs_per_row = f / V, packs = n * packs_per_row;
   for (int64_t p = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; p < packs;
        p += static_cast<int64_t>(gridDim.x) * kThreads) {
@@ -49,17 +55,8 @@ __global__ void swiglu_backward_kernel(const T* a, const T* dh, int64_t n, int64
     load_pack<V>(gate, g);
     load_pack<V>(gate + f, u);
     load_pack<V>(dh + r * f + j, d);
-    if (row_scale) {
-      const float rs = row_scale[r];
 #pragma unroll
-      for (int k = 0; k < V; ++k) d[k] = to_float(from_float<T>(d[k] * rs));
-    }
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const float s = sigmoid(g[k]);
-      du[k] = d[k] * (g[k] * s);
-      dg[k] = d[k] * u[k] * s * (1.f + g[k] * (1.f - s));
-    }
+    for (int k = 0; k < V; ++k) swiglu_grads(g[k], u[k], d[k], dg[k], du[k]);
     T* out = da + r * 2 * f + j;
     store_pack<V>(out, dg);
     store_pack<V>(out + f, du);
@@ -69,7 +66,8 @@ __global__ void swiglu_backward_kernel(const T* a, const T* dh, int64_t n, int64
 // The routed experts' backward, one warp per row r: dgate[r] = Σ_j dh·h with h rebuilt from
 // a and rounded to T as the forward rounds it (lane-strided packs of V, an fma per column in
 // order, then the xor butterfly: row_dot's order, so the same bits), and da as
-// swiglu_backward_kernel with row_scale = gate. Reads a and dh once; h is never read.
+// swiglu_backward_kernel gives it for dh·gate[r] rounded to T (scale_rows' arithmetic). Reads
+// a and dh once; h is never read.
 constexpr int kWarpsPerBlock = kThreads / 32;
 
 template <typename T, int V>
@@ -90,10 +88,7 @@ __global__ void swiglu_backward_gated_kernel(const T* a, const T* dh, const floa
     for (int k = 0; k < V; ++k) {
       const float h = to_float(from_float<T>(swiglu_value(g[k], u[k])));
       dot = fmaf(d[k], h, dot);
-      const float ds = to_float(from_float<T>(d[k] * rs));
-      const float s = sigmoid(g[k]);
-      du[k] = ds * (g[k] * s);
-      dg[k] = ds * u[k] * s * (1.f + g[k] * (1.f - s));
+      swiglu_grads(g[k], u[k], to_float(from_float<T>(d[k] * rs)), dg[k], du[k]);
     }
     T* out = da + r * 2 * f + j;
     store_pack<V>(out, dg);
@@ -129,14 +124,13 @@ void swiglu_forward(const T* a, int64_t n, int64_t f, T* h, cudaStream_t stream)
 }
 
 template <typename T>
-void swiglu_backward(const T* a, const T* dh, int64_t n, int64_t f, T* da, cudaStream_t stream,
-                     const float* row_scale) {
+void swiglu_backward(const T* a, const T* dh, int64_t n, int64_t f, T* da, cudaStream_t stream) {
   if (n <= 0 || f <= 0) return;
   constexpr int V = kPack<T>;
   if (packable<T>(f, a, dh, da)) {
-    swiglu_backward_kernel<T, V><<<grid_for_packs(n * (f / V)), kThreads, 0, stream>>>(a, dh, n, f, da, row_scale);
+    swiglu_backward_kernel<T, V><<<grid_for_packs(n * (f / V)), kThreads, 0, stream>>>(a, dh, n, f, da);
   } else {
-    swiglu_backward_kernel<T, 1><<<grid_for_packs(n * f), kThreads, 0, stream>>>(a, dh, n, f, da, row_scale);
+    swiglu_backward_kernel<T, 1><<<grid_for_packs(n * f), kThreads, 0, stream>>>(a, dh, n, f, da);
   }
   MOK_CUDA_CHECK_LAUNCH();
 }
@@ -157,9 +151,8 @@ void swiglu_backward_gated(const T* a, const T* dh, const float* gate, int64_t n
 
 template void swiglu_forward<float>(const float*, int64_t, int64_t, float*, cudaStream_t);
 template void swiglu_forward<bf16>(const bf16*, int64_t, int64_t, bf16*, cudaStream_t);
-template void swiglu_backward<float>(const float*, const float*, int64_t, int64_t, float*, cudaStream_t,
-                                     const float*);
-template void swiglu_backward<bf16>(const bf16*, const bf16*, int64_t, int64_t, bf16*, cudaStream_t, const float*);
+template void swiglu_backward<float>(const float*, const float*, int64_t, int64_t, float*, cudaStream_t);
+template void swiglu_backward<bf16>(const bf16*, const bf16*, int64_t, int64_t, bf16*, cudaStream_t);
 template void swiglu_backward_gated<float>(const float*, const float*, const float*, int64_t, int64_t, float*, float*,
                                            cudaStream_t);
 template void swiglu_backward_gated<bf16>(const bf16*, const bf16*, const float*, int64_t, int64_t, bf16*, float*,
