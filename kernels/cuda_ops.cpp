@@ -78,6 +78,11 @@ std::string grouped_label(const char* op, const std::vector<int64_t>& offsets, c
          " rows x " + std::to_string(a.dim(1));
 }
 
+// "quantize_rows 16384x768 4-bit": the op profile's label for a low-bit copy of that shape.
+std::string low_bit_label(const char* op, int64_t rows, int64_t cols, int bits) {
+  return std::string(op) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " " + std::to_string(bits) + "-bit";
+}
+
 }  // namespace
 
 struct CudaOps::DeviceRope {
@@ -733,8 +738,8 @@ void CudaOps::scale_rows(const Tensor& x, const Tensor& s, Tensor& out) {
 
 void CudaOps::quantize_rows(const Tensor& x, const mok::QuantizeOptions& options, Tensor& codes, Tensor& scales,
                             Tensor* error_terms) {
-  const auto timed = profile("quantize_rows");
   const int64_t cols = x.dim(-1), rows = cols ? x.numel() / cols : 0;
+  const auto timed = profiler_->scope([&] { return low_bit_label("quantize_rows", rows, cols, options.bits); });
   const cuda::RowQuantizeParams p{options.bits, options.stochastic, options.seed, options.stream};
   Tensor workspace = scratch(cuda::quantize_rows_workspace_bytes(rows, error_terms != nullptr));
   double* terms = error_terms ? error_terms->ptr<double>() : nullptr;
@@ -745,8 +750,8 @@ void CudaOps::quantize_rows(const Tensor& x, const mok::QuantizeOptions& options
 }
 
 void CudaOps::dequantize_rows(const Tensor& codes, const Tensor& scales, int bits, Tensor& out) {
-  const auto timed = profile("dequantize_rows");
   const int64_t cols = out.dim(-1), rows = cols ? out.numel() / cols : 0;
+  const auto timed = profiler_->scope([&] { return low_bit_label("dequantize_rows", rows, cols, bits); });
   by_type(out.dtype(), "dequantize_rows", [&]<typename T>() {
     cuda::dequantize_rows<T>(codes.ptr<uint8_t>(), scales.ptr<float>(), rows, cols, bits, static_cast<T*>(out.raw()),
                              stream_);

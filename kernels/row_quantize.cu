@@ -18,35 +18,51 @@ __device__ inline void store_double(bf16* p, double v) { *p = __double2bfloat16(
 
 // The code of one value, as the CPU rounds it (core/backend/row_quantize.cpp): rint or
 // floor(· + u) of the double quotient v/s, clamped to ±qmax.
-//
-// Nearest rounding first tries tf = v · inv_s in float (inv_s = 1/s rounded), since a double
-// division costs many times a float product. v is a float; tf is within 2⁻²³·|v/s| (two
-// roundings) of v/s, so within 2⁻¹³ for |tf| < 1024, and the double quotient is within 2⁻⁴³
-// of it. When tf lies farther than 2⁻¹² from a half-integer, all three lie strictly between
-// the same two half-integers and round to the same integer: the code is the double path's,
-// bit for bit. Otherwise (about one value in 2¹¹, or a non-finite tf) the double path runs.
-__device__ inline int code_of(double v, float s, float inv_s, int qmax, const RowQuantizeParams& p, uint64_t index) {
+template <bool Stochastic>
+__device__ inline int code_exact(double v, float s, int qmax, const RowQuantizeParams& p, uint64_t index) {
   if (!(s > 0.0f)) return 0;
-  if (!p.stochastic) {
-    const float tf = static_cast<float>(v) * inv_s;
-    if (fabsf(tf) < 1024.0f && fabsf(tf - floorf(tf) - 0.5f) > 0x1p-12f)
-      return static_cast<int>(fminf(fmaxf(rintf(tf), -static_cast<float>(qmax)), static_cast<float>(qmax)));
-  }
   const double t = v / static_cast<double>(s);
-  const double qd = p.stochastic ? floor(t + counter_uniform01(p.seed, p.stream, index)) : rint(t);
+  const double qd = Stochastic ? floor(t + counter_uniform01(p.seed, p.stream, index)) : rint(t);
   return static_cast<int>(fmin(fmax(qd, -static_cast<double>(qmax)), static_cast<double>(qmax)));
+}
+
+// 1.5 · 2²³: adding it to a float f with |f| < 2²² leaves rint(f) (ties to even) in the low
+// bits of the sum, so rounding costs two adds instead of a conversion (which issues at a
+// quarter of the float rate on sm_90).
+constexpr float kRoundMagic = 12582912.0f;
+constexpr int kRoundMagicBits = 0x4B400000;
+
+// q as a float, for |q| < 2²²: the same trick backwards.
+__device__ inline float small_int_to_float(int q) { return __fsub_rn(__int_as_float(q + kRoundMagicBits), kRoundMagic); }
+
+// code_exact's result, first tried in float: tf = v · inv_s (inv_s = 1/s rounded) is within
+// 2⁻²³·|v/s| (two roundings) of v/s, so within 2⁻¹³ for |tf| < 1024, and the double quotient
+// within 2⁻⁴³ of v/s. When tf lies farther than 2⁻¹² from a half-integer, all three round to
+// the same integer: the code is the double path's, bit for bit. Otherwise (about one value
+// in 2¹¹, or a non-finite tf) the double path runs. Stochastic rounding always takes it.
+// (Stochastic is a template argument, so that the common kernels carry none of its code.)
+template <bool Stochastic>
+__device__ inline int code_of(float v, float s, float inv_s, int qmax, const RowQuantizeParams& p, uint64_t index) {
+  if (!Stochastic) {
+    const float tf = __fmul_rn(v, inv_s);
+    const float sum = __fadd_rn(tf, kRoundMagic);
+    const float n = __fsub_rn(sum, kRoundMagic);  // rint(tf)
+    if (fabsf(tf) < 1024.0f && fabsf(__fsub_rn(tf, n)) < 0.5f - 0x1p-12f)
+      return min(max(__float_as_int(sum) - kRoundMagicBits, -qmax), qmax);
+  }
+  return code_exact<Stochastic>(v, s, qmax, p, index);
 }
 
 // 1/s for code_of's first try (0 for a zero scale, whose codes are 0).
 __device__ inline float inverse_scale(float s) { return s > 0.0f ? 1.0f / s : 0.0f; }
 
-// code_of, adding (v − q·s)² and v² to the row's sums.
-__device__ inline int code_with_error(double v, float s, float inv_s, int qmax, const RowQuantizeParams& p,
+// code_of, adding (v − q·s)² and v² to the row's sums in double (the one-value kernel's way).
+__device__ inline int code_with_error(float v, float s, float inv_s, int qmax, const RowQuantizeParams& p,
                                       uint64_t index, double& err, double& xx) {
-  const int q = code_of(v, s, inv_s, qmax, p, index);
-  const double d = v - static_cast<double>(q) * static_cast<double>(s);
+  const int q = p.stochastic ? code_of<true>(v, s, inv_s, qmax, p, index) : code_of<false>(v, s, inv_s, qmax, p, index);
+  const double d = static_cast<double>(v) - static_cast<double>(q) * static_cast<double>(s);
   err += d * d;
-  xx += v * v;
+  xx += static_cast<double>(v) * v;
   return q;
 }
 
@@ -67,8 +83,7 @@ __device__ inline void store_row_terms(double* row_terms, long long r, int lane,
 }
 
 // One warp per row (kRowsPerBlock rows per block): absmax → scale, then codes and the row's
-// two sums. Rows are short (d_model or a few times it), so a warp's shuffles beat a block's
-// barriers.
+// two sums. For rows that are not a multiple of 8 values or not aligned.
 constexpr int kRowsPerBlock = kThreads / 32;
 
 template <typename T>
@@ -103,22 +118,51 @@ __global__ void quantize_rows_kernel(const T* x, long long rows, long long cols,
   store_row_terms(row_terms, r, lane, err, xx);
 }
 
-// The same with 8 consecutive values per lane and access (16-byte loads of bf16, two of
-// float; 8- or 4-byte stores of codes), for rows of a multiple of 8 values on aligned
-// memory: the scalar kernel's one-value accesses leave most of the memory bandwidth unused.
+// 8 consecutive values, loaded and stored as one access (16 bytes of bf16, 32 of float).
 template <typename T>
 struct alignas(8 * sizeof(T)) Pack8 {
   T v[8];
 };
 
-// The codes of one pack of 8 values at pack index g of row r, stored as 8 or 4 bytes.
-template <typename T>
+// The largest |value| of a pack: on bf16 pairs for bf16 (exact, and it keeps the compiler
+// from holding the unpacked floats between the two uses of a held pack).
+__device__ inline float pack_absmax(const Pack8<float>& pk) {
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) m = fmaxf(m, fabsf(pk.v[k]));
+  return m;
+}
+__device__ inline float pack_absmax(const Pack8<bf16>& pk) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(pk.v);
+  __nv_bfloat162 m = __habs2(h[0]);
+#pragma unroll
+  for (int k = 1; k < 4; ++k) m = __hmax2(m, __habs2(h[k]));
+  return fmaxf(__low2float(m), __high2float(m));
+}
+
+// The codes of the pack at pack index g of row r, stored as 8 or 4 bytes. When Measure, the
+// pack's (v − q·s)² and v² are summed in float (each term rounded once, so a pack's sums are
+// within 10 · 2⁻²⁴ of exact, relative) and added to the row's double sums: per-value double
+// arithmetic would cost more than the rest of the kernel.
+template <bool Measure, bool Stochastic, typename T>
 __device__ inline void quantize_pack(const Pack8<T>& pk, long long r, long long cols, long long g, float s, float inv_s,
                                      int qmax, const RowQuantizeParams& p, uint8_t* rc, double& err, double& xx) {
   int q[8];
+  float pack_err = 0.0f, pack_xx = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
-    q[i] = code_with_error(to_float(pk.v[i]), s, inv_s, qmax, p, static_cast<uint64_t>(r * cols + 8 * g + i), err, xx);
+  for (int i = 0; i < 8; ++i) {
+    const float v = to_float(pk.v[i]);
+    q[i] = code_of<Stochastic>(v, s, inv_s, qmax, p, static_cast<uint64_t>(r * cols + 8 * g + i));
+    if (Measure) {
+      const float d = __fmaf_rn(-small_int_to_float(q[i]), s, v);
+      pack_err = __fmaf_rn(d, d, pack_err);
+      pack_xx = __fmaf_rn(v, v, pack_xx);
+    }
+  }
+  if (Measure) {
+    err += pack_err;
+    xx += pack_xx;
+  }
   if (p.bits == 8) {
     uint2 w;
     w.x = (q[0] & 0xFF) | (q[1] & 0xFF) << 8 | (q[2] & 0xFF) << 16 | static_cast<unsigned>(q[3] & 0xFF) << 24;
@@ -132,8 +176,8 @@ __device__ inline void quantize_pack(const Pack8<T>& pk, long long r, long long 
   }
 }
 
-// One warp per row, two passes over it (absmax, then codes; the second mostly from cache).
-// Keeping a lane's packs in registers for one pass ran at half this speed on an H200.
+// One warp per row, two passes over it (absmax, then codes; the second mostly from cache):
+// for rows longer than the held kernel below takes.
 template <typename T>
 __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long cols, RowQuantizeParams p,
                                           uint8_t* codes, float* scales, double* row_terms) {
@@ -143,19 +187,109 @@ __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long 
   const Pack8<T>* xr = reinterpret_cast<const Pack8<T>*>(x + r * cols);
   const long long packs = cols / 8;
   float m = 0.0f;
-  for (long long g = lane; g < packs; g += 32) {
-    const Pack8<T> pk = xr[g];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(to_float(pk.v[i])));
-  }
+  for (long long g = lane; g < packs; g += 32) m = fmaxf(m, pack_absmax(xr[g]));
   m = warp_max(m);
   const int qmax = p.bits == 8 ? 127 : 7;
   const float s = row_scale(m, qmax), inv_s = inverse_scale(s);
   if (lane == 0) scales[r] = s;
   uint8_t* rc = codes + r * ((cols * p.bits) / 8);
   double err = 0.0, xx = 0.0;
-  for (long long g = lane; g < packs; g += 32) quantize_pack(xr[g], r, cols, g, s, inv_s, qmax, p, rc, err, xx);
+  for (long long g = lane; g < packs; g += 32) {
+    if (p.stochastic) quantize_pack<true, true>(xr[g], r, cols, g, s, inv_s, qmax, p, rc, err, xx);
+    else quantize_pack<true, false>(xr[g], r, cols, g, s, inv_s, qmax, p, rc, err, xx);
+  }
   store_row_terms(row_terms, r, lane, err, xx);
+}
+
+// Rows held in registers: each row is split over G warps of a block (G ≤ 8), each lane
+// loading at most kHeldPacks packs of 8 values, all issued before any is used, so a row
+// costs one trip to memory with every load in flight. The G warps combine their absmax and
+// sums through shared memory, in warp order (no atomics: one result in every run).
+constexpr int kHeldPacks = 4;
+constexpr int kMaxWarpsPerRow = 8;
+
+template <typename T, bool Measure, bool Stochastic>
+__global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x, long long rows, long long cols,
+                                                                      int warps_per_row, RowQuantizeParams p,
+                                                                      uint8_t* codes, float* scales,
+                                                                      double* row_terms) {
+  __shared__ float part_max[kThreads / 32];
+  __shared__ double part_err[kThreads / 32], part_xx[kThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int part = warp % warps_per_row, first = warp - part;  // this warp's share; the row's first warp
+  const long long r = static_cast<long long>(blockIdx.x) * (blockDim.x / 32 / warps_per_row) + warp / warps_per_row;
+  const bool valid = r < rows;  // no early return: barriers follow
+  const long long packs = cols / 8;
+  const Pack8<T>* xr = reinterpret_cast<const Pack8<T>*>(x + (valid ? r : 0) * cols);
+  const long long g0 = static_cast<long long>(part) * 32 * kHeldPacks + lane;  // slot i: g0 + 32 i
+  Pack8<T> pk[kHeldPacks];
+#pragma unroll
+  for (int i = 0; i < kHeldPacks; ++i)
+    if (valid && g0 + 32 * i < packs) pk[i] = xr[g0 + 32 * i];
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kHeldPacks; ++i)
+    if (valid && g0 + 32 * i < packs) m = fmaxf(m, pack_absmax(pk[i]));
+  m = warp_max(m);
+  if (warps_per_row > 1) {
+    if (lane == 0) part_max[warp] = m;
+    __syncthreads();
+    for (int w = 0; w < warps_per_row; ++w) m = fmaxf(m, part_max[first + w]);
+  }
+  const int qmax = p.bits == 8 ? 127 : 7;
+  const float s = row_scale(m, qmax), inv_s = inverse_scale(s);
+  double err = 0.0, xx = 0.0;
+  if (valid) {
+    if (part == 0 && lane == 0) scales[r] = s;
+    uint8_t* rc = codes + r * ((cols * p.bits) / 8);
+#pragma unroll
+    for (int i = 0; i < kHeldPacks; ++i)
+      if (g0 + 32 * i < packs) quantize_pack<Measure, Stochastic>(pk[i], r, cols, g0 + 32 * i, s, inv_s, qmax, p, rc, err, xx);
+  }
+  if (!Measure) return;
+  err = warp_sum(err);
+  xx = warp_sum(xx);
+  if (warps_per_row > 1) {
+    if (lane == 0) {
+      part_err[warp] = err;
+      part_xx[warp] = xx;
+    }
+    __syncthreads();
+    if (part == 0 && lane == 0)
+      for (int w = 1; w < warps_per_row; ++w) {
+        err += part_err[first + w];
+        xx += part_xx[first + w];
+      }
+  }
+  if (valid && part == 0 && lane == 0) {
+    row_terms[2 * r] = err;
+    row_terms[2 * r + 1] = xx;
+  }
+}
+
+// The held kernel for rows of `cols` values (a multiple of 8), or false for rows longer than
+// kMaxWarpsPerRow warps hold.
+template <typename T>
+bool try_held_quantize(const T* x, long long rows, long long cols, const RowQuantizeParams& p, uint8_t* codes,
+                       float* scales, double* row_terms, cudaStream_t stream) {
+  const long long per_warp = 32 * kHeldPacks;
+  const long long warps_per_row = (cols / 8 + per_warp - 1) / per_warp;
+  if (warps_per_row > kMaxWarpsPerRow) return false;
+  const int w = static_cast<int>(std::max<long long>(warps_per_row, 1));
+  const int rows_per_block = (kThreads / 32) / w;
+  const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  const unsigned threads = static_cast<unsigned>(32 * w * rows_per_block);
+  auto launch = [&](auto kernel, double* terms) {
+    kernel<<<blocks, threads, 0, stream>>>(x, rows, cols, w, p, codes, scales, terms);
+  };
+  if (p.stochastic) {
+    if (row_terms) launch(quantize_rows_held_kernel<T, true, true>, row_terms);
+    else launch(quantize_rows_held_kernel<T, false, true>, nullptr);
+  } else {
+    if (row_terms) launch(quantize_rows_held_kernel<T, true, false>, row_terms);
+    else launch(quantize_rows_held_kernel<T, false, false>, nullptr);
+  }
+  return true;
 }
 
 // One thread per 8 values.
@@ -242,9 +376,10 @@ void quantize_rows(const T* x, int64_t rows, int64_t cols, const RowQuantizePara
   if (rows <= 0) return;
   double* row_terms = terms ? static_cast<double*>(workspace) : nullptr;
   const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  if (cols % 8 == 0 && aligned(x, 8 * sizeof(T)) && aligned(codes, 8))
-    quantize_rows_vec8_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, cols, params, codes, scales, row_terms);
-  else
+  if (cols % 8 == 0 && aligned(x, 8 * sizeof(T)) && aligned(codes, 8)) {
+    if (!try_held_quantize<T>(x, rows, cols, params, codes, scales, row_terms, stream))
+      quantize_rows_vec8_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, cols, params, codes, scales, row_terms);
+  } else
     quantize_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, cols, params, codes, scales, row_terms);
   MOK_CUDA_CHECK_LAUNCH();
   if (terms) {

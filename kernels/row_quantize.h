@@ -3,8 +3,9 @@
 // core/backend/row_quantize.h: one float32 absmax scale per row, 8-bit codes or 4-bit codes
 // two to a byte, nearest (ties to even) or counter-based stochastic rounding.
 //   x, out: (rows, cols) T (float or bf16)   codes: rows · ceil(cols·bits/8) bytes
-// The arithmetic is the CPU's (the quotient x/scale and the error sums in double), so codes
-// and scales equal the CPU's bit for bit on the same input values.
+// Codes and scales equal the CPU's bit for bit on the same input values (each code is the
+// CPU's rounding of the double quotient x/scale). The error sums are within 1e-6 of the
+// CPU's, relative: float terms summed per 8 values, double across them.
 
 #include <cuda_runtime.h>
 

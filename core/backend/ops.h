@@ -156,12 +156,17 @@ class Ops {
   virtual void swiglu_backward(const Tensor& a, const Tensor& dh, Tensor& da) = 0;
   // The routed experts' backward through their gates s (n, f32/`real`): dgate (n) = Σ_j dh·h
   // row by row (dh before the gate; h = swiglu(a), handed over: the op releases it when it is
-  // done with it), then da as swiglu_backward of dh's rows scaled by s, each scaled row rounded
-  // to dh's dtype as scale_rows rounds it. Here row_dot, scale_rows (dh scaled in place: its
-  // values afterwards are the scaled ones) and swiglu_backward; a backend may fuse them,
-  // rebuild h from a instead of reading it, and leave dh as it was.
+  // done with it; or empty, and then built here as swiglu_forward builds it), then da as
+  // swiglu_backward of dh's rows scaled by s, each scaled row rounded to dh's dtype as
+  // scale_rows rounds it. Here swiglu_forward where h is empty, row_dot, scale_rows (dh scaled
+  // in place: its values afterwards are the scaled ones) and swiglu_backward; a backend may
+  // fuse them, rebuild h from a instead of reading it, and leave dh as it was.
   virtual void swiglu_backward_gated(const Tensor& a, Tensor&& h, Tensor& dh, const Tensor& s, Tensor& dgate,
                                      Tensor& da) {
+    if (h.empty()) {
+      h = Tensor::empty({a.dim(0), a.dim(1) / 2}, a.dtype(), a.allocator());
+      swiglu_forward(a, h);
+    }
     row_dot(dh, h, dgate);
     h.reset();
     scale_rows(dh, s, dh);

@@ -159,12 +159,13 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, Tensor&& dys_gated, cons
   if (offsets_.empty() || offsets_.back() != m)
     throw std::logic_error("GroupedSwiGlu: backward of " + std::to_string(m) + " rows without a matching forward");
   Tensor a = restore_act();  // (m, 2f)
-  // h (m, f), which the gates' gradient needs: the kept tensor itself when it was kept exactly,
-  // else rebuilt from a
+  // h (m, f), which the gates' gradient needs: the kept tensor itself when it was kept exactly;
+  // rebuilt from a when the down projection's weight gradient needs it too (h not kept); else
+  // left to the gated op, which builds it (or, fused, never needs it whole)
   Tensor h;
   if (hidden_kept_ && !policy_) {
     h = h_saved_.whole.view(0, h_saved_.whole.shape());
-  } else {
+  } else if (!hidden_kept_) {
     h = cx.activation({m, f_});
     ops.swiglu_forward(a, h);
   }

@@ -55,8 +55,8 @@ Tensor SwiGluMlp::backward_gated(const Tensor& dy, const Tensor* gate, Tensor* d
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t n = dy.dim(0);
-  Tensor h;  // (n, f), recomputed from a when needed
-  if (gate || !hidden_kept_) {
+  Tensor h;  // (n, f), recomputed from a for the weight gradient when not kept (the gated op builds its own)
+  if (!hidden_kept_) {
     h = cx.activation({n, f_});
     ops.swiglu_forward(a_.get(), h);
   }

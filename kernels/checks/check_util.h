@@ -124,6 +124,7 @@ constexpr double kBf16LseTolerance = 1e-4;
 // Check groups, one file each in kernels/checks/; run_cuda_op_checks calls them in turn.
 void check_sketch(CheckInputs& in, std::vector<OpCheck>& out);        // sketch_checks.cpp
 void check_kittens(CheckInputs& in, std::vector<OpCheck>& out);       // kitten_checks.cpp
+void check_lowbit_rows(CheckInputs& in, std::vector<OpCheck>& out);   // kitten_checks.cpp: kittens' row codes only
 void check_elementwise(CheckInputs& in, std::vector<OpCheck>& out);   // elementwise_checks.cu
 void check_gemm(CheckInputs& in, std::vector<OpCheck>& out);          // gemm_checks.cpp
 void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out);   // moe_routing_checks.cu

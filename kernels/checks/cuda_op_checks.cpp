@@ -34,6 +34,7 @@ std::vector<OpCheck> run_cuda_op_checks(unsigned long long seed, const std::vect
   }
   if (wanted("sketch")) check_sketch(in, out);
   if (wanted("kittens")) check_kittens(in, out);
+  else if (wanted("lowbit")) check_lowbit_rows(in, out);  // the row codes alone (for racecheck)
   if (wanted("model")) check_model_training(in, out);
   if (wanted("parallel")) check_parallel(in, out);
   return out;

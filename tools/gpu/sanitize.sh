@@ -9,7 +9,7 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 BIN="$(cd "${1:?BIN_DIR}" && pwd)"
 MEM="${2:-elementwise,gemm,moe,attention,sketch,model}"
-RACE="${3:-elementwise,moe,attention}"
+RACE="${3:-elementwise,moe,attention,lowbit}"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 CS="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 status=0
