@@ -17,7 +17,8 @@ __device__ inline void store_double(float* p, double v) { *p = static_cast<float
 __device__ inline void store_double(bf16* p, double v) { *p = __double2bfloat16(v); }
 
 // The code of one value, as the CPU rounds it (core/backend/row_quantize.cpp): rint or
-// floor(· + u) of the double quotient v/s, clamped to ±qmax.
+// floor(· + u) of the double quotient v/s, clamped to ±qmax. The stochastic codes take this
+// path; the nearest ones take nearest_code, which gives the same codes in float.
 template <bool Stochastic>
 __device__ inline int code_exact(double v, float s, int qmax, const RowQuantizeParams& p, uint64_t index) {
   if (!(s > 0.0f)) return 0;
@@ -35,22 +36,44 @@ constexpr int kRoundMagicBits = 0x4B400000;
 // q as a float, for |q| < 2²²: the same trick backwards.
 __device__ inline float small_int_to_float(int q) { return __fsub_rn(__int_as_float(q + kRoundMagicBits), kRoundMagic); }
 
-// code_exact's result, first tried in float: tf = v · inv_s (inv_s = 1/s rounded) is within
+// nearest_code's answer where tf = v · inv_s does not settle it (see there), still bit for
+// bit code_exact's:
+// - |tf| ≥ 1024 or not a number: the clamp's ±qmax by v's sign (NaN: −qmax, as fmax(NaN, −qmax)
+//   gives), 0 for v = 0 (tf is NaN there only when 1/s overflowed) or a zero scale;
+// - within 2⁻¹² of the half-integer m + ½ (m = floor(tf)): v/s lies on the side of m + ½ that
+//   the sign of v − (m + ½)·s says, and fma computes that difference exactly before its one
+//   rounding, which keeps the sign; 0 is a tie, rounded to the even code. The double quotient
+//   agrees: for float v and s with |v/s| < 1024, a nonzero v − (m + ½)·s puts v/s at least
+//   2⁻²⁶ from m + ½, far beyond the double division's rounding (2⁻⁴³ there).
+__device__ inline int undecided_nearest_code(float v, float s, float tf, int qmax) {
+  if (!(s > 0.0f) || v == 0.0f) return 0;
+  if (!(fabsf(tf) < 1024.0f)) return v > 0.0f ? qmax : -qmax;
+  const float m = floorf(tf);
+  const float r = __fmaf_rn(-__fadd_rn(m, 0.5f), s, v);
+  const int mi = static_cast<int>(m);
+  return r > 0.0f ? mi + 1 : r < 0.0f ? mi : mi + (mi & 1);
+}
+
+// code_exact's nearest code, in float: tf = v · inv_s (inv_s = 1/s rounded) is within
 // 2⁻²³·|v/s| (two roundings) of v/s, so within 2⁻¹³ for |tf| < 1024, and the double quotient
 // within 2⁻⁴³ of v/s. When tf lies farther than 2⁻¹² from a half-integer, all three round to
-// the same integer: the code is the double path's, bit for bit. Otherwise (about one value
-// in 2¹¹, or a non-finite tf) the double path runs. Stochastic rounding always takes it.
-// (Stochastic is a template argument, so that the common kernels carry none of its code.)
+// the same integer, rint(tf). Otherwise (about one value in 2¹¹, or a non-finite tf)
+// undecided_nearest_code decides.
+__device__ inline int nearest_code(float v, float s, float inv_s, int qmax) {
+  const float tf = __fmul_rn(v, inv_s);
+  const float sum = __fadd_rn(tf, kRoundMagic);
+  const float n = __fsub_rn(sum, kRoundMagic);  // rint(tf)
+  int q = __float_as_int(sum) - kRoundMagicBits;
+  if (!(fabsf(tf) < 1024.0f && fabsf(__fsub_rn(tf, n)) < 0.5f - 0x1p-12f)) q = undecided_nearest_code(v, s, tf, qmax);
+  return min(max(q, -qmax), qmax);
+}
+
+// code_exact's result. (Stochastic is a template argument, so that the common kernels carry
+// none of its code.)
 template <bool Stochastic>
 __device__ inline int code_of(float v, float s, float inv_s, int qmax, const RowQuantizeParams& p, uint64_t index) {
-  if (!Stochastic) {
-    const float tf = __fmul_rn(v, inv_s);
-    const float sum = __fadd_rn(tf, kRoundMagic);
-    const float n = __fsub_rn(sum, kRoundMagic);  // rint(tf)
-    if (fabsf(tf) < 1024.0f && fabsf(__fsub_rn(tf, n)) < 0.5f - 0x1p-12f)
-      return min(max(__float_as_int(sum) - kRoundMagicBits, -qmax), qmax);
-  }
-  return code_exact<Stochastic>(v, s, qmax, p, index);
+  if (Stochastic) return code_exact<true>(v, s, qmax, p, index);
+  return nearest_code(v, s, inv_s, qmax);
 }
 
 // 1/s for code_of's first try (0 for a zero scale, whose codes are 0).
@@ -148,11 +171,13 @@ template <bool Measure, bool Stochastic, typename T>
 __device__ inline void quantize_pack(const Pack8<T>& pk, long long r, long long cols, long long g, float s, float inv_s,
                                      int qmax, const RowQuantizeParams& p, uint8_t* rc, double& err, double& xx) {
   int q[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    q[i] = code_of<Stochastic>(to_float(pk.v[i]), s, inv_s, qmax, p, static_cast<uint64_t>(r * cols + 8 * g + i));
   float pack_err = 0.0f, pack_xx = 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const float v = to_float(pk.v[i]);
-    q[i] = code_of<Stochastic>(v, s, inv_s, qmax, p, static_cast<uint64_t>(r * cols + 8 * g + i));
     if (Measure) {
       const float d = __fmaf_rn(-small_int_to_float(q[i]), s, v);
       pack_err = __fmaf_rn(d, d, pack_err);
@@ -201,18 +226,19 @@ __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long 
   store_row_terms(row_terms, r, lane, err, xx);
 }
 
-// Rows held in registers: each row is split over G warps of a block (G ≤ 8), each lane
-// loading at most kHeldPacks packs of 8 values, all issued before any is used, so a row
-// costs one trip to memory with every load in flight. The G warps combine their absmax and
-// sums through shared memory, in warp order (no atomics: one result in every run).
+// Rows held in registers: each row is split over G warps of a block, each lane loading at
+// most P packs of 8 values, all issued before any is used, so a row costs one trip to memory
+// with every load in flight. The G warps combine their absmax and sums through shared
+// memory, in warp order (no atomics: one result in every run).
+// P = 4 packs a lane: on an H200, 1 or 2 packs a lane over more warps ran 1.2–1.7× longer
+// (each warp's fixed work per row outweighs the parallelism gained).
 constexpr int kHeldPacks = 4;
-constexpr int kMaxWarpsPerRow = 8;
+constexpr int kMaxWarpsPerRow = kThreads / 32;
 
-template <typename T, bool Measure, bool Stochastic>
+template <typename T, int P, bool Measure, bool Stochastic>
 __global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x, long long rows, long long cols,
-                                                                      int warps_per_row, RowQuantizeParams p,
-                                                                      uint8_t* codes, float* scales,
-                                                                      double* row_terms) {
+                                                                  int warps_per_row, RowQuantizeParams p,
+                                                                  uint8_t* codes, float* scales, double* row_terms) {
   __shared__ float part_max[kThreads / 32];
   __shared__ double part_err[kThreads / 32], part_xx[kThreads / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -221,14 +247,14 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x
   const bool valid = r < rows;  // no early return: barriers follow
   const long long packs = cols / 8;
   const Pack8<T>* xr = reinterpret_cast<const Pack8<T>*>(x + (valid ? r : 0) * cols);
-  const long long g0 = static_cast<long long>(part) * 32 * kHeldPacks + lane;  // slot i: g0 + 32 i
-  Pack8<T> pk[kHeldPacks];
+  const long long g0 = static_cast<long long>(part) * 32 * P + lane;  // slot i: pack g0 + 32 i
+  Pack8<T> pk[P];
 #pragma unroll
-  for (int i = 0; i < kHeldPacks; ++i)
+  for (int i = 0; i < P; ++i)
     if (valid && g0 + 32 * i < packs) pk[i] = xr[g0 + 32 * i];
   float m = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kHeldPacks; ++i)
+  for (int i = 0; i < P; ++i)
     if (valid && g0 + 32 * i < packs) m = fmaxf(m, pack_absmax(pk[i]));
   m = warp_max(m);
   if (warps_per_row > 1) {
@@ -243,8 +269,9 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x
     if (part == 0 && lane == 0) scales[r] = s;
     uint8_t* rc = codes + r * ((cols * p.bits) / 8);
 #pragma unroll
-    for (int i = 0; i < kHeldPacks; ++i)
-      if (g0 + 32 * i < packs) quantize_pack<Measure, Stochastic>(pk[i], r, cols, g0 + 32 * i, s, inv_s, qmax, p, rc, err, xx);
+    for (int i = 0; i < P; ++i)
+      if (g0 + 32 * i < packs)
+        quantize_pack<Measure, Stochastic>(pk[i], r, cols, g0 + 32 * i, s, inv_s, qmax, p, rc, err, xx);
   }
   if (!Measure) return;
   err = warp_sum(err);
@@ -267,29 +294,34 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x
   }
 }
 
-// The held kernel for rows of `cols` values (a multiple of 8), or false for rows longer than
-// kMaxWarpsPerRow warps hold.
-template <typename T>
-bool try_held_quantize(const T* x, long long rows, long long cols, const RowQuantizeParams& p, uint8_t* codes,
-                       float* scales, double* row_terms, cudaStream_t stream) {
-  const long long per_warp = 32 * kHeldPacks;
-  const long long warps_per_row = (cols / 8 + per_warp - 1) / per_warp;
+template <typename T, int P>
+bool launch_held_quantize(const T* x, long long rows, long long cols, const RowQuantizeParams& p, uint8_t* codes,
+                          float* scales, double* row_terms, cudaStream_t stream) {
+  const long long warps_per_row = std::max<long long>((cols / 8 + 32 * P - 1) / (32 * P), 1);
   if (warps_per_row > kMaxWarpsPerRow) return false;
-  const int w = static_cast<int>(std::max<long long>(warps_per_row, 1));
-  const int rows_per_block = (kThreads / 32) / w;
+  const int w = static_cast<int>(warps_per_row);
+  const int rows_per_block = std::max(1, (kThreads / 32) / w);
   const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
   const unsigned threads = static_cast<unsigned>(32 * w * rows_per_block);
   auto launch = [&](auto kernel, double* terms) {
     kernel<<<blocks, threads, 0, stream>>>(x, rows, cols, w, p, codes, scales, terms);
   };
   if (p.stochastic) {
-    if (row_terms) launch(quantize_rows_held_kernel<T, true, true>, row_terms);
-    else launch(quantize_rows_held_kernel<T, false, true>, nullptr);
+    if (row_terms) launch(quantize_rows_held_kernel<T, P, true, true>, row_terms);
+    else launch(quantize_rows_held_kernel<T, P, false, true>, nullptr);
   } else {
-    if (row_terms) launch(quantize_rows_held_kernel<T, true, false>, row_terms);
-    else launch(quantize_rows_held_kernel<T, false, false>, nullptr);
+    if (row_terms) launch(quantize_rows_held_kernel<T, P, true, false>, row_terms);
+    else launch(quantize_rows_held_kernel<T, P, false, false>, nullptr);
   }
   return true;
+}
+
+// The held kernel for rows of `cols` values (a multiple of 8), or false for rows longer than
+// kMaxWarpsPerRow warps hold.
+template <typename T>
+bool try_held_quantize(const T* x, long long rows, long long cols, const RowQuantizeParams& p, uint8_t* codes,
+                       float* scales, double* row_terms, cudaStream_t stream) {
+  return launch_held_quantize<T, kHeldPacks>(x, rows, cols, p, codes, scales, row_terms, stream);
 }
 
 // One thread per 8 values.

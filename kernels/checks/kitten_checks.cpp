@@ -28,6 +28,14 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, const char* type, int
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) x[r * cols + c] *= static_cast<float>(1 + r % 7);
   for (int64_t c = 0; c < cols; ++c) x[cols + c] = 0.0f;
+  // Rows 2 and 3: exact ties v/s = k + ½ (absmax qmax·s with s = 1 and 1/8), which nearest
+  // rounding must send to the even code as the CPU's rint does.
+  const int qmax = bits == 8 ? 127 : 7;
+  for (int64_t r = 2; r < std::min<int64_t>(rows, 4); ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float scale = r == 2 ? 1.0f : 0.125f;
+      x[r * cols + c] = scale * (c == 0 ? static_cast<float>(qmax) : static_cast<float>(c % (2 * qmax) - qmax) + 0.5f);
+    }
   if constexpr (!std::is_same_v<T, float>) x = round_bf16(x);  // what the device holds
 
   const QuantizeOptions opt{bits, stochastic, in.seed * 13 + 1, 5};

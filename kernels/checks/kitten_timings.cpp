@@ -1,5 +1,5 @@
 // How fast the kitten copies are made and restored (kernels/row_quantize.h), bf16, at the
-// widths the benchmark models keep (d_model 768, 2·768 … 2048 wide rows, 16 × 1024 tokens):
+// shapes the benchmark models keep:
 // milliseconds and the bandwidth they reach, beside a plain device copy of the same tensor.
 #include <cstdio>
 
@@ -19,8 +19,10 @@ void print_kitten_timings() {
   std::printf("\n%-16s %5s %12s %10s %12s %14s %10s %10s\n", "kitten bf16", "bits", "quantize ms", "GB/s",
               "no error ms", "dequantize ms", "GB/s", "copy ms");
   CheckInputs in{99};
-  for (const int64_t cols : {int64_t{768}, int64_t{2048}, int64_t{4096}}) {
-    const int64_t rows = 16384;
+  // The shapes the 8 × 1024 MoE step keeps (16 × 1024 tokens; 32 768 expert rows at top-2),
+  // and a wider row.
+  const int64_t shapes[][2] = {{16384, 768}, {32768, 768}, {32768, 1024}, {16384, 2304}, {32768, 2048}, {16384, 4096}};
+  for (const auto& [rows, cols] : shapes) {
     const auto x = to_bf16(in.normal(static_cast<size_t>(rows * cols)));
     DeviceBuffer<bf16> d_x(x), d_out(x.size());
     DeviceBuffer<float> d_scales(static_cast<size_t>(rows));
