@@ -76,7 +76,7 @@ __device__ inline int code_of(float v, float s, float inv_s, int qmax, const Row
   return nearest_code(v, s, inv_s, qmax);
 }
 
-// 1/s for code_of's first try (0 for a zero scale, whose codes are 0).
+// 1/s for nearest_code's float product (0 for a zero scale, whose codes are 0).
 __device__ inline float inverse_scale(float s) { return s > 0.0f ? 1.0f / s : 0.0f; }
 
 // code_of, adding (v − q·s)² and v² to the row's sums in double (the one-value kernel's way).
@@ -174,17 +174,15 @@ __device__ inline void quantize_pack(const Pack8<T>& pk, long long r, long long 
 #pragma unroll
   for (int i = 0; i < 8; ++i)
     q[i] = code_of<Stochastic>(to_float(pk.v[i]), s, inv_s, qmax, p, static_cast<uint64_t>(r * cols + 8 * g + i));
-  float pack_err = 0.0f, pack_xx = 0.0f;
+  if (Measure) {
+    float pack_err = 0.0f, pack_xx = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float v = to_float(pk.v[i]);
-    if (Measure) {
+    for (int i = 0; i < 8; ++i) {
+      const float v = to_float(pk.v[i]);
       const float d = __fmaf_rn(-small_int_to_float(q[i]), s, v);
       pack_err = __fmaf_rn(d, d, pack_err);
       pack_xx = __fmaf_rn(v, v, pack_xx);
     }
-  }
-  if (Measure) {
     err += pack_err;
     xx += pack_xx;
   }
@@ -230,7 +228,7 @@ __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long 
 // most P packs of 8 values, all issued before any is used, so a row costs one trip to memory
 // with every load in flight. The G warps combine their absmax and sums through shared
 // memory, in warp order (no atomics: one result in every run).
-// P = 4 packs a lane: on an H200, 1 or 2 packs a lane over more warps ran 1.2–1.7× longer
+// P = 4 packs a lane: on an H200, 1 or 2 packs a lane over more warps ran 1.2–2.1× longer
 // (each warp's fixed work per row outweighs the parallelism gained).
 constexpr int kHeldPacks = 4;
 constexpr int kMaxWarpsPerRow = kThreads / 32;
@@ -294,6 +292,8 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x
   }
 }
 
+// Launches the held kernel for rows of `cols` values (a multiple of 8); false, launching
+// nothing, for rows longer than kMaxWarpsPerRow warps hold.
 template <typename T, int P>
 bool launch_held_quantize(const T* x, long long rows, long long cols, const RowQuantizeParams& p, uint8_t* codes,
                           float* scales, double* row_terms, cudaStream_t stream) {
@@ -314,14 +314,6 @@ bool launch_held_quantize(const T* x, long long rows, long long cols, const RowQ
     else launch(quantize_rows_held_kernel<T, P, false, false>, nullptr);
   }
   return true;
-}
-
-// The held kernel for rows of `cols` values (a multiple of 8), or false for rows longer than
-// kMaxWarpsPerRow warps hold.
-template <typename T>
-bool try_held_quantize(const T* x, long long rows, long long cols, const RowQuantizeParams& p, uint8_t* codes,
-                       float* scales, double* row_terms, cudaStream_t stream) {
-  return launch_held_quantize<T, kHeldPacks>(x, rows, cols, p, codes, scales, row_terms, stream);
 }
 
 // One thread per 8 values.
@@ -409,7 +401,7 @@ void quantize_rows(const T* x, int64_t rows, int64_t cols, const RowQuantizePara
   double* row_terms = terms ? static_cast<double*>(workspace) : nullptr;
   const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
   if (cols % 8 == 0 && aligned(x, 8 * sizeof(T)) && aligned(codes, 8)) {
-    if (!try_held_quantize<T>(x, rows, cols, params, codes, scales, row_terms, stream))
+    if (!launch_held_quantize<T, kHeldPacks>(x, rows, cols, params, codes, scales, row_terms, stream))
       quantize_rows_vec8_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, cols, params, codes, scales, row_terms);
   } else
     quantize_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, cols, params, codes, scales, row_terms);

@@ -87,9 +87,10 @@ void check_lowrank_kittens(CheckInputs& in, std::vector<OpCheck>& out);
 void check_lowbit_rows(CheckInputs& in, std::vector<OpCheck>& out) {
   for (int bits : {8, 4})
     for (bool stochastic : {false, true})
-      // 333: the one-value kernel; 768, 1024: rows held in registers (3 and 4 packs a lane);
-      // 2304: held in bf16, two passes in float; 5120: two passes in both.
-      for (int64_t cols : {int64_t{333}, int64_t{768}, int64_t{1024}, int64_t{2304}, int64_t{5120}}) {
+      // 333: the one-value kernel; 768, 1024, 2304, 5120: rows held in registers by 1, 1, 3
+      // and 5 warps (3, 4, 3 and 4 packs a lane); 9216: two passes over each row.
+      for (int64_t cols :
+           {int64_t{333}, int64_t{768}, int64_t{1024}, int64_t{2304}, int64_t{5120}, int64_t{9216}}) {
         run_guarded(out, "kittens.rows_f32", [&] { check_one<float>(in, out, "f32", 300, cols, bits, stochastic); });
         run_guarded(out, "kittens.rows_bf16", [&] { check_one<bf16>(in, out, "bf16", 300, cols, bits, stochastic); });
       }
