@@ -80,7 +80,8 @@ std::string grouped_label(const char* op, const std::vector<int64_t>& offsets, c
 
 // "quantize_rows 16384x768 4-bit": the op profile's label for a low-bit copy of that shape.
 std::string low_bit_label(const char* op, int64_t rows, int64_t cols, int bits) {
-  return std::string(op) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " " + std::to_string(bits) + "-bit";
+  return std::string(op) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " " + std::to_string(bits) +
+         "-bit";
 }
 
 }  // namespace

@@ -34,7 +34,9 @@ constexpr float kRoundMagic = 12582912.0f;
 constexpr int kRoundMagicBits = 0x4B400000;
 
 // q as a float, for |q| < 2²²: the same trick backwards.
-__device__ inline float small_int_to_float(int q) { return __fsub_rn(__int_as_float(q + kRoundMagicBits), kRoundMagic); }
+__device__ inline float small_int_to_float(int q) {
+  return __fsub_rn(__int_as_float(q + kRoundMagicBits), kRoundMagic);
+}
 
 // nearest_code's answer where tf = v · inv_s does not settle it (see there), still bit for
 // bit code_exact's:

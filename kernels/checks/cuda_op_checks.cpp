@@ -9,7 +9,8 @@
 namespace mok::cuda {
 
 const std::vector<std::string>& cuda_check_groups() {
-  static const std::vector<std::string> groups = {"elementwise", "gemm", "moe", "attention", "sketch", "kittens", "lowbit", "model", "parallel"};
+  static const std::vector<std::string> groups = {"elementwise", "gemm",   "moe",   "attention", "sketch",
+                                                  "kittens",     "lowbit", "model", "parallel"};
   return groups;
 }
 

@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: mok-gpu-check [--checks GROUP,...] [--timings GROUP,...] [--no-timings]\n"
-                   "  check groups: elementwise, gemm, moe, attention, sketch, kittens (lowbit: its row codes alone), model,\n"
-                   "  parallel (default: all)\n"
+                   "  check groups: elementwise, gemm, moe, attention, sketch, kittens (lowbit: its row\n"
+                   "  codes alone), model, parallel (default: all)\n"
                    "  timing groups: elementwise, gemm, routing, attention, model, kittens, sketch, profile\n"
                    "  (default: all; gemm ends with routing's figures)\n");
       return 2;
