@@ -74,15 +74,21 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const double saved_bytes = saved_activation_bytes(saved);
   // Workspace: the scaled loss gradient beside the kept logits (ce.grad, a saved activation),
   // the widest hidden of a layer or, where larger, the fused attention backward's scores of a
-  // chunk of sequences (bf16 on a GPU: core/backend/fused_attention_workspace.h), and with
-  // compact saves the full-size tensors backward rebuilds from them for one layer's attention
-  // or MLP/MoE.
+  // chunk of sequences (bf16 on a GPU: core/backend/fused_attention_workspace.h) with q/k/v's
+  // and the output's gradients, less what the last layer's backward has released before its
+  // attention backward runs (the FFN's saved tensors and Wo's input: counting the scores on
+  // top of every saved tensor put the plan 160–180 MiB above the measured peak on an H200),
+  // and with compact saves the full-size tensors backward rebuilds from them for one layer's
+  // attention or MLP/MoE.
   double layer_workspace = tokens * std::max(f * k, 4.0 * d) * act;
   if (bf16 && c.parallel.device == "cuda") {
     const int seq = std::max(1, c.data.seq_len), heads = std::max(1, c.model.heads);
     const int sequences = std::max(1, static_cast<int>(tokens) / seq);
-    layer_workspace = std::max(layer_workspace, static_cast<double>(fused_attention_backward_bytes(
-                                                    fused_attention_backward_chunk(sequences, seq, heads), seq)));
+    const double scores = static_cast<double>(
+        fused_attention_backward_bytes(fused_attention_backward_chunk(sequences, seq, heads), seq));
+    const double attention_stage = scores + tokens * 4.0 * d * act -
+                                   released_before_attention_bytes(c, kitten ? c.kittens.warmup_steps : 0);
+    layer_workspace = std::max(layer_workspace, attention_stage);
   }
   const double workspace = tokens * vocab * act + layer_workspace + restore_workspace_bytes(saved);
   const double comm = ranks > 1 ? 2.0 * tokens * k * d * act : 0.0;

@@ -253,6 +253,16 @@ double saved_activation_bytes(const std::vector<PlannedSavedTensor>& tensors) {
   return sum;
 }
 
+double released_before_attention_bytes(const ExperimentConfig& c, int64_t step) {
+  ExperimentConfig kept = c;
+  kept.train.activation_checkpointing = false;  // the recomputed block keeps what an exact forward keeps
+  const int last = std::max(0, c.model.layers) - 1;
+  double released = 0.0;
+  for (const PlannedSavedTensor& t : plan_saved_activations(kept, step))
+    if (t.layer == last && (t.stage == "ffn" || t.kind == "attn.out.input")) released += t.bytes;
+  return released;
+}
+
 double restore_workspace_bytes(const std::vector<PlannedSavedTensor>& tensors) {
   std::map<std::pair<int, std::string>, double> per_stage;
   for (const PlannedSavedTensor& t : tensors) per_stage[{t.layer, t.stage}] += t.restored_bytes;

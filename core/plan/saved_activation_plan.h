@@ -40,6 +40,12 @@ std::vector<PlannedSavedTensor> plan_saved_activations(const ExperimentConfig& c
 // Their sum: the peak of saved-activation bytes (all of them are live when backward starts).
 double saved_activation_bytes(const std::vector<PlannedSavedTensor>& tensors);
 
+// Bytes of the last layer's saved tensors that its backward has released by the time its
+// attention backward runs: the FFN stage's (norm, MLP or MoE) and Wo's input. With activation
+// checkpointing, those of the block's forward run again. At step `step`, as
+// plan_saved_activations.
+double released_before_attention_bytes(const ExperimentConfig& config, int64_t step);
+
 // Workspace that compact keeping adds in backward: the full-size tensors one stage of one
 // layer rebuilds at once, for the largest such stage (0 when everything is exact).
 double restore_workspace_bytes(const std::vector<PlannedSavedTensor>& tensors);
