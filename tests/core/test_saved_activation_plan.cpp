@@ -148,6 +148,28 @@ class TestSavedActivationPlan : public QObject {
     c.kittens.layers[0].mode = "exact";
     check(c, 1, "custom, factor bits, layer 0 exact");
   }
+
+  // What the memory plan takes as released before the last layer's attention backward runs:
+  // that layer's FFN tensors (its norm, router, experts, shared expert) and Wo's input, as the
+  // tracker holds them after forward; with activation checkpointing, the same (the block's
+  // forward keeps them again).
+  void releasedBeforeAttentionIsTheLastLayersFfnAndWoInput() {
+    auto starts = [](const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; };
+    for (const char* mode : {"exact", "kitten"}) {
+      const ExperimentConfig c = small_config(mode);
+      int64_t want = 0;
+      for (const auto& [key, b] : measure(c, 0))
+        if (key.first == 1 && (starts(key.second, "ffn_norm.") || starts(key.second, "moe.") ||
+                               starts(key.second, "mlp.") || key.second == "attn.out.input"))
+          want += b;
+      QVERIFY2(want > 0, mode);
+      QCOMPARE(static_cast<int64_t>(released_before_attention_bytes(c, 0)), want);
+    }
+    ExperimentConfig checkpointed = small_config("exact");
+    checkpointed.train.activation_checkpointing = true;
+    QCOMPARE(released_before_attention_bytes(checkpointed, 0),
+             released_before_attention_bytes(small_config("exact"), 0));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestSavedActivationPlan)
