@@ -73,13 +73,11 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const std::vector<PlannedSavedTensor> saved = plan_saved_activations(c, kitten ? c.kittens.warmup_steps : 0);
   const double saved_bytes = saved_activation_bytes(saved);
   // Workspace: the scaled loss gradient beside the kept logits (ce.grad, a saved activation),
-  // the widest hidden of a layer or, where larger, the fused attention backward's scores of a
-  // chunk of sequences (bf16 on a GPU: core/backend/fused_attention_workspace.h) with q/k/v's
-  // and the output's gradients, less what the last layer's backward has released before its
-  // attention backward runs (the FFN's saved tensors and Wo's input: counting the scores on
-  // top of every saved tensor put the plan 160–180 MiB above the measured peak on an H200),
-  // and with compact saves the full-size tensors backward rebuilds from them for one layer's
-  // attention or MLP/MoE.
+  // the widest hidden of a layer or, where larger, the fused attention backward's stage (bf16
+  // on a GPU: its scores for a chunk of sequences, core/backend/fused_attention_workspace.h,
+  // and q/k/v's and the output's gradients, less what the last layer's backward has released
+  // by then: the FFN's saved tensors and Wo's input), and with compact saves the full-size
+  // tensors backward rebuilds from them for one layer's attention or MLP/MoE.
   double layer_workspace = tokens * std::max(f * k, 4.0 * d) * act;
   if (bf16 && c.parallel.device == "cuda") {
     const int seq = std::max(1, c.data.seq_len), heads = std::max(1, c.model.heads);
