@@ -163,6 +163,11 @@ for s in shapes:
         elif base:
             print(f"{s:6s} {'  ratio':13s} {t / base[0]:12.2f} {saved / base[1]:10.2f} {peak / base[2]:9.2f} {'':9s}"
                   f" {best / base[3] if base[3] else float('nan'):20.2f} {t_best / base[4] if base[4] else float('nan'):14.2f}")
+    # Kittens against plain recompute, the baseline they are meant to beat: tokens/s at batch 16.
+    if "checkpoint" in variants:
+        for v in variants:
+            if v.startswith("kitten"):
+                print(f"{s:6s} {v + ' / ckpt':13s} {tps(f'b16_{s}_{v}') / tps(f'b16_{s}_checkpoint'):12.2f}")
 if quality_steps > 0:
     step_ms = lambda name: run_median(name, "perf/step_ms", 5)  # after the run's first 5 steps
     print(f"\nquality after {quality_steps} steps (16 x 1024 tokens each):")
