@@ -227,15 +227,15 @@ __global__ void quantize_rows_vec8_kernel(const T* x, long long rows, long long 
 }
 
 // Rows held in registers: each row is split over G warps of a block, each lane loading at
-// most P packs of 8 values, all issued before any is used, so a row costs one trip to memory
-// with every load in flight. The G warps combine their absmax and sums through shared
-// memory, in warp order (no atomics: one result in every run).
-// P = 4 packs a lane: on an H200, 1 or 2 packs a lane over more warps ran 1.2–2.1× longer
+// most kHeldPacks packs of 8 values, all issued before any is used, so a row costs one trip
+// to memory with every load in flight. The G warps combine their absmax and sums through
+// shared memory, in warp order (no atomics: one result in every run).
+// 4 packs a lane: on an H200, 1 or 2 packs a lane over more warps ran 1.2–2.1× longer
 // (each warp's fixed work per row outweighs the parallelism gained).
 constexpr int kHeldPacks = 4;
 constexpr int kMaxWarpsPerRow = kThreads / 32;
 
-template <typename T, int P, bool Measure, bool Stochastic>
+template <typename T, bool Measure, bool Stochastic>
 __global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x, long long rows, long long cols,
                                                                   int warps_per_row, RowQuantizeParams p,
                                                                   uint8_t* codes, float* scales, double* row_terms) {
@@ -247,14 +247,14 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x
   const bool valid = r < rows;  // no early return: barriers follow
   const long long packs = cols / 8;
   const Pack8<T>* xr = reinterpret_cast<const Pack8<T>*>(x + (valid ? r : 0) * cols);
-  const long long g0 = static_cast<long long>(part) * 32 * P + lane;  // slot i: pack g0 + 32 i
-  Pack8<T> pk[P];
+  const long long g0 = static_cast<long long>(part) * 32 * kHeldPacks + lane;  // slot i: pack g0 + 32 i
+  Pack8<T> pk[kHeldPacks];
 #pragma unroll
-  for (int i = 0; i < P; ++i)
+  for (int i = 0; i < kHeldPacks; ++i)
     if (valid && g0 + 32 * i < packs) pk[i] = xr[g0 + 32 * i];
   float m = 0.0f;
 #pragma unroll
-  for (int i = 0; i < P; ++i)
+  for (int i = 0; i < kHeldPacks; ++i)
     if (valid && g0 + 32 * i < packs) m = fmaxf(m, pack_absmax(pk[i]));
   m = warp_max(m);
   if (warps_per_row > 1) {
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x
     if (part == 0 && lane == 0) scales[r] = s;
     uint8_t* rc = codes + r * ((cols * p.bits) / 8);
 #pragma unroll
-    for (int i = 0; i < P; ++i)
+    for (int i = 0; i < kHeldPacks; ++i)
       if (g0 + 32 * i < packs)
         quantize_pack<Measure, Stochastic>(pk[i], r, cols, g0 + 32 * i, s, inv_s, qmax, p, rc, err, xx);
   }
@@ -296,10 +296,11 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_held_kernel(const T* x
 
 // Launches the held kernel for rows of `cols` values (a multiple of 8); false, launching
 // nothing, for rows longer than kMaxWarpsPerRow warps hold.
-template <typename T, int P>
+template <typename T>
 bool launch_held_quantize(const T* x, long long rows, long long cols, const RowQuantizeParams& p, uint8_t* codes,
                           float* scales, double* row_terms, cudaStream_t stream) {
-  const long long warps_per_row = std::max<long long>((cols / 8 + 32 * P - 1) / (32 * P), 1);
+  constexpr long long kPerWarp = 32 * kHeldPacks;  // packs a warp holds
+  const long long warps_per_row = std::max<long long>((cols / 8 + kPerWarp - 1) / kPerWarp, 1);
   if (warps_per_row > kMaxWarpsPerRow) return false;
   const int w = static_cast<int>(warps_per_row);
   const int rows_per_block = std::max(1, (kThreads / 32) / w);
@@ -309,11 +310,11 @@ bool launch_held_quantize(const T* x, long long rows, long long cols, const RowQ
     kernel<<<blocks, threads, 0, stream>>>(x, rows, cols, w, p, codes, scales, terms);
   };
   if (p.stochastic) {
-    if (row_terms) launch(quantize_rows_held_kernel<T, P, true, true>, row_terms);
-    else launch(quantize_rows_held_kernel<T, P, false, true>, nullptr);
+    if (row_terms) launch(quantize_rows_held_kernel<T, true, true>, row_terms);
+    else launch(quantize_rows_held_kernel<T, false, true>, nullptr);
   } else {
-    if (row_terms) launch(quantize_rows_held_kernel<T, P, true, false>, row_terms);
-    else launch(quantize_rows_held_kernel<T, P, false, false>, nullptr);
+    if (row_terms) launch(quantize_rows_held_kernel<T, true, false>, row_terms);
+    else launch(quantize_rows_held_kernel<T, false, false>, nullptr);
   }
   return true;
 }
@@ -403,7 +404,7 @@ void quantize_rows(const T* x, int64_t rows, int64_t cols, const RowQuantizePara
   double* row_terms = terms ? static_cast<double*>(workspace) : nullptr;
   const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
   if (cols % 8 == 0 && aligned(x, 8 * sizeof(T)) && aligned(codes, 8)) {
-    if (!launch_held_quantize<T, kHeldPacks>(x, rows, cols, params, codes, scales, row_terms, stream))
+    if (!launch_held_quantize<T>(x, rows, cols, params, codes, scales, row_terms, stream))
       quantize_rows_vec8_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, cols, params, codes, scales, row_terms);
   } else
     quantize_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, cols, params, codes, scales, row_terms);
