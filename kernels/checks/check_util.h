@@ -142,6 +142,7 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out);  // parallel_ch
 void print_elementwise_timings();  // elementwise_timings.cu
 void print_kitten_timings();       // kitten_timings.cpp
 void print_gemm_timings();         // gemm_timings.cpp (ends with print_moe_routing_timings)
+void print_gemm_candidate_timings();  // gemm_timings.cpp: each cuBLASLt candidate of the dense products
 void print_moe_routing_timings();  // moe_routing_timings.cu
 void print_attention_timings();    // attention_timings.cu
 void print_model_timings();        // model_checks.cpp: whole training steps of the benchmark models

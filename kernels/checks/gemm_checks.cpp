@@ -662,6 +662,49 @@ void check_lt_gemm_residual(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& o
   }
 }
 
+// Tuning (gemm_lt.h) pins, per problem, the fastest of the heuristic's candidates whose output
+// is bitwise the first choice's on the operands of the problem's first call. A tuned LtGemm
+// and an untuned one then give the same bits on fresh operands too, for the dense layers'
+// kinds of product (bf16, 4 096 tokens): the qkv projection, an input gradient, and the MLP's
+// down projection with the residual read from a separate C in. Every one of them must have
+// been tuned (eight candidates each on an H200), or the check says nothing.
+void check_lt_gemm_tuning(CheckInputs& in, std::vector<OpCheck>& out) {
+  struct Case {
+    const char* name;
+    bool tb;
+    int64_t m, n, k;
+    bool residual;
+  };
+  const Case cases[] = {{"qkv NN 4096x2304x768", false, 4096, 2304, 768, false},
+                        {"dX NT 4096x768x2304", true, 4096, 768, 2304, false},
+                        {"down NN+R 4096x768x2048", false, 4096, 768, 2048, true}};
+  run_guarded(out, "gemm tuning", [&] {
+    LtGemm tuned, untuned;
+    untuned.set_tuning(false);
+    const GemmType t = GemmType::bf16;
+    double mismatches = 0;
+    for (const Case& c : cases) {
+      const int64_t ldb = c.tb ? c.k : c.n;
+      for (int data = 0; data < 2; ++data) {  // the first call tunes; the second has fresh operands
+        DeviceMatrix a(in.normal(size_t(c.m * c.k)), t), b(in.normal(size_t(c.k * c.n)), t),
+            r(in.normal(size_t(c.m * c.n)), t), c_tuned(size_t(c.m * c.n), t), c_untuned(size_t(c.m * c.n), t);
+        const float beta = c.residual ? 1.f : 0.f;
+        tuned.gemm(false, c.tb, c.m, c.n, c.k, 1.f, a.data(), c.k, b.data(), ldb, beta, c_tuned.data(), c.n, t, t,
+                   nullptr, c.residual ? r.data() : nullptr);
+        untuned.gemm(false, c.tb, c.m, c.n, c.k, 1.f, a.data(), c.k, b.data(), ldb, beta, c_untuned.data(), c.n, t,
+                     t, nullptr, c.residual ? r.data() : nullptr);
+        sync();
+        mismatches += differing_elements(c_tuned.download(), c_untuned.download());
+      }
+    }
+    const std::string counts = std::to_string(tuned.tuned_to_another()) + " of " +
+                               std::to_string(tuned.tuned_problems()) + " tuned to another candidate";
+    out.push_back({"gemm tuning: tuned = untuned, bitwise (" + counts + ")", mismatches, 0.0});
+    out.push_back({"gemm tuning: every case tuned (untuned cases)",
+                   static_cast<double>(std::size(cases)) - static_cast<double>(tuned.tuned_problems()), 0.0});
+  });
+}
+
 }  // namespace
 
 void check_gemm(CheckInputs& in, std::vector<OpCheck>& out) {
@@ -669,6 +712,7 @@ void check_gemm(CheckInputs& in, std::vector<OpCheck>& out) {
     LtGemm lt;
     check_lt_gemm(lt, in, out);
     check_lt_gemm_residual(lt, in, out);
+    check_lt_gemm_tuning(in, out);
     check_grouped_gemm(lt, in, out);
     check_grouped_kernel(lt, in, out);
   });

@@ -238,7 +238,99 @@ void print_gemm_timings_table() {
   time_experts(lt, s, stride, 64, 8, 256, true);
 }
 
+// The dense step's products (bf16, 16 384 tokens) through each of cuBLASLt's first
+// `kCandidates` heuristic candidates: ms, speed against the first choice (what LtGemm runs),
+// whether the output is bitwise the first choice's (on the same random operands, output
+// zeroed first), and the candidate's configuration. Which candidates could be pinned in its
+// place without moving a result is the question this answers.
+constexpr int kCandidates = 12;
+
+void print_gemm_candidates_table() {
+  const int64_t T = kTokens, d = kModel;
+  const size_t stride = size_t(T) * 2 * 2048;  // the largest operand: the hidden 16384 × 4096
+  Scratch s(5 * stride);
+  LtGemm lt, tuned;  // lt: one candidate at a time, untuned; tuned: as training runs them
+  lt.set_tuning(false);
+  const GemmType t = GemmType::bf16;
+  struct Product {
+    std::string name;
+    bool ta, tb;
+    int64_t m, n, k;
+    bool residual;   // C = A·B + R (beta 1 with c_in)
+    bool weight_grad;  // fp32 output accumulating (beta 1 in place)
+  };
+  std::vector<Product> products;
+  auto linear = [&](const std::string& name, int64_t in, int64_t out, bool residual) {
+    products.push_back({name + " fwd", false, false, T, out, in, residual, false});
+    products.push_back({name + " dX", false, true, T, in, out, false, false});
+    products.push_back({name + " dW", true, false, in, out, T, false, true});
+  };
+  linear("qkv", d, 3 * d, false);
+  linear("attn out", d, d, true);
+  linear("mlp up", d, 2 * 2048, false);
+  linear("mlp down", 2048, d, true);
+  linear("lm head", d, 256, false);
+  std::printf("\ncuBLASLt's candidates for the dense step's products (bf16, tokens %lld)\n", (long long)T);
+  std::printf("%-16s %-18s %4s %8s %8s %7s %5s  %s\n", "product", "m×n×k", "rank", "ms", "TFLOP/s", "vs 0",
+              "bits", "algorithm");
+  for (const Product& p : products) {
+    void* a = s.operand(t, 0, stride);
+    void* b = s.operand(t, 1, stride);
+    void* r = s.operand(t, 2, stride);
+    const GemmType ct = p.weight_grad ? GemmType::f32 : t;
+    void* c = p.weight_grad ? static_cast<void*>(s.f32.data() + 4 * stride) : s.operand(t, 3, stride);
+    const int64_t lda = p.ta ? p.m : p.k, ldb = p.tb ? p.k : p.n, ldc = p.n;
+    const size_t out_bytes = size_t(p.m * p.n) * gemm_type_bytes(ct);
+    const double flops = 2.0 * p.m * p.n * p.k;
+    auto launch_on = [&](LtGemm& g) {
+      g.gemm(p.ta, p.tb, p.m, p.n, p.k, 1.f, a, lda, b, ldb, p.residual || p.weight_grad ? 1.f : 0.f, c, ldc, t, ct,
+             nullptr, p.residual ? r : nullptr);
+    };
+    auto launch = [&] { launch_on(lt); };
+    std::vector<unsigned char> first, out(out_bytes);
+    float first_ms = 0;
+    for (int rank = 0; rank < kCandidates; ++rank) {
+      lt.use_candidate(rank);
+      float ms = 0;
+      try {
+        MOK_CUDA_CHECK(cudaMemset(c, 0, out_bytes));
+        launch();
+        MOK_CUDA_CHECK(cudaMemcpy(out.data(), c, out_bytes, cudaMemcpyDeviceToHost));
+        ms = median_ms(launch);
+      } catch (const std::exception& e) {
+        if (rank == 0) std::printf("%-16s failed: %s\n", p.name.c_str(), e.what());
+        break;  // no more candidates
+      }
+      if (rank == 0) {
+        first = out;
+        first_ms = ms;
+      }
+      std::printf("%-16s %-18s %4d %8.4f %8.1f %6.2fx %5s  %s\n", p.name.c_str(), dims(p.m, p.n, p.k).c_str(), rank, ms,
+                  flops / (ms * 1e-3) / 1e12, first_ms / ms, out == first ? "same" : "diff",
+                  lt.last_algorithm().c_str());
+    }
+    if (first.empty()) continue;
+    // what training runs: the tuned choice (weight gradients accumulate in place: not tuned)
+    MOK_CUDA_CHECK(cudaMemset(c, 0, out_bytes));
+    launch_on(tuned);
+    MOK_CUDA_CHECK(cudaMemcpy(out.data(), c, out_bytes, cudaMemcpyDeviceToHost));
+    const float ms = median_ms([&] { launch_on(tuned); });
+    std::printf("%-16s %-18s %4s %8.4f %8.1f %6.2fx %5s  %s\n", p.name.c_str(), dims(p.m, p.n, p.k).c_str(), "tune", ms,
+                flops / (ms * 1e-3) / 1e12, first_ms / ms, out == first ? "same" : "diff",
+                tuned.last_algorithm().c_str());
+  }
+  lt.use_candidate(0);
+}
+
 }  // namespace
+
+void print_gemm_candidate_timings() {
+  try {
+    print_gemm_candidates_table();
+  } catch (const std::exception& e) {
+    std::printf("GEMM candidate timings stopped: %s\n", e.what());
+  }
+}
 
 void print_gemm_timings() {
   try {

@@ -3,6 +3,7 @@
 // model timings. Built with the project where nvcc is found; tools/gpu/pack.sh packs it with
 // the libraries a bare GPU machine lacks.
 //   mok-gpu-check [--checks GROUP,...] [--timings GROUP,...] [--no-timings]
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
                    "  check groups: elementwise, gemm, moe, attention, sketch, kittens (lowbit: its row\n"
                    "  codes alone), model, parallel (default: all)\n"
                    "  timing groups: elementwise, gemm, routing, attention, model, kittens, sketch, profile\n"
-                   "  (default: all; gemm ends with routing's figures)\n");
+                   "  (default: all; gemm ends with routing's figures), and gemm_candidates (only when named:\n"
+                   "  the dense step's products through each of cuBLASLt's first candidates)\n");
       return 2;
     }
   }
@@ -66,8 +68,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const auto& dev = q.devices[0];
-  std::printf("device: %s, sm_%d%d, %d SMs, %.1f GiB\n", dev.name.c_str(), dev.sm_major, dev.sm_minor,
-              dev.multiprocessors, dev.memory_bytes / 1073741824.0);
+  const size_t lt = cublasLtGetVersion();  // major·10000 + minor·100 + patch: the library loaded
+  std::printf("device: %s, sm_%d%d, %d SMs, %.1f GiB; cuBLASLt %zu.%zu.%zu\n", dev.name.c_str(), dev.sm_major,
+              dev.sm_minor, dev.multiprocessors, dev.memory_bytes / 1073741824.0, lt / 10000, lt / 100 % 100,
+              lt % 100);
 
   int failed = 0;
   const auto seed = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -92,6 +96,8 @@ int main(int argc, char** argv) {
     return timing_groups.empty() || std::find(timing_groups.begin(), timing_groups.end(), g) != timing_groups.end();
   };
   if (timed("elementwise")) mok::cuda::print_elementwise_timings();
+  if (std::find(timing_groups.begin(), timing_groups.end(), "gemm_candidates") != timing_groups.end())
+    mok::cuda::print_gemm_candidate_timings();
   if (timed("gemm")) mok::cuda::print_gemm_timings();
   else if (timed("routing")) mok::cuda::print_moe_routing_timings();
   if (timed("attention")) mok::cuda::print_attention_timings();

@@ -4,10 +4,16 @@
 # bitwise repeatability: median step time, the speed ratio, losses and peak reserved memory.
 #   tools/gpu/switch_compare.sh VAR BASE NEW [BIN_DIR] [OUT_DIR] < CASES      STEPS (30)
 # CASES: one run per line, "name config [mok train options]", config from experiments/gpu/.
-# Each run leaves OUT_DIR/NAME-VALUE.{json,err,csv} (the repeat: NAME-NEW_again).
+# BASE and NEW are values, or LABEL=VALUE where the value is no name for a file (a library
+# path: LD_LIBRARY_PATH with system=build-gpu pip=build-gpu:/…/cudnn/lib).
+# Each run leaves OUT_DIR/NAME-LABEL.{json,err,csv} (the repeat: NAME-NEW_again).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
-VAR="$1" BASE="$2" NEW="$3"
+VAR="$1"
+label_of() { [[ "$1" == *=* ]] && echo "${1%%=*}" || echo "$1"; }
+value_of() { [[ "$1" == *=* ]] && echo "${1#*=}" || echo "$1"; }
+BASE="$(label_of "$2")" NEW="$(label_of "$3")"
+declare -A VALUE=(["$BASE"]="$(value_of "$2")" ["$NEW"]="$(value_of "$3")")
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="$(cd "${4:-$ROOT/build-gpu}" && pwd)"
 OUT_DIR="${5:-${OUT:-/tmp/mok-switch}}"
@@ -24,7 +30,7 @@ while read -r case yaml sets; do
   CASES+=("$case")
   for variant in "$BASE" "$NEW" "${NEW}_again"; do
     name="$case-$variant"
-    env "$VAR=${variant%_again}" timeout 240 "$BIN/mok" train "experiments/gpu/$yaml.yaml" --json --quiet \
+    env "$VAR=${VALUE[${variant%_again}]}" timeout 240 "$BIN/mok" train "experiments/gpu/$yaml.yaml" --json --quiet \
       --no-checkpoints --db "$SCRATCH/$name.db" --set parallel.device=cuda --set "train.steps=$STEPS" \
       --set train.eval_every=100000 --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" $sets \
       < /dev/null > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
