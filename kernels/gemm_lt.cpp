@@ -1,6 +1,7 @@
 #include "kernels/gemm_lt.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -214,9 +215,11 @@ const LtGemm::Plan& LtGemm::plan_for(const PlanKey& key, const Operands& call) {
 }
 
 namespace {
-constexpr int kTuneCandidates = 8;    // the heuristic's first eight: where the fastest was found
-constexpr int kTuneRepeats = 3;       // timed runs per candidate, after one untimed
-constexpr double kTuneMargin = 0.01;  // another candidate must be 1 % faster to be taken
+constexpr int kTuneCandidates = 8;       // the heuristic's first eight: where the fastest was found
+constexpr float kTuneTimedMs = 1.f;      // timed runs per candidate: about this much work,
+constexpr int kTuneMinRepeats = 3;       // at least this many runs and at most
+constexpr int kTuneMaxRepeats = 32;      // this many (after one untimed run)
+constexpr double kTuneMargin = 0.02;     // another candidate must be 2 % faster to be taken
 }  // namespace
 
 bool LtGemm::tunable(const PlanKey& key, const Operands& call) const {
@@ -253,20 +256,25 @@ void LtGemm::tune(const PlanKey& key, Plan& p, const Operands& call) {
     MOK_CUDA_CHECK(cudaStreamSynchronize(call.stream));
     return host;
   };
-  auto timed_ms = [&](const cublasLtMatmulAlgo_t& algo) {
+  int repeats = kTuneMinRepeats;
+  auto timed_ms = [&](const cublasLtMatmulAlgo_t& algo) {  // per run
     MOK_CUDA_CHECK(cudaEventRecord(tune_start_, call.stream));
-    for (int r = 0; r < kTuneRepeats; ++r) run(algo);
+    for (int r = 0; r < repeats; ++r) run(algo);
     MOK_CUDA_CHECK(cudaEventRecord(tune_stop_, call.stream));
     MOK_CUDA_CHECK(cudaEventSynchronize(tune_stop_));
     float ms = 0.f;
     MOK_CUDA_CHECK(cudaEventElapsedTime(&ms, tune_start_, tune_stop_));
-    return ms;
+    return ms / static_cast<float>(repeats);
   };
   if (!run(tried[0])) return;
   const BitwiseDigest first = digest();
   // an output mostly of zeros (an untrained gradient, say) cannot tell two summation orders apart
   if (first.nonzero_words * 2 < span / 4) return;
   ++tuned_problems_;
+  // small products get more runs, so that launch jitter does not pick the candidate
+  const float one_run = timed_ms(tried[0]);
+  repeats = std::clamp(static_cast<int>(std::ceil(kTuneTimedMs / std::max(one_run, 1e-3f))), kTuneMinRepeats,
+                       kTuneMaxRepeats);
   size_t best = 0;
   float best_ms = timed_ms(tried[0]);
   for (size_t i = 1; i < tried.size(); ++i) {

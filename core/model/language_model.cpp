@@ -151,7 +151,7 @@ LanguageModel::LanguageModel(const ModelOptions& o) : impl_(std::make_unique<Imp
   bc.moe_config.aux_loss_coef = c.aux_loss_coef;
   bc.moe_config.z_loss_coef = c.z_loss_coef;
   bc.moe_config.capacity_factor = o.routing.capacity_factor;
-  bc.moe_config.recompute = o.recompute;
+  bc.moe_config.recompute = bc.recompute;  // the experts' hidden too, as the dense MLP's
   if (!o.local_experts.empty() && static_cast<int>(o.local_experts.size()) != c.experts)
     throw std::invalid_argument("model: local_experts names " + std::to_string(o.local_experts.size()) +
                                 " experts, the model has " + std::to_string(c.experts));

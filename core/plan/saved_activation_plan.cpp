@@ -44,7 +44,7 @@ enum class Element { activation, f32, i32 };
 // Which recompute drops the tensor (it is then rebuilt in backward and not kept).
 enum class DroppedBy {
   nothing,
-  block_recompute,  // BlockConfig::recompute = kitten_wants_recompute(kittens): norm outputs, dense hidden
+  block_recompute,  // BlockConfig::recompute = kitten_wants_recompute(kittens): norm outputs, every SwiGLU hidden
 };
 
 struct SavedKind {
@@ -87,15 +87,16 @@ const SavedKind kSavedKinds[] = {
 
     // Routed experts (hidden f = model.expert_hidden), per routed copy. Exact and low-bit
     // copies are one row-wise copy over all experts' rows; low-rank ones are kept per expert.
-    // The hidden is kept (MoeConfig::recompute is off in training).
+    // The hidden is rebuilt from the pre-activation where blocks recompute (MoeConfig::recompute
+    // follows BlockConfig::recompute), as the dense MLP's.
     {"moe.expert.up.input", Part::routed, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.d; }, DroppedBy::nothing},
     {"moe.expert.act.input", Part::routed, Keeper::elementwise, Element::activation, [](const Dims& s) { return 2.0 * s.expert_hidden; }, DroppedBy::nothing},
-    {"moe.expert.down.input", Part::routed, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.expert_hidden; }, DroppedBy::nothing},
+    {"moe.expert.down.input", Part::routed, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.expert_hidden; }, DroppedBy::block_recompute},
 
     // Shared expert, per token (same shapes as a routed expert).
     {"moe.shared.up.input", Part::shared_expert, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.d; }, DroppedBy::nothing},
     {"moe.shared.act.input", Part::shared_expert, Keeper::elementwise, Element::activation, [](const Dims& s) { return 2.0 * s.expert_hidden; }, DroppedBy::nothing},
-    {"moe.shared.down.input", Part::shared_expert, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.expert_hidden; }, DroppedBy::nothing},
+    {"moe.shared.down.input", Part::shared_expert, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.expert_hidden; }, DroppedBy::block_recompute},
 
     // Model level (layer -1): token ids, the final norm, the head's input, and the logits,
     // which the loss overwrites with its gradient and keeps (compute dtype, never compact).

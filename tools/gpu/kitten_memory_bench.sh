@@ -20,8 +20,13 @@
 #   kitten4        kitten with the elementwise tensors 4-bit too
 #   kitten_act4    kitten with the SwiGLU pre-activations 4-bit (q/k/v, norm inputs 8-bit)
 #   kitten4_qkv8   kitten4 with q/k/v 8-bit;  kitten4_norm8: kitten4 with the norm inputs 8-bit
+#                  (kitten4's elementwise: lowbit turns the recompute of norm outputs and SwiGLU
+#                  hidden off: they are kept 4-bit)
+#   kitten_4bit_qkv8  kitten (norm outputs and SwiGLU hidden recomputed) with every copy 4-bit
+#                  but q/k/v 8-bit: the fewest bytes that train
 #   kitten_linear  low-bit linear inputs only, elementwise exact (where the time goes)
-#   exact_seed2    exact with seed + 1 (quality spread)
+#   NAME_seedN     any of these with seed 1233 + N (the configs' seed is 1234): exact_seed2,
+#                  kitten_seed3, … (quality spread)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -48,7 +53,7 @@ yaml_for() {
 mode_sets() {  # variant → --set arguments
   case "$1" in
     exact) echo "--set kittens.mode=exact" ;;
-    exact_seed2) echo "--set kittens.mode=exact --set seed=1235" ;;
+    *_seed[0-9]*) echo "$(mode_sets "${1%_seed*}") --set seed=$((1233 + ${1##*_seed}))" ;;
     checkpoint) echo "--set kittens.mode=exact --set train.activation_checkpointing=true" ;;
     kitten) echo "--set kittens.mode=kitten" ;;
     kitten4) echo "--set kittens.mode=kitten --set kittens.elementwise=lowbit --set kittens.bits=4" ;;
@@ -60,6 +65,8 @@ mode_sets() {  # variant → --set arguments
                         "--set kittens.kinds.attn_norm.method=lowbit --set kittens.kinds.attn_norm.bits=8" \
                         "--set kittens.kinds.ffn_norm.method=lowbit --set kittens.kinds.ffn_norm.bits=8" \
                         "--set kittens.kinds.final_norm.method=lowbit --set kittens.kinds.final_norm.bits=8" ;;
+    kitten_4bit_qkv8) echo "--set kittens.mode=kitten --set kittens.bits=4 --set kittens.kinds.attn.qkv.method=lowbit" \
+                           "--set kittens.kinds.attn.qkv.bits=8" ;;
     kitten_linear) echo "--set kittens.mode=kitten --set kittens.elementwise=exact" ;;
     *) echo "unknown variant $1" >&2; echo "--set kittens.mode=unknown-variant" ;;
   esac
