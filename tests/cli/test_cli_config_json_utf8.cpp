@@ -6,6 +6,8 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 
+#include <cstdio>
+
 #include "support/cli_process.h"
 
 namespace {
@@ -51,6 +53,12 @@ class TestCliConfigJsonUtf8 : public QObject {
   void nonUtf8FileNameGivesValidJson() {
     QTemporaryDir dir;
     const QByteArray name = QFile::encodeName(dir.path()) + "/caf\xe9.yaml";  // not UTF-8 as a name
+    // QTemporaryDir removes its files through names decoded as UTF-8, which cannot reach this
+    // one: removed here by its bytes, on every way out of the test, so the folder goes too.
+    struct RemoveByBytes {
+      const QByteArray& name;
+      ~RemoveByBytes() { std::remove(name.constData()); }
+    } remove_file{name};
     FILE* f = std::fopen(name.constData(), "w");
     QVERIFY(f);
     std::fputs("name: x\nmodel:\n  top_k: 99\n", f);
