@@ -102,9 +102,11 @@ CudaOps::CudaOps(int device) : device_(device) {
   // Switches (docs/gpu.md), read first so that a refused value leaves nothing allocated:
   // MOK_GROUPED_KERNEL=mma keeps the expert products on the mma.sync kernel on a Hopper GPU too
   // (elsewhere it is the only one); MOK_ATTENTION=own keeps bf16 attention on the project's
-  // flash kernels.
+  // flash kernels; MOK_GEMM_TUNING=off pins the heuristic's first choice for every product
+  // (the same bits; for measuring what tuning gains).
   const std::string grouped_choice = environment_choice("MOK_GROUPED_KERNEL", {"wgmma", "mma"});
   const std::string attention_choice = environment_choice("MOK_ATTENTION", {"cudnn", "own"});
+  const std::string tuning_choice = environment_choice("MOK_GEMM_TUNING", {"on", "off"});
   MOK_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};
   MOK_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -112,6 +114,7 @@ CudaOps::CudaOps(int device) : device_(device) {
   MOK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   allocator_ = std::make_unique<CudaCachingAllocator>(device, stream_);
   lt_ = std::make_unique<LtGemm>();
+  lt_->set_tuning(tuning_choice != "off");
   grouped_streams_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::streams, 2);
   grouped_kernel_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::kernel);
   grouped_kernel_is_wgmma_ = grouped_choice != "mma" && grouped_wgmma_available();

@@ -82,6 +82,7 @@ class LtGemm {
 
   // Tuning of the problems met from now on (see above); on by default.
   void set_tuning(bool on) { tuning_ = on; }
+  bool tuning() const { return tuning_; }
   // Problems tuned so far, and how many of them now run another candidate than the first.
   size_t tuned_problems() const { return tuned_problems_; }
   size_t tuned_to_another() const { return tuned_to_another_; }

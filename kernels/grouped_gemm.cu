@@ -77,8 +77,10 @@ GroupedGemm::GroupedGemm(LtGemm& lt, GroupedGemmMethod method, int side_streams)
       MOK_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
       joins_.push_back(ev);
       // Same workspace size as `lt`: the heuristic then pins the same algorithm per problem,
-      // so loop and streams give the same bits.
+      // so loop and streams give the same bits (tuning keeps them: it pins only candidates with
+      // the first choice's bits). Tuning as `lt` has it.
       side_lt_.push_back(std::make_unique<LtGemm>(lt.workspace_bytes()));
+      side_lt_.back()->set_tuning(lt.tuning());
     }
   } else if (method_ == GroupedGemmMethod::cublas) {
     MOK_CUBLAS_CHECK(cublasCreate(&blas_));
