@@ -1,11 +1,12 @@
 // mok plan: what a config needs on each rank's device before it runs (core/plan/).
-//   mok plan CONFIG [--set key=value]... [--device-memory SIZE] [--json]
+//   mok plan CONFIG [--set key=value]... [--device-memory SIZE] [--by-kind] [--json]
 //   mok plan CONFIG --generate [--batch B] [--ranks R] [--prompt-tokens N] [--tokens T] [...]
 // Prints the bytes per rank by category — of training (memory_plan.h), or with --generate of
 // `mok generate` from a checkpoint of this config (generation_plan.h) — the total against a
 // capacity (--device-memory, else parallel.device_memory_limit, else this machine's memory
 // for a CPU run), whether it fits, the largest batch that fits, how many cards of that
-// capacity it needs (card_count.h), and when it does not fit what to change (fit_advice.h).
+// capacity it needs (card_count.h), and when it does not fit what to change (fit_advice.h);
+// with --by-kind (always in --json) the saved activations by kind (saved_activation_plan.h).
 // Exit codes: 0 fits (or no capacity known), 1 does not fit, 2 bad usage or bad config.
 // Nothing is written to disk.
 
@@ -21,6 +22,7 @@
 #include "core/plan/fit_advice.h"
 #include "core/plan/generation_plan.h"
 #include "core/plan/memory_plan.h"
+#include "core/plan/saved_activation_plan.h"
 #include "core/util/byte_size.h"
 #include "core/util/json_writer.h"
 
@@ -28,13 +30,16 @@ namespace mok::cli {
 namespace {
 
 const char* kUsage =
-    "usage: mok plan CONFIG [--set key=value]... [--device-memory SIZE] [--json]\n"
+    "usage: mok plan CONFIG [--set key=value]... [--device-memory SIZE] [--by-kind] [--json]\n"
     "       mok plan CONFIG --generate [--batch B] [--ranks R] [--prompt-tokens N] [--tokens T]\n"
     "                       [--set key=value]... [--device-memory SIZE] [--json]\n"
     "  the memory each rank needs, by category (an estimate before anything runs), against a\n"
     "  capacity: --device-memory (e.g. 16GiB), else parallel.device_memory_limit, else this\n"
     "  machine's memory for a CPU run; says whether it fits, the largest batch that does, how\n"
     "  many cards of that capacity it needs (expert-parallel ranks), and what to change to fit.\n"
+    "  --by-kind         also the saved activations by kind, summed over layers: how each is\n"
+    "                    kept (exact, a low-bit copy, a low-rank factor, recomputed) and its bytes\n"
+    "                    (--json always has them, as saved_by_kind)\n"
     "  --generate        plan `mok generate` instead of training: B sequences (default 1) over\n"
     "                    R ranks (default parallel.ranks), prompts of N tokens (default 32),\n"
     "                    T new tokens each (default 200); the same flags as mok generate\n"
@@ -50,6 +55,26 @@ std::string gib(double bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
   return text;
+}
+
+// The saved tensors of the plan grouped by (kind, how kept), summed over layers, largest first.
+struct SavedKindRow {
+  std::string kind, kept;
+  int layers = 0;
+  double bytes = 0.0;
+};
+
+std::vector<SavedKindRow> saved_by_kind(const std::vector<PlannedSavedTensor>& tensors) {
+  std::vector<SavedKindRow> rows;
+  for (const PlannedSavedTensor& t : tensors) {
+    auto it = std::find_if(rows.begin(), rows.end(),
+                           [&](const SavedKindRow& r) { return r.kind == t.kind && r.kept == t.kept; });
+    if (it == rows.end()) it = rows.insert(rows.end(), SavedKindRow{t.kind, t.kept, 0, 0.0});
+    ++it->layers;
+    it->bytes += t.bytes;
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const SavedKindRow& a, const SavedKindRow& b) { return a.bytes > b.bytes; });
+  return rows;
 }
 
 std::string joined(const std::vector<std::string>& parts, const char* sep) {
@@ -129,7 +154,7 @@ struct Capacity {
 int cmd_plan(int argc, char** argv) {
   std::string file, capacity_text;
   std::vector<std::string> overrides;
-  bool json = false, generate = false;
+  bool json = false, generate = false, by_kind = false;
   GenerationShape shape;
   int gen_ranks = 0;  // --ranks; 0 → parallel.ranks
   std::vector<std::string> generate_only;  // generation flags given, for the error without --generate
@@ -157,6 +182,8 @@ int cmd_plan(int argc, char** argv) {
       capacity_text = argv[++i];
     } else if (arg == "--json") {
       json = true;
+    } else if (arg == "--by-kind") {
+      by_kind = true;
     } else if (arg == "--generate") {
       generate = true;
     } else if (arg == "--batch" && i + 1 < argc) {
@@ -179,6 +206,10 @@ int cmd_plan(int argc, char** argv) {
   }
   if (file.empty()) {
     std::fprintf(stderr, "mok plan: missing CONFIG\n\n%s", kUsage);
+    return 2;
+  }
+  if (generate && by_kind) {
+    std::fprintf(stderr, "mok plan: --by-kind lists the saved activations of training; generation keeps none\n");
     return 2;
   }
   if (!generate && !generate_only.empty()) {
@@ -230,6 +261,7 @@ int cmd_plan(int argc, char** argv) {
   int largest = 0;
   std::optional<CardCount> cards;
   std::vector<FitOption> advice;
+  std::vector<SavedKindRow> saved_kinds;  // training only
   if (generate) {
     gen = estimate_generation_memory(config, shape);
     est = gen.memory;
@@ -240,6 +272,9 @@ int cmd_plan(int argc, char** argv) {
     }
   } else {
     est = estimate_memory(config);
+    // as the estimate plans them: the kitten policy's steady state, past its exact warm-up
+    saved_kinds = saved_by_kind(
+        plan_saved_activations(config, config.kittens.mode != "exact" ? config.kittens.warmup_steps : 0));
     if (known) {
       largest = largest_batch_that_fits(config, capacity.bytes);
       cards = training_cards(config, capacity.bytes);
@@ -276,6 +311,13 @@ int cmd_plan(int argc, char** argv) {
       j.key("prefill_tokens").value(gen.prefill_tokens);
       j.key("kv_cache_bytes_per_sequence").value(gen.kv_cache_bytes_per_sequence);
     }
+    if (!generate) {
+      j.key("saved_by_kind").begin_array();
+      for (const SavedKindRow& r : saved_kinds)
+        j.begin_object().key("kind").value(r.kind).key("kept").value(r.kept).key("layers").value(
+            static_cast<int64_t>(r.layers)).key("bytes").value(r.bytes).end_object();
+      j.end_array();
+    }
     json_cards(j, cards);
     json_advice(j, advice);
     j.end_object();
@@ -298,6 +340,14 @@ int cmd_plan(int argc, char** argv) {
   if (generate)
     std::printf("kv_cache: %s MiB per sequence (%d positions); no gradients or optimizer state\n",
                 mib(gen.kv_cache_bytes_per_sequence).c_str(), gen.context);
+  if (by_kind) {
+    const double saved = est.bytes_of("saved_activations");
+    std::printf("saved_activations by kind (summed over layers)\n  %-24s %-16s %6s %12s %7s\n", "kind", "kept",
+                "layers", "MiB", "share");
+    for (const SavedKindRow& r : saved_kinds)
+      std::printf("  %-24s %-16s %6d %12s %6.1f%%\n", r.kind.c_str(), r.kept.c_str(), r.layers, mib(r.bytes).c_str(),
+                  saved > 0 ? 100.0 * r.bytes / saved : 0.0);
+  }
   if (est.kitten_warmup_steps > 0)
     std::printf("saved_activations: the kitten steady state; the first %d step(s) are an exact warm-up that keeps "
                 "%s MiB (total %s MiB)\n",

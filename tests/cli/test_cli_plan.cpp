@@ -15,6 +15,7 @@
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonObject>
+#include <QHash>
 #include <QTemporaryDir>
 
 #include "core/plan/fit_advice.h"
@@ -96,6 +97,42 @@ class TestCliPlan : public QObject {
     QVERIFY(small.json["largest_batch"].toInt() < 16);
     const Result text = run_mok({"plan", config_, "--device-memory", "64MiB"}, tmp_.path());
     QVERIFY2(text.out.contains("does not fit") && text.out.contains("saved_activations"), qPrintable(text.out));
+  }
+
+  // The saved activations by kind (--json always, text with --by-kind): they add up to the
+  // category; in kitten mode the norm outputs and the experts' SwiGLU hidden are recomputed
+  // (0 bytes), the pre-activations kept in 8 bits, the experts' inputs in 4, in every layer.
+  void savedActivationsByKind() {
+    const Result r = run_mok({"plan", config_, "--json", "--set", "kittens.mode=kitten"}, tmp_.path());
+    QCOMPARE(r.exit_code, 0);
+    double sum = 0.0;
+    QHash<QString, QJsonObject> rows;
+    for (const QJsonValue& v : r.json["saved_by_kind"].toArray()) {
+      const QJsonObject row = v.toObject();
+      sum += row["bytes"].toDouble();
+      rows.insert(row["kind"].toString(), row);
+    }
+    QVERIFY(std::abs(sum - r.json["bytes"].toObject()["saved_activations"].toDouble()) <= 1.0);
+    const struct {
+      const char* kind;
+      const char* kept;
+    } expected[] = {{"moe.expert.down.input", "recompute"},
+                    {"attn.qkv.input", "recompute"},
+                    {"moe.expert.act.input", "lowbit 8"},
+                    {"moe.expert.up.input", "lowbit 4"}};
+    for (const auto& e : expected) {
+      QVERIFY2(rows.contains(e.kind), e.kind);
+      QCOMPARE(rows[e.kind]["kept"].toString(), QString(e.kept));
+      QCOMPARE(rows[e.kind]["layers"].toInt(), 4);
+    }
+    QCOMPARE(rows["moe.expert.down.input"]["bytes"].toDouble(), 0.0);
+    QVERIFY(rows["moe.expert.act.input"]["bytes"].toDouble() > 0.0);
+    const Result text = run_mok({"plan", config_, "--by-kind", "--set", "kittens.mode=kitten"}, tmp_.path());
+    QCOMPARE(text.exit_code, 0);
+    QVERIFY2(text.out.contains("by kind") && text.out.contains("moe.expert.act.input") &&
+                 text.out.contains("lowbit 8"),
+             qPrintable(text.out));
+    QCOMPARE(run_mok({"plan", config_, "--by-kind", "--generate"}, tmp_.path()).exit_code, 2);
   }
 
   void badInputExitsTwo() {
