@@ -39,6 +39,16 @@ class ExpertDispatcher {
                              const Tensor& residual);
   virtual Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) = 0;
   virtual std::string name() const = 0;
+
+  // Whether backward can rebuild the experts' inputs from the layer's input instead of the
+  // experts keeping them: where every routed row is this rank's own (LocalDispatcher); a
+  // multi-rank dispatcher would have to move the rows between ranks again. The MoE layer then
+  // runs forward with its stacked experts set not to keep their inputs
+  // (GroupedSwiGlu::set_rebuild_input) and backward through backward_from_input.
+  virtual bool can_rebuild_expert_inputs() const { return false; }
+  // backward, the experts' inputs gathered again from x (n, d): the layer's input, recomputed.
+  // Throws std::logic_error where can_rebuild_expert_inputs() is false.
+  virtual Tensor backward_from_input(const Tensor& dy, ExpertBank& bank, Tensor& dgate, const Tensor& x);
 };
 
 // The host combine of the per-expert dispatchers (core/parallel): dst (n, d) row t =
@@ -59,10 +69,13 @@ class LocalDispatcher final : public ExpertDispatcher {
                      const Tensor& residual) override;
   Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) override;
   std::string name() const override { return "local"; }
+  bool can_rebuild_expert_inputs() const override { return true; }
+  Tensor backward_from_input(const Tensor& dy, ExpertBank& bank, Tensor& dgate, const Tensor& x) override;
 
  private:
   Tensor forward_impl(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep,
                       const Tensor* residual);
+  Tensor backward_impl(const Tensor& dy, ExpertBank& bank, Tensor& dgate, const Tensor* x);
   // Kept between forward and backward: the pair order and the gates.
   Tensor order_, row_of_pair_;  // (m), (n·k) i32
   Tensor gate_;                 // (n·k)

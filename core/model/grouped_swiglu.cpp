@@ -123,7 +123,8 @@ Tensor GroupedSwiGlu::forward(Tensor xs, const std::vector<int64_t>& offsets, bo
   if (keep) offsets_ = offsets;
   Tensor a = cx.activation({m, 2 * f_}, keep && !policy_ ? saved_tag(layer_, kind_ + ".act.input") : MemTag{});
   ops.grouped_gemm(false, offsets, xs, up_.weights(), 0.0, a);  // (m, 2f)
-  if (keep) save_input(std::move(xs), kind_ + ".up.input", xs_saved_);
+  if (keep && !rebuild_input_) save_input(std::move(xs), kind_ + ".up.input", xs_saved_);
+  xs.reset();  // (when not kept) before the hidden is made
   Tensor h = cx.activation({m, f_});
   ops.swiglu_forward(a, h);
   Tensor ys = cx.activation({m, d_});
@@ -133,6 +134,7 @@ Tensor GroupedSwiGlu::forward(Tensor xs, const std::vector<int64_t>& offsets, bo
     if (!policy_) a_kept_ = std::move(a);
     else act_slot_.keep(std::move(a));
     hidden_kept_ = keep_hidden;
+    input_kept_ = !rebuild_input_;
   }
   return ys;
 }
@@ -152,12 +154,15 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, const Tensor& gate, Tens
   return backward_gated(dys, std::move(dys_gated), gate, dgate);
 }
 
-Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, Tensor&& dys_gated, const Tensor& gate, Tensor& dgate) {
+Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, Tensor&& dys_gated, const Tensor& gate, Tensor& dgate,
+                                     const InputRebuild* rebuild_input) {
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t m = dys.dim(0);
   if (offsets_.empty() || offsets_.back() != m)
     throw std::logic_error("GroupedSwiGlu: backward of " + std::to_string(m) + " rows without a matching forward");
+  if (!input_kept_ && !rebuild_input)
+    throw std::logic_error("GroupedSwiGlu: forward kept no inputs and backward was given no way to rebuild them");
   Tensor a = restore_act();  // (m, 2f)
   // h (m, f), which the gates' gradient needs: the kept tensor itself when it was kept exactly;
   // rebuilt from a when the down projection's weight gradient needs it too (h not kept); else
@@ -180,7 +185,12 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, Tensor&& dys_gated, cons
   dh.reset();
   Tensor dxs = cx.activation({m, d_});
   ops.grouped_gemm(true, offsets_, da, up_.weights(), 0.0, dxs);  // da·W_upᵀ
-  weight_grad(da, xs_saved_, up_, nullptr);
+  if (input_kept_) {
+    weight_grad(da, xs_saved_, up_, nullptr);
+  } else {
+    const Tensor xs = (*rebuild_input)();
+    weight_grad(da, xs_saved_, up_, &xs);
+  }
   reset_saved();
   return dxs;
 }

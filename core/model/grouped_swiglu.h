@@ -12,12 +12,13 @@
 //             and returns dxs (m, d).
 // Saved for backward, under the kinds separate experts use ("moe.expert.up.input",
 // "moe.expert.act.input", "moe.expert.down.input"): xs, a and h (h not when the hidden is
-// recomputed) — whole tensors when kept exactly; with a saved-input policy (kittens), one
+// recomputed, xs not when backward rebuilds it) — whole tensors when kept exactly; with a saved-input policy (kittens), one
 // copy of all rows when the policy's copy is row-wise (low-bit: a row's codes depend on that
 // row alone, so one copy equals per-expert copies and costs one launch), else per expert
 // through the policy's keepers (low-rank factors are fitted to each expert's rows, as a
 // separate SwiGluMlp's would be).
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,14 +49,23 @@ class GroupedSwiGlu {
   Tensor forward(Tensor xs, const std::vector<int64_t>& offsets, bool keep);
   // gate (m), dgate (m, written): `real` on the layer's device. Returns dxs (m, d).
   Tensor backward_gated(const Tensor& dys, const Tensor& gate, Tensor& dgate);
+  // Makes xs (m, d) again, for the up projection's weight gradient when forward kept no copy
+  // of it (set_rebuild_input).
+  using InputRebuild = std::function<Tensor()>;
   // The same with dys_gated (m, d) = scale_rows(dys, gate) made by the caller (taken over:
-  // released once the down projection's weight gradient has it).
-  Tensor backward_gated(const Tensor& dys, Tensor&& dys_gated, const Tensor& gate, Tensor& dgate);
+  // released once the down projection's weight gradient has it). rebuild_input: required when
+  // the forward kept no xs, called when the weight gradient needs it.
+  Tensor backward_gated(const Tensor& dys, Tensor&& dys_gated, const Tensor& gate, Tensor& dgate,
+                        const InputRebuild* rebuild_input = nullptr);
 
   void set_policy(SavedInputPolicy* policy);
   SavedInputPolicy* policy() const { return policy_; }
   void set_recompute_hidden(bool on) { recompute_hidden_ = on; }
   bool recompute_hidden() const { return recompute_hidden_; }
+  // Forwards from now on keep no copy of xs ("moe.expert.up.input"): backward rebuilds it
+  // through backward_gated's rebuild_input (the local dispatcher gathers it again).
+  void set_rebuild_input(bool on) { rebuild_input_ = on; }
+  bool rebuild_input() const { return rebuild_input_; }
 
  private:
   struct Stack {
@@ -83,10 +93,12 @@ class GroupedSwiGlu {
   Stack up_, down_;
   SavedInputPolicy* policy_ = nullptr;
   bool recompute_hidden_ = false;
+  bool rebuild_input_ = false;
 
   // Kept between forward and backward.
   std::vector<int64_t> offsets_;
   bool hidden_kept_ = true;
+  bool input_kept_ = true;
   SavedRows xs_saved_, h_saved_;
   Tensor a_kept_;            // exact
   SavedTensorSlot act_slot_;  // with a policy (elementwise copies are row-wise: one for all rows)

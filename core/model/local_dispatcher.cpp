@@ -32,6 +32,10 @@ Tensor ExpertDispatcher::forward_add(const Tensor& x, const RoutingDecision& rou
   return y;
 }
 
+Tensor ExpertDispatcher::backward_from_input(const Tensor&, ExpertBank&, Tensor&, const Tensor&) {
+  throw std::logic_error("the " + name() + " dispatcher cannot rebuild its experts' inputs in backward");
+}
+
 Tensor LocalDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool keep) {
   return forward_impl(x, r, bank, keep, nullptr);
 }
@@ -72,6 +76,14 @@ Tensor LocalDispatcher::forward_impl(const Tensor& x, const RoutingDecision& r, 
 }
 
 Tensor LocalDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) {
+  return backward_impl(dy, bank, dgate, nullptr);
+}
+
+Tensor LocalDispatcher::backward_from_input(const Tensor& dy, ExpertBank& bank, Tensor& dgate, const Tensor& x) {
+  return backward_impl(dy, bank, dgate, &x);
+}
+
+Tensor LocalDispatcher::backward_impl(const Tensor& dy, ExpertBank& bank, Tensor& dgate, const Tensor* x) {
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t n = n_, d = dy.dim(1), m = order_.numel();
@@ -80,7 +92,17 @@ Tensor LocalDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dga
   ops.pairs_to_rows(gate_, order_, gate_rows);
   Tensor dys = cx.activation({m, d}), dys_gated = cx.activation({m, d});  // each expert's rows, and gated
   ops.gather_rows_scaled(dy, order_, k, gate_rows, dys, dys_gated);
-  Tensor dxs = bank.grouped->backward_gated(dys, std::move(dys_gated), gate_rows, dgate_rows);
+  if (x && (x->dim(0) != n || x->dim(1) != d))
+    throw std::invalid_argument("LocalDispatcher: the layer's input " + x->shape_string() + " for " +
+                                std::to_string(n) + " tokens of width " + std::to_string(d));
+  // the experts' inputs gathered again as forward gathered them, when the experts need them
+  const GroupedSwiGlu::InputRebuild gather_again = [&] {
+    Tensor xs = cx.activation({m, d});
+    ops.gather_rows(*x, order_, k, xs);
+    return xs;
+  };
+  Tensor dxs = bank.grouped->backward_gated(dys, std::move(dys_gated), gate_rows, dgate_rows,
+                                            x ? &gather_again : nullptr);
   dys.reset();
   dgate = cx.empty({n * k}, kRealDType);
   ops.rows_to_pairs(dgate_rows, order_, dgate);  // 0 for dropped pairs

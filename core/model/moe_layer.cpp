@@ -2,6 +2,8 @@
 
 #include "core/backend/exec_context.h"
 
+#include <stdexcept>
+
 MOK_NN_BEGIN
 
 MoeLayer::MoeLayer(const std::string& prefix, const MoeConfig& c, double init_std, double out_std,
@@ -25,15 +27,20 @@ MoeLayer::MoeLayer(const std::string& prefix, const MoeConfig& c, double init_st
 }
 
 Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats, const Tensor* residual) {
+  const bool keep_input = !config_.recompute;  // else backward gets x again
   RouterLosses losses;
-  RoutingDecision r = router_.forward(x, keep, &losses);
+  RoutingDecision r = router_.forward(x, keep, &losses, keep_input);
+  // The dispatcher may have been replaced since the last step: asked every forward.
+  const bool experts_rebuild = !keep_input && bank_.grouped && dispatcher_->can_rebuild_expert_inputs();
+  if (bank_.grouped) bank_.grouped->set_rebuild_input(experts_rebuild);
+  if (keep) experts_rebuild_input_ = experts_rebuild;
   Ops& ops = ExecContext::current().ops();
   Tensor y;
   if (residual && !shared_) {
     y = dispatcher_->forward_add(x, r, bank_, keep, *residual);  // residual + routed
   } else {
     y = dispatcher_->forward(x, r, bank_, keep);
-    if (shared_) ops.add_(y, shared_->forward(x, keep));
+    if (shared_) ops.add_(y, shared_->forward(x, keep, keep_input));
     if (residual) ops.add_(y, *residual);  // (routed + shared) + residual
   }
   if (stats) {
@@ -44,12 +51,16 @@ Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats, const Tens
   return y;
 }
 
-Tensor MoeLayer::backward(const Tensor& dy, real loss_scale) {
+Tensor MoeLayer::backward(const Tensor& dy, real loss_scale, const Tensor* x) {
+  if (config_.recompute && !x)
+    throw std::logic_error("MoeLayer::backward: the layer kept no copy of its input; pass it, recomputed");
+  const Tensor* rebuilt = config_.recompute ? x : nullptr;
   Tensor dgate;  // (n·k)
-  Tensor dx = dispatcher_->backward(dy, bank_, dgate);
-  if (!shared_) return router_.backward(dgate, loss_scale, &dx);  // dx + dxr
-  Tensor dxr = router_.backward(dgate, loss_scale);
-  ExecContext::current().ops().add2_(dx, dxr, shared_->backward(dy));  // dx += dxr + dxs
+  Tensor dx = experts_rebuild_input_ ? dispatcher_->backward_from_input(dy, bank_, dgate, *x)
+                                     : dispatcher_->backward(dy, bank_, dgate);
+  if (!shared_) return router_.backward(dgate, loss_scale, &dx, rebuilt);  // dx + dxr
+  Tensor dxr = router_.backward(dgate, loss_scale, nullptr, rebuilt);
+  ExecContext::current().ops().add2_(dx, dxr, shared_->backward(dy, rebuilt));  // dx += dxr + dxs
   return dx;
 }
 

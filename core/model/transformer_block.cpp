@@ -52,7 +52,10 @@ Tensor TransformerBlock::backward(const Tensor& dy, real loss_scale) {
   const bool rc = config_.recompute;
   // dh = dy + ffn_normᵀ(ffnᵀ(dy))
   Tensor dffn;
-  if (moe_) {
+  if (moe_ && rc) {
+    Tensor hn = ffn_norm_.recompute_output();
+    dffn = moe_->backward(dy, loss_scale, &hn);
+  } else if (moe_) {
     dffn = moe_->backward(dy, loss_scale);
   } else if (rc) {
     Tensor hn = ffn_norm_.recompute_output();

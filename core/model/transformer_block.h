@@ -3,8 +3,9 @@
 //   h   = x + Attention(RMSNorm(x))
 //   out = h + FFN(RMSNorm(h)),  FFN = SwiGLU MLP (dense) or MoE layer
 //   x, h, out: (batch·seq, d)
-// With recompute, the normalised inputs of the attention and dense-MLP linear layers and the
-// MLP hidden are not kept: backward rebuilds them from the norm input / pre-activation.
+// With recompute, the normalised inputs of the attention and the FFN (dense MLP, or the MoE
+// layer's router and experts where its dispatcher can gather them again) and every SwiGLU
+// hidden are not kept: backward rebuilds them from the norm input / pre-activation.
 // With checkpoint (plain activation checkpointing), a training forward keeps only x and
 // backward first runs the block's forward again, keeping everything, then goes back through
 // it: the same operations on the same input, so results are bitwise those of a kept forward.

@@ -43,11 +43,12 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
   // Workspace of the largest forward (rows = the rank's prefill tokens): the residual stream,
   // its norm and the block's output (3d), then the widest of the head (logits, widened to fp32 on a GPU for
   // sampling), attention (qkv 3d, output d, projection d) and the MLP/MoE (routed copies:
-  // gathered input d, gate|up 2f, activation f, down d; router scores E in fp32).
+  // gate|up 2f, activation f, down d, the gathered input d being released once the up
+  // projection has read it; router scores E in fp32).
   const double rows = double(g.sequences_per_rank) * g.prefill_tokens;
   const double head = vocab * (act + (bf16 ? kFloat : 0.0));
   const double attention = 5.0 * d * act;
-  const double mlp = std::max(1.0, k) * (2.0 * d + 3.0 * hidden) * act + E * kFloat;
+  const double mlp = std::max(1.0, k) * (d + 3.0 * hidden) * act + E * kFloat;
   const double workspace = rows * (3.0 * d * act + std::max({head, attention, mlp}));
   // Routed copies between ranks: dispatch out and in, combine out and in (rows · k each,
   // balanced routing; a rank whose experts draw more rows holds more).

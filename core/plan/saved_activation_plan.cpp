@@ -45,6 +45,8 @@ enum class Element { activation, f32, i32 };
 enum class DroppedBy {
   nothing,
   block_recompute,  // BlockConfig::recompute = kitten_wants_recompute(kittens): norm outputs, every SwiGLU hidden
+  local_recompute,  // the same, where the MoE layers keep the local dispatcher (one rank), which
+                    // gathers the routed experts' inputs again (ExpertDispatcher::can_rebuild_expert_inputs)
 };
 
 struct SavedKind {
@@ -80,7 +82,7 @@ const SavedKind kSavedKinds[] = {
     {"mlp.down.input", Part::dense_mlp, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.dense_hidden; }, DroppedBy::block_recompute},
 
     // MoE router, per token. Its input (the ffn_norm output) is kept even with recompute.
-    {"moe.router.input", Part::moe, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.d; }, DroppedBy::nothing},
+    {"moe.router.input", Part::moe, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.d; }, DroppedBy::block_recompute},
     {"moe.router.probs", Part::moe, Keeper::exact, Element::f32, [](const Dims& s) { return s.experts; }, DroppedBy::nothing},
     {"moe.router.lse", Part::moe, Keeper::exact, Element::f32, [](const Dims&) { return 1.0; }, DroppedBy::nothing},
     {"moe.router.choice", Part::moe, Keeper::exact, Element::i32, [](const Dims& s) { return s.top_k; }, DroppedBy::nothing},
@@ -88,13 +90,14 @@ const SavedKind kSavedKinds[] = {
     // Routed experts (hidden f = model.expert_hidden), per routed copy. Exact and low-bit
     // copies are one row-wise copy over all experts' rows; low-rank ones are kept per expert.
     // The hidden is rebuilt from the pre-activation where blocks recompute (MoeConfig::recompute
-    // follows BlockConfig::recompute), as the dense MLP's.
-    {"moe.expert.up.input", Part::routed, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.d; }, DroppedBy::nothing},
+    // follows BlockConfig::recompute), as the dense MLP's; the input gathered again from the
+    // recomputed norm output where the dispatcher is the local one.
+    {"moe.expert.up.input", Part::routed, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.d; }, DroppedBy::local_recompute},
     {"moe.expert.act.input", Part::routed, Keeper::elementwise, Element::activation, [](const Dims& s) { return 2.0 * s.expert_hidden; }, DroppedBy::nothing},
     {"moe.expert.down.input", Part::routed, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.expert_hidden; }, DroppedBy::block_recompute},
 
     // Shared expert, per token (same shapes as a routed expert).
-    {"moe.shared.up.input", Part::shared_expert, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.d; }, DroppedBy::nothing},
+    {"moe.shared.up.input", Part::shared_expert, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.d; }, DroppedBy::block_recompute},
     {"moe.shared.act.input", Part::shared_expert, Keeper::elementwise, Element::activation, [](const Dims& s) { return 2.0 * s.expert_hidden; }, DroppedBy::nothing},
     {"moe.shared.down.input", Part::shared_expert, Keeper::linear_input, Element::activation, [](const Dims& s) { return s.expert_hidden; }, DroppedBy::block_recompute},
 
@@ -199,6 +202,9 @@ std::vector<PlannedSavedTensor> plan_saved_activations(const ExperimentConfig& c
   }
   // Fixed when the model is built, warm-up or not (LanguageModel: BlockConfig::recompute).
   const bool recompute = policy && kitten_wants_recompute(c.kittens);
+  // One rank: every MoE layer keeps its LocalDispatcher (core/train/rank_model.cpp installs
+  // multi-rank dispatchers only over a communicator).
+  const bool local_dispatch = ranks == 1;
 
   std::vector<PlannedSavedTensor> out;
   auto add = [&](int layer, const SavedKind& k) {
@@ -209,7 +215,8 @@ std::vector<PlannedSavedTensor> plan_saved_activations(const ExperimentConfig& c
     t.rows = k.part == Part::routed ? tokens * s.top_k : tokens;
     t.cols = k.cols(s);
     const double element = k.element == Element::activation ? act : 4.0;
-    if (k.dropped_by == DroppedBy::block_recompute && recompute) {
+    if (recompute && (k.dropped_by == DroppedBy::block_recompute ||
+                      (k.dropped_by == DroppedBy::local_recompute && local_dispatch))) {
       t.kept = "recompute";
       t.restored_bytes = t.rows * t.cols * act;
       out.push_back(t);

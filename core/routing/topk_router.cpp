@@ -45,12 +45,12 @@ void TopKRouter::set_locality_loss(std::vector<uint8_t> local, double coef) {
   locality_coef_ = coef;
 }
 
-RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* losses) {
+RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* losses, bool keep_input) {
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t n = x.dim(0);
   const int E = experts_, k = k_;
-  Tensor logits = proj_.forward(x, keep, {}, /*real_output=*/true);  // (n, E)
+  Tensor logits = proj_.forward(x, keep && keep_input, {}, /*real_output=*/true);  // (n, E)
   Tensor probs = cx.empty({n, E}, kRealDType, keep ? MemTag{MemCategory::saved_activations, layer_, "moe.router.probs"} : MemTag{});
   Tensor lse = cx.empty({n}, kRealDType, keep ? MemTag{MemCategory::saved_activations, layer_, "moe.router.lse"} : MemTag{});
   RoutingDecision r;
@@ -100,7 +100,8 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
   return r;
 }
 
-Tensor TopKRouter::backward(const Tensor& dgate, real loss_scale, const Tensor* residual) {
+Tensor TopKRouter::backward(const Tensor& dgate, real loss_scale, const Tensor* residual,
+                            const Tensor* recomputed_x) {
   const ExecContext& cx = ExecContext::current();
   const int64_t n = n_;
   const int E = experts_;
@@ -118,7 +119,10 @@ Tensor TopKRouter::backward(const Tensor& dgate, real loss_scale, const Tensor* 
     cx.ops().convert(dlogits, d);
     dlogits = std::move(d);
   }
-  return proj_.backward(dlogits, residual);
+  if (!recomputed_x) return proj_.backward(dlogits, residual);
+  Tensor dx = proj_.input_grad(dlogits, residual);  // the order of Linear::backward
+  proj_.weight_grad(dlogits, recomputed_x);
+  return dx;
 }
 
 MOK_NN_END

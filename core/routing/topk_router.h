@@ -10,7 +10,8 @@
 //         only: set_locality_loss; pushes probability mass toward this rank's experts)
 // Top-k is piecewise constant in x: the gradient flows through the gate values and the
 // losses, never through the choice itself (f_e is treated as constant).
-// Kept for backward: x via Wr's SavedLinearInput ("moe.router.input"), the probabilities
+// Kept for backward: x via Wr's SavedLinearInput ("moe.router.input"; not when the caller
+// recomputes x for backward), the probabilities
 // ("moe.router.probs", n·E), the log-sum-exp ("moe.router.lse", n) and the chosen experts
 // ("moe.router.choice", n·k int32).
 
@@ -47,12 +48,15 @@ class TopKRouter {
   TopKRouter(const std::string& prefix, int64_t d, int experts, int k, double init_std,
              uint64_t seed, int layer, double aux_coef, double z_coef, double capacity_factor);
 
-  RoutingDecision forward(const Tensor& x, bool keep, RouterLosses* losses);
+  // keep_input = false: Wr keeps no copy of x; backward then needs it (recomputed_x).
+  RoutingDecision forward(const Tensor& x, bool keep, RouterLosses* losses, bool keep_input = true);
   // dgate (n·k, `real`, on the layer's device): gradient of the objective w.r.t. the gates
   // (0 for dropped pairs), already scaled. loss_scale multiplies the aux and z gradients.
   // Returns dx (n, d); with residual (n, d), residual + dx, the add fused into the projection's
-  // input gradient where the backend can (the MoE layer's other branch).
-  Tensor backward(const Tensor& dgate, real loss_scale, const Tensor* residual = nullptr);
+  // input gradient where the backend can (the MoE layer's other branch). recomputed_x: the
+  // forward's x again, for Wr's gradient when forward kept no copy of it.
+  Tensor backward(const Tensor& dgate, real loss_scale, const Tensor* residual = nullptr,
+                  const Tensor* recomputed_x = nullptr);
 
   // Expert parallelism: each rank routes only its shard of the batch, but the load-balancing
   // loss must use the global fractions f_e for the objective (and its gradient) to be the

@@ -6,14 +6,33 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <string>
 
 #include "core/model/language_model.h"
+#include "core/model/moe_layer.h"
 #include "core/util/counter_rng.h"
 #include "core/util/thread_pool.h"
 
 using namespace mok;
 
 namespace {
+
+// The local dispatcher as the MoE layer sees a multi-rank one: it cannot gather its experts'
+// rows again in backward, so they keep them.
+class KeepingDispatcher final : public ExpertDispatcher {
+ public:
+  Tensor forward(const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool keep) override {
+    return inner_.forward(x, r, bank, keep);
+  }
+  Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) override {
+    return inner_.backward(dy, bank, dgate);
+  }
+  std::string name() const override { return "keeping"; }
+
+ private:
+  LocalDispatcher inner_;
+};
 
 ModelOptions small_options() {
   ModelOptions o;
@@ -156,28 +175,52 @@ class TestModelDeterminism : public QObject {
     QVERIFY(s20.count({0, "mlp.act.input"}));
   }
 
+  // Recompute against keeping, with the local dispatcher (which gathers the experts' rows
+  // again from the recomputed norm output) and with one that cannot (as a multi-rank one:
+  // its experts keep their rows). Either way the router and the shared expert keep no copy
+  // of the MoE layer's input, and the gradients are those of keeping everything.
+  void recomputeKeepsLessAndGivesTheSameGradients_data() {
+    QTest::addColumn<bool>("local");
+    QTest::newRow("local dispatcher") << true;
+    QTest::newRow("a dispatcher that keeps its experts' rows") << false;
+  }
+
   void recomputeKeepsLessAndGivesTheSameGradients() {
+    QFETCH(bool, local);
     const ModelOptions o = small_options();  // a dense layer and an MoE layer with a shared expert
     const Batch b = make_batch(2, 24, 9);
-    auto run = [&](bool recompute, int64_t* saved) {
+    auto run = [&](bool recompute, int64_t* saved, std::map<std::string, int64_t>* moe_kinds) {
       ModelOptions oo = o;
       oo.recompute = recompute;
       MemoryTracker tracker;
       ScopedMemoryTracker scope(tracker);
       LanguageModel model(oo);
+      if (!local)
+        for (MoeLayer* m : model.moe_layers())  // null for the dense layer
+          if (m) m->set_dispatcher(std::make_unique<KeepingDispatcher>());
       model.zero_grad();
       tracker.reset_peaks();
       model.forward(b.tokens.data(), b.targets.data(), b.batch, b.seq);
       *saved = tracker.live_bytes(MemCategory::saved_activations);
+      for (const auto& [key, k] : tracker.saved_by_layer_kind())
+        if (key.first == 1 && k.live > 0) (*moe_kinds)[key.second] = k.live;
       model.backward(1.0);
       std::vector<real> g;
       for (Parameter* p : model.parameters()) g.insert(g.end(), p->grad.span().begin(), p->grad.span().end());
       return g;
     };
     int64_t saved_full = 0, saved_rc = 0;
-    const auto g_full = run(false, &saved_full);
-    const auto g_rc = run(true, &saved_rc);
+    std::map<std::string, int64_t> kinds_full, kinds_rc;
+    const auto g_full = run(false, &saved_full, &kinds_full);
+    const auto g_rc = run(true, &saved_rc, &kinds_rc);
     QVERIFY(saved_rc < saved_full);
+    for (const char* kind : {"moe.router.input", "moe.shared.up.input", "moe.expert.up.input", "moe.expert.down.input"})
+      QVERIFY2(kinds_full.count(kind), kind);
+    for (const char* kind : {"moe.router.input", "moe.shared.up.input", "moe.shared.down.input",
+                             "moe.expert.down.input"})
+      QVERIFY2(!kinds_rc.count(kind), kind);
+    QCOMPARE(kinds_rc.count("moe.expert.up.input"), size_t(local ? 0 : 1));
+    QVERIFY(kinds_rc.count("moe.expert.act.input"));
     QCOMPARE(g_rc.size(), g_full.size());
     double diff = 0, norm = 0;
     for (size_t i = 0; i < g_full.size(); ++i) {
