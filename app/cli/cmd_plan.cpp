@@ -57,26 +57,6 @@ std::string gib(double bytes) {
   return text;
 }
 
-// The saved tensors of the plan grouped by (kind, how kept), summed over layers, largest first.
-struct SavedKindRow {
-  std::string kind, kept;
-  int layers = 0;
-  double bytes = 0.0;
-};
-
-std::vector<SavedKindRow> saved_by_kind(const std::vector<PlannedSavedTensor>& tensors) {
-  std::vector<SavedKindRow> rows;
-  for (const PlannedSavedTensor& t : tensors) {
-    auto it = std::find_if(rows.begin(), rows.end(),
-                           [&](const SavedKindRow& r) { return r.kind == t.kind && r.kept == t.kept; });
-    if (it == rows.end()) it = rows.insert(rows.end(), SavedKindRow{t.kind, t.kept, 0, 0.0});
-    ++it->layers;
-    it->bytes += t.bytes;
-  }
-  std::stable_sort(rows.begin(), rows.end(), [](const SavedKindRow& a, const SavedKindRow& b) { return a.bytes > b.bytes; });
-  return rows;
-}
-
 std::string joined(const std::vector<std::string>& parts, const char* sep) {
   std::string s;
   for (const std::string& p : parts) s += (s.empty() ? "" : sep) + p;
@@ -261,7 +241,7 @@ int cmd_plan(int argc, char** argv) {
   int largest = 0;
   std::optional<CardCount> cards;
   std::vector<FitOption> advice;
-  std::vector<SavedKindRow> saved_kinds;  // training only
+  std::vector<SavedKindBytes> saved_kinds;  // training only
   if (generate) {
     gen = estimate_generation_memory(config, shape);
     est = gen.memory;
@@ -273,8 +253,7 @@ int cmd_plan(int argc, char** argv) {
   } else {
     est = estimate_memory(config);
     // as the estimate plans them: the kitten policy's steady state, past its exact warm-up
-    saved_kinds = saved_by_kind(
-        plan_saved_activations(config, config.kittens.mode != "exact" ? config.kittens.warmup_steps : 0));
+    saved_kinds = saved_bytes_by_kind(plan_saved_activations(config, steady_state_step(config)));
     if (known) {
       largest = largest_batch_that_fits(config, capacity.bytes);
       cards = training_cards(config, capacity.bytes);
@@ -313,7 +292,7 @@ int cmd_plan(int argc, char** argv) {
     }
     if (!generate) {
       j.key("saved_by_kind").begin_array();
-      for (const SavedKindRow& r : saved_kinds)
+      for (const SavedKindBytes& r : saved_kinds)
         j.begin_object().key("kind").value(r.kind).key("kept").value(r.kept).key("layers").value(
             static_cast<int64_t>(r.layers)).key("bytes").value(r.bytes).end_object();
       j.end_array();
@@ -344,7 +323,7 @@ int cmd_plan(int argc, char** argv) {
     const double saved = est.bytes_of("saved_activations");
     std::printf("saved_activations by kind (summed over layers)\n  %-24s %-16s %6s %12s %7s\n", "kind", "kept",
                 "layers", "MiB", "share");
-    for (const SavedKindRow& r : saved_kinds)
+    for (const SavedKindBytes& r : saved_kinds)
       std::printf("  %-24s %-16s %6d %12s %6.1f%%\n", r.kind.c_str(), r.kept.c_str(), r.layers, mib(r.bytes).c_str(),
                   saved > 0 ? 100.0 * r.bytes / saved : 0.0);
   }

@@ -279,4 +279,22 @@ double restore_workspace_bytes(const std::vector<PlannedSavedTensor>& tensors) {
   return most;
 }
 
+int64_t steady_state_step(const ExperimentConfig& config) {
+  return config.kittens.mode != "exact" ? config.kittens.warmup_steps : 0;
+}
+
+std::vector<SavedKindBytes> saved_bytes_by_kind(const std::vector<PlannedSavedTensor>& tensors) {
+  std::vector<SavedKindBytes> rows;
+  for (const PlannedSavedTensor& t : tensors) {
+    auto it = std::find_if(rows.begin(), rows.end(),
+                           [&](const SavedKindBytes& r) { return r.kind == t.kind && r.kept == t.kept; });
+    if (it == rows.end()) it = rows.insert(rows.end(), SavedKindBytes{t.kind, t.kept, 0, 0.0});
+    ++it->layers;
+    it->bytes += t.bytes;
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const SavedKindBytes& a, const SavedKindBytes& b) { return a.bytes > b.bytes; });
+  return rows;
+}
+
 }  // namespace mok

@@ -3,6 +3,10 @@
 #include <QPlainTextEdit>
 #include <QtTest>
 
+#include <cmath>
+
+#include <qcustomplot.h>
+
 #include "core/config/config_io.h"
 #include "widgets/config/config_field.h"
 #include "widgets/config/experiment_editor.h"
@@ -145,6 +149,30 @@ class TestExperimentEditor : public QObject {
     QVERIFY(estimate_memory(two_ranks).device_parameter_count < a.device_parameter_count);
     QCOMPARE(estimate_memory(two_ranks).parameter_count, a.parameter_count);
     QVERIFY(editor.memory_bar()->estimate().total_bytes() > 0.0);
+  }
+
+  // Below the bar, where the saved activations go: the largest kinds by name with how each is
+  // kept, their bytes summing to the bar's saved activations; in kitten mode the norm outputs
+  // are listed as recomputed in the tooltip and not named as taking bytes.
+  void memoryBarNamesWhereTheSavedActivationsGo() {
+    MemoryEstimateBar bar;
+    ExperimentConfig kitten;
+    kitten.kittens.mode = "kitten";
+    bar.show_config(kitten, 0.0);
+    double sum = 0.0;
+    for (const SavedKindBytes& k : bar.saved_kinds()) sum += k.bytes;
+    QVERIFY(std::abs(sum - bar.estimate().bytes_of("saved_activations")) <= 1.0);
+    const SavedKindBytes& largest = bar.saved_kinds().front();
+    QVERIFY(largest.bytes > 0.0);
+    const QString summary = bar.saved_summary();
+    QVERIFY2(summary.startsWith("Saved activations: " + QString::fromStdString(largest.kind) + " ") &&
+                 summary.contains("(" + QString::fromStdString(largest.kept) + ")"),
+             qPrintable(summary));
+    QVERIFY2(!summary.contains("recompute"), qPrintable(summary));
+    QVERIFY2(bar.plot()->toolTip().contains("attn.qkv.input</td><td>recompute"), qPrintable(bar.plot()->toolTip()));
+    // exact keeping names its largest kind as exact
+    bar.show_config(ExperimentConfig{}, 0.0);
+    QVERIFY2(bar.saved_summary().contains("(exact)"), qPrintable(bar.saved_summary()));
   }
 };
 

@@ -2,12 +2,17 @@
 // MemoryEstimateBar: the estimated memory per device for the current config as one stacked
 // bar per rank (parameters, gradients, optimizer state, saved activations, workspace,
 // communication), against a dashed line at the device's capacity: host memory for the CPU,
-// the chosen GPU's memory for cuda (DeviceCatalog::capacity_bytes).
+// the chosen GPU's memory for cuda (DeviceCatalog::capacity_bytes). Below it, where the saved
+// activations go: their three largest kinds and how each is kept (every kind in the bar's
+// tooltip), as `mok plan --by-kind` lists them.
 
 #include <QWidget>
 
 #include "core/config/experiment_config.h"
 #include "core/plan/memory_plan.h"
+#include "core/plan/saved_activation_plan.h"
+
+#include <vector>
 
 class QCustomPlot;
 class QLabel;
@@ -25,12 +30,18 @@ class MemoryEstimateBar : public QWidget {
   const MemoryEstimate& estimate() const { return estimate_; }
   double capacity_bytes() const { return capacity_; }
   QCustomPlot* plot() const { return plot_; }
+  // The saved activations by kind of the shown config (largest first), and the sentence that
+  // names the largest under the bar ("" when nothing is saved).
+  const std::vector<SavedKindBytes>& saved_kinds() const { return saved_kinds_; }
+  QString saved_summary() const { return saved_summary_; }
 
  private:
   QCustomPlot* plot_ = nullptr;
   QLabel* summary_ = nullptr;
   MemoryEstimate estimate_;
   double capacity_ = 0.0;
+  std::vector<SavedKindBytes> saved_kinds_;
+  QString saved_summary_;
 };
 
 }  // namespace mok::gui
