@@ -220,11 +220,15 @@ constexpr float kTuneTimedMs = 1.f;      // timed runs per candidate: about this
 constexpr int kTuneMinRepeats = 3;       // at least this many runs and at most
 constexpr int kTuneMaxRepeats = 32;      // this many (after one untimed run)
 constexpr double kTuneMargin = 0.02;     // another candidate must be 2 % faster to be taken
+
+// Bytes from C's first element to its last (m rows of n, ldc apart): what a digest compares.
+size_t output_span_bytes(int64_t m, int64_t n, int64_t ldc, GemmType c) {
+  return size_t((m - 1) * ldc + n) * gemm_type_bytes(c);
+}
 }  // namespace
 
 bool LtGemm::tunable(const PlanKey& key, const Operands& call) const {
-  const int64_t m = key[2], n = key[3], ldc = key[7];
-  const size_t span = size_t((m - 1) * ldc + n) * gemm_type_bytes(static_cast<GemmType>(key[9]));
+  const size_t span = output_span_bytes(key[2], key[3], key[7], static_cast<GemmType>(key[9]));
   return tuning_ && candidate_rank_ == 0 && static_cast<GemmType>(key[8]) == GemmType::bf16 &&
          size_class_of(key) == key && (call.beta == 0.f || call.c_in) && span % 4 == 0 &&
          reinterpret_cast<uintptr_t>(call.c) % 4 == 0;
@@ -242,8 +246,7 @@ void LtGemm::tune(const PlanKey& key, Plan& p, const Operands& call) {
     MOK_CUDA_CHECK(cudaEventCreate(&tune_start_));
     MOK_CUDA_CHECK(cudaEventCreate(&tune_stop_));
   }
-  const int64_t m = key[2], n = key[3], ldc = key[7];
-  const size_t span = size_t((m - 1) * ldc + n) * gemm_type_bytes(static_cast<GemmType>(key[9]));
+  const size_t span = output_span_bytes(key[2], key[3], key[7], static_cast<GemmType>(key[9]));
   auto run = [&](const cublasLtMatmulAlgo_t& algo) {
     return cublasLtMatmul(handle_, p.d.op, &call.alpha, call.b, p.d.a, call.a, p.d.b, &call.beta,
                           call.c_in ? call.c_in : call.c, p.d.c, call.c, p.d.c, &algo, workspace_, workspace_bytes_,

@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 // the rows are too wide for it.
 template <typename T>
 int held_packs_per_lane(int64_t d) {
-  constexpr int64_t kMaxPacks = 4;
+  constexpr int64_t kMaxPacks = 4;  // the held kernels the launcher instantiates: P = 1..4
   const int64_t packs = d / kPack<T>;
   const int64_t per_lane = (packs + 31) / 32;
   return per_lane >= 1 && per_lane <= kMaxPacks ? static_cast<int>(per_lane) : 0;
@@ -325,29 +325,17 @@ void rms_norm_backward(const T* dy, const T* x, const T* g, const float* rstd, i
   }
   float* partial = static_cast<float*>(ws);
   const bool vec = rows_vectorizable<T>(d, {dy, x, g, dx}) && (!add || rows_vectorizable<T>(d, {add}));
-  const int held = vec ? held_packs_per_lane<T>(d) : 0;
   const dim3 grid(static_cast<unsigned>(s.blocks)), block(static_cast<unsigned>(s.warps * 32));
-  switch (held) {
-    case 1:
-      rms_norm_backward_held_kernel<T, 1><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block,
-                                                                           dx, partial, add);
-      break;
-    case 2:
-      rms_norm_backward_held_kernel<T, 2><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block,
-                                                                           dx, partial, add);
-      break;
-    case 3:
-      rms_norm_backward_held_kernel<T, 3><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block,
-                                                                           dx, partial, add);
-      break;
-    case 4:
-      rms_norm_backward_held_kernel<T, 4><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block,
-                                                                           dx, partial, add);
-      break;
-    default:
-      rms_norm_backward_kernel<T><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block, dx,
-                                                                   partial, vec, add);
-  }
+  using HeldKernel = void (*)(const T*, const T*, const T*, const float*, int64_t, int64_t, int64_t, T*, float*,
+                              const T*);
+  const HeldKernel held_kernels[] = {rms_norm_backward_held_kernel<T, 1>, rms_norm_backward_held_kernel<T, 2>,
+                                     rms_norm_backward_held_kernel<T, 3>, rms_norm_backward_held_kernel<T, 4>};
+  if (const int held = vec ? held_packs_per_lane<T>(d) : 0; held > 0)
+    held_kernels[held - 1]<<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block, dx, partial,
+                                                            add);
+  else
+    rms_norm_backward_kernel<T><<<grid, block, shared, stream>>>(dy, x, g, rstd, n, d, s.rows_per_block, dx,
+                                                                 partial, vec, add);
   MOK_CUDA_CHECK_LAUNCH();
   add_dg_partials_kernel<<<static_cast<unsigned>((d + 31) / 32), dim3(32, kColumnGroups), 0, stream>>>(
       partial, s.blocks, d, dg);

@@ -22,7 +22,6 @@
 #include "core/plan/fit_advice.h"
 #include "core/plan/generation_plan.h"
 #include "core/plan/memory_plan.h"
-#include "core/plan/saved_activation_plan.h"
 #include "core/util/byte_size.h"
 #include "core/util/json_writer.h"
 
@@ -241,7 +240,6 @@ int cmd_plan(int argc, char** argv) {
   int largest = 0;
   std::optional<CardCount> cards;
   std::vector<FitOption> advice;
-  std::vector<SavedKindBytes> saved_kinds;  // training only
   if (generate) {
     gen = estimate_generation_memory(config, shape);
     est = gen.memory;
@@ -252,8 +250,6 @@ int cmd_plan(int argc, char** argv) {
     }
   } else {
     est = estimate_memory(config);
-    // as the estimate plans them: the kitten policy's steady state, past its exact warm-up
-    saved_kinds = saved_bytes_by_kind(plan_saved_activations(config, steady_state_step(config)));
     if (known) {
       largest = largest_batch_that_fits(config, capacity.bytes);
       cards = training_cards(config, capacity.bytes);
@@ -292,7 +288,7 @@ int cmd_plan(int argc, char** argv) {
     }
     if (!generate) {
       j.key("saved_by_kind").begin_array();
-      for (const SavedKindBytes& r : saved_kinds)
+      for (const SavedKindBytes& r : est.saved_by_kind)
         j.begin_object().key("kind").value(r.kind).key("kept").value(r.kept).key("layers").value(
             static_cast<int64_t>(r.layers)).key("bytes").value(r.bytes).end_object();
       j.end_array();
@@ -323,7 +319,7 @@ int cmd_plan(int argc, char** argv) {
     const double saved = est.bytes_of("saved_activations");
     std::printf("saved_activations by kind (summed over layers)\n  %-24s %-16s %6s %12s %7s\n", "kind", "kept",
                 "layers", "MiB", "share");
-    for (const SavedKindBytes& r : saved_kinds)
+    for (const SavedKindBytes& r : est.saved_by_kind)
       std::printf("  %-24s %-16s %6d %12s %6.1f%%\n", r.kind.c_str(), r.kept.c_str(), r.layers, mib(r.bytes).c_str(),
                   saved > 0 ? 100.0 * r.bytes / saved : 0.0);
   }

@@ -70,8 +70,10 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const double tokens = double(std::max(1, c.train.batch)) / std::max(1, c.train.grad_accum) / ranks *
                         std::max(1, c.data.seq_len);
   const bool kitten = c.kittens.mode != "exact";
-  const std::vector<PlannedSavedTensor> saved = plan_saved_activations(c, steady_state_step(c));
+  const int64_t steady_step = kitten ? c.kittens.warmup_steps : 0;  // the policy past its warm-up
+  const std::vector<PlannedSavedTensor> saved = plan_saved_activations(c, steady_step);
   const double saved_bytes = saved_activation_bytes(saved);
+  est.saved_by_kind = saved_bytes_by_kind(saved);
   // Workspace: the scaled loss gradient beside the kept logits (ce.grad, a saved activation),
   // the widest hidden of a layer or, where larger, the fused attention backward's stage (bf16
   // on a GPU: its scores for a chunk of sequences, core/backend/fused_attention_workspace.h,
@@ -85,7 +87,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
     const double scores = static_cast<double>(
         fused_attention_backward_bytes(fused_attention_backward_chunk(sequences, seq, heads), seq));
     const double attention_stage = scores + tokens * 4.0 * d * act -
-                                   released_before_attention_bytes(c, steady_state_step(c));
+                                   released_before_attention_bytes(c, steady_step);
     layer_workspace = std::max(layer_workspace, attention_stage);
   }
   const double workspace = tokens * vocab * act + layer_workspace + restore_workspace_bytes(saved);

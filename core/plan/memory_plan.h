@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/config/experiment_config.h"
+#include "core/plan/saved_activation_plan.h"
 
 namespace mok {
 
@@ -25,6 +26,9 @@ struct MemoryEstimate {
     double bytes = 0.0;
   };
   std::vector<Part> parts;  // per device (rank)
+  // The saved activations of `parts` by kind and how each is kept, largest first
+  // (saved_bytes_by_kind): where their bytes go.
+  std::vector<SavedKindBytes> saved_by_kind;
   double parameter_count = 0.0;        // whole model
   double device_parameter_count = 0.0; // held by one rank
   double replicated_parameter_count = 0.0;  // of those, held by every rank (all but the routed experts)

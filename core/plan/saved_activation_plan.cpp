@@ -279,10 +279,6 @@ double restore_workspace_bytes(const std::vector<PlannedSavedTensor>& tensors) {
   return most;
 }
 
-int64_t steady_state_step(const ExperimentConfig& config) {
-  return config.kittens.mode != "exact" ? config.kittens.warmup_steps : 0;
-}
-
 std::vector<SavedKindBytes> saved_bytes_by_kind(const std::vector<PlannedSavedTensor>& tensors) {
   std::vector<SavedKindBytes> rows;
   for (const PlannedSavedTensor& t : tensors) {

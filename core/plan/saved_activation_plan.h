@@ -40,12 +40,8 @@ std::vector<PlannedSavedTensor> plan_saved_activations(const ExperimentConfig& c
 // Their sum: the peak of saved-activation bytes (all of them are live when backward starts).
 double saved_activation_bytes(const std::vector<PlannedSavedTensor>& tensors);
 
-// The step whose saved tensors the memory plan counts: the kitten policy's steady state, the
-// first step past its exact warm-up (0 in exact mode).
-int64_t steady_state_step(const ExperimentConfig& config);
-
 // The tensors grouped by (kind, how kept), summed over layers, largest first (ties in the
-// order the plan lists them): where the saved bytes go (`mok plan --by-kind`, the Setup page).
+// order the plan lists them): where the saved bytes go (MemoryEstimate::saved_by_kind).
 struct SavedKindBytes {
   std::string kind, kept;
   int layers = 0;

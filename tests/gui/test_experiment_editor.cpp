@@ -160,9 +160,9 @@ class TestExperimentEditor : public QObject {
     kitten.kittens.mode = "kitten";
     bar.show_config(kitten, 0.0);
     double sum = 0.0;
-    for (const SavedKindBytes& k : bar.saved_kinds()) sum += k.bytes;
+    for (const SavedKindBytes& k : bar.estimate().saved_by_kind) sum += k.bytes;
     QVERIFY(std::abs(sum - bar.estimate().bytes_of("saved_activations")) <= 1.0);
-    const SavedKindBytes& largest = bar.saved_kinds().front();
+    const SavedKindBytes& largest = bar.estimate().saved_by_kind.front();
     QVERIFY(largest.bytes > 0.0);
     const QString summary = bar.saved_summary();
     QVERIFY2(summary.startsWith("Saved activations: " + QString::fromStdString(largest.kind) + " ") &&

@@ -86,12 +86,11 @@ void MemoryEstimateBar::show_config(const ExperimentConfig& c, double capacity_b
                                  .arg(format_count(estimate_.parameter_count), format_count(estimate_.device_parameter_count));
 
   // Where the saved activations go: the three largest kinds here, all of them in the tooltip.
-  saved_kinds_ = saved_bytes_by_kind(plan_saved_activations(c, steady_state_step(c)));
   const double saved = estimate_.bytes_of("saved_activations");
   saved_summary_.clear();
   QString table = tr("<b>Saved activations by kind</b> (summed over layers)<table>");
   int named = 0;
-  for (const SavedKindBytes& k : saved_kinds_) {
+  for (const SavedKindBytes& k : estimate_.saved_by_kind) {
     const double of_saved = saved > 0 ? 100.0 * k.bytes / saved : 0.0;
     table += QString("<tr><td>%1</td><td>%2</td><td align=right>%3</td><td align=right>%4%</td></tr>")
                  .arg(QString::fromStdString(k.kind), QString::fromStdString(k.kept), format_bytes(k.bytes))
@@ -104,7 +103,7 @@ void MemoryEstimateBar::show_config(const ExperimentConfig& c, double capacity_b
   }
   table += "</table>";
   if (!saved_summary_.isEmpty()) saved_summary_ = tr("Saved activations: %1.").arg(saved_summary_);
-  plot_->setToolTip(saved_kinds_.empty() ? QString() : table);
+  plot_->setToolTip(estimate_.saved_by_kind.empty() ? QString() : table);
   if (capacity_ > 0)
     summary_->setText(tr("<b>%1</b> per device (estimate) of %2 capacity: %3%. %4 %5")
                           .arg(format_bytes(total), format_bytes(capacity_))

@@ -10,9 +10,6 @@
 
 #include "core/config/experiment_config.h"
 #include "core/plan/memory_plan.h"
-#include "core/plan/saved_activation_plan.h"
-
-#include <vector>
 
 class QCustomPlot;
 class QLabel;
@@ -30,9 +27,8 @@ class MemoryEstimateBar : public QWidget {
   const MemoryEstimate& estimate() const { return estimate_; }
   double capacity_bytes() const { return capacity_; }
   QCustomPlot* plot() const { return plot_; }
-  // The saved activations by kind of the shown config (largest first), and the sentence that
-  // names the largest under the bar ("" when nothing is saved).
-  const std::vector<SavedKindBytes>& saved_kinds() const { return saved_kinds_; }
+  // The sentence under the bar that names the largest saved-activation kinds
+  // (estimate().saved_by_kind; "" when nothing is saved).
   QString saved_summary() const { return saved_summary_; }
 
  private:
@@ -40,7 +36,6 @@ class MemoryEstimateBar : public QWidget {
   QLabel* summary_ = nullptr;
   MemoryEstimate estimate_;
   double capacity_ = 0.0;
-  std::vector<SavedKindBytes> saved_kinds_;
   QString saved_summary_;
 };
 
