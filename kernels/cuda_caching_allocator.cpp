@@ -9,6 +9,7 @@
 #include "core/tensor/size_class.h"
 #include "kernels/cuda_check.h"
 #include "kernels/op_profiler.h"
+#include "kernels/step_recording.h"
 #include "kernels/zero_ranges.h"
 
 namespace mok::cuda {
@@ -46,11 +47,24 @@ void* CudaCachingAllocator::allocate(int64_t bytes) {
   const int64_t cls = size_class(bytes);
   {
     std::lock_guard lock(mutex_);
+    if (recording_) {  // the graph's own cached blocks first
+      auto it = recorded_free_.find(cls);
+      if (it != recorded_free_.end() && !it->second.empty()) {
+        void* block = it->second.back();
+        it->second.pop_back();
+        recorded_cached_ -= cls;
+        return block;
+      }
+    }
     auto it = free_.find(cls);
     if (it != free_.end() && !it->second.empty()) {
       void* block = it->second.back();
       it->second.pop_back();
       cached_ -= cls;
+      if (recording_) {
+        recorded_.insert(block);
+        recorded_bytes_ += cls;
+      }
       return block;
     }
   }
@@ -88,6 +102,10 @@ void* CudaCachingAllocator::allocate(int64_t bytes) {
   std::lock_guard lock(mutex_);
   reserved_ += cls;
   peak_reserved_ = std::max(peak_reserved_, reserved_);
+  if (recording_) {
+    recorded_.insert(block);
+    recorded_bytes_ += cls;
+  }
   return block;
 }
 
@@ -95,8 +113,35 @@ void CudaCachingAllocator::release(void* block, int64_t bytes) {
   if (!block) return;
   const int64_t cls = size_class(bytes);
   std::lock_guard lock(mutex_);
+  if (recorded_.count(block)) {
+    recorded_free_[cls].push_back(block);
+    recorded_cached_ += cls;
+    return;
+  }
   free_[cls].push_back(block);
   cached_ += cls;
+}
+
+void CudaCachingAllocator::set_recording(StepRecording* recording) {
+  std::lock_guard lock(mutex_);
+  recording_ = recording;
+}
+
+void CudaCachingAllocator::release_recorded_blocks() {
+  std::lock_guard lock(mutex_);
+  for (auto& [cls, blocks] : recorded_free_) {
+    auto& to = free_[cls];
+    to.insert(to.end(), blocks.begin(), blocks.end());
+  }
+  cached_ += recorded_cached_;
+  recorded_free_.clear();
+  recorded_.clear();
+  recorded_cached_ = recorded_bytes_ = 0;
+}
+
+int64_t CudaCachingAllocator::recorded_block_bytes() const {
+  std::lock_guard lock(mutex_);
+  return recorded_bytes_;
 }
 
 void CudaCachingAllocator::set_limit(int64_t bytes) {
@@ -105,6 +150,10 @@ void CudaCachingAllocator::set_limit(int64_t bytes) {
 }
 
 void CudaCachingAllocator::trim() {
+  {
+    std::lock_guard lock(mutex_);
+    if (recording_) return;  // waiting for the stream would end the recording
+  }
   MOK_CUDA_CHECK(cudaStreamSynchronize(stream_));
   std::lock_guard lock(mutex_);
   for (auto& [cls, blocks] : free_) {
@@ -149,12 +198,16 @@ void CudaCachingAllocator::zero_ranges(const std::vector<ByteRange>& ranges) {
 }
 
 void CudaCachingAllocator::copy_to_host(void* host_dst, const void* src, int64_t bytes) {
+  if (recording_)
+    throw std::runtime_error("a step recorded as a CUDA graph reads " + std::to_string(bytes) +
+                             " bytes on the host before it ends");
   MOK_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
   MOK_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void CudaCachingAllocator::copy_from_host(void* dst, const void* host_src, int64_t bytes) {
   // The source has been read when the call returns; the stream is not waited for.
+  if (recording_) return recording_->copy_from_host(dst, host_src, static_cast<size_t>(bytes), stream_);
   staging_->copy_to_device(dst, host_src, static_cast<size_t>(bytes));
 }
 
@@ -165,7 +218,7 @@ void CudaCachingAllocator::copy_within(void* dst, const void* src, int64_t bytes
 
 int64_t CudaCachingAllocator::cached_bytes() const {
   std::lock_guard lock(mutex_);
-  return cached_;
+  return cached_ + recorded_cached_;
 }
 
 int64_t CudaCachingAllocator::reserved_bytes() const {

@@ -12,6 +12,11 @@
 // step find a block. Freed blocks stay reserved for reuse; when cudaMalloc fails, every cached
 // block is given back and the allocation tried once more, and then the error names the device
 // and what was live and reserved. reserved = live + cached, as PyTorch reports it.
+//
+// While a step is recorded as a CUDA graph (set_recording), its blocks become the graph's: the
+// addresses are baked into the graph, so a block it used is handed out again only inside that
+// recording, never to other work that might still hold it at the next replay. The graph keeps
+// them (live or cached) until release_recorded_blocks(), when it is destroyed.
 
 #include <cuda_runtime.h>
 
@@ -19,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "core/tensor/allocator.h"
@@ -27,6 +33,7 @@
 namespace mok::cuda {
 
 class OpProfiler;
+class StepRecording;
 
 class CudaCachingAllocator final : public mok::Allocator {
  public:
@@ -49,11 +56,20 @@ class CudaCachingAllocator final : public mok::Allocator {
   int64_t reserved_bytes() const override;  // held from the driver: live blocks + cached ones
   int64_t peak_reserved_bytes() const override;
   void reset_peak_reserved() override;
-  // Gives every cached block back to the driver (waits for the stream first).
+  // Gives every cached block back to the driver (waits for the stream first); not while
+  // recording a step, and never the blocks of a recorded graph.
   void trim();
   // Device copies and fills (tensor clones, zeroed gradients) go to `profiler` as ops of
   // their own when it is enabled; null: not profiled.
   void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
+
+  // Recording a step (non-null) or not: copies from the host go through `recording`, copies
+  // to the host throw (the host cannot read a value before the graph has run), and blocks
+  // handed out become the recorded graph's.
+  void set_recording(StepRecording* recording);
+  // The recorded graph is gone: its blocks go back to the cache (those still live, when released).
+  void release_recorded_blocks();
+  int64_t recorded_block_bytes() const;  // held for recorded graphs, live or not
 
  private:
   OpProfiler* profiler_ = nullptr;
@@ -64,6 +80,10 @@ class CudaCachingAllocator final : public mok::Allocator {
   mutable std::mutex mutex_;
   std::map<int64_t, std::vector<void*>> free_;  // size class → cached blocks
   int64_t cached_ = 0, reserved_ = 0, peak_reserved_ = 0, limit_ = 0;
+  StepRecording* recording_ = nullptr;
+  std::unordered_set<void*> recorded_;                   // blocks a recorded graph uses
+  std::map<int64_t, std::vector<void*>> recorded_free_;  // those of them not live now
+  int64_t recorded_bytes_ = 0, recorded_cached_ = 0;
   std::unique_ptr<PinnedStaging> staging_;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -34,6 +35,8 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/row_quantize.h"
+#include "kernels/cuda_step_graph.h"
+#include "kernels/step_recording.h"
 #include "kernels/swiglu.h"
 #include "kernels/transpose_add.h"
 
@@ -150,6 +153,13 @@ CudaOps::~CudaOps() {
   lt_.reset();
   allocator_.reset();
   cudaStreamDestroy(stream_);
+}
+
+std::unique_ptr<mok::StepGraph> CudaOps::make_step_graph() { return std::make_unique<CudaStepGraph>(*this); }
+
+void CudaOps::set_recording(StepRecording* recording) {
+  recording_ = recording;
+  allocator_->set_recording(recording);
 }
 
 void CudaOps::synchronize() { MOK_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
@@ -503,10 +513,13 @@ void CudaOps::swiglu_backward_gated(const Tensor& a, Tensor&& h, Tensor& dh, con
 mok::CrossEntropySum CudaOps::cross_entropy(Tensor& logits, const int32_t* targets, bool write_grad) {
   const auto timed = profile("cross_entropy");
   const int64_t n = logits.dim(0), vocab = logits.dim(1);
-  for (int64_t r = 0; r < n; ++r)
+  int64_t scored = 0;
+  for (int64_t r = 0; r < n; ++r) {
     if (targets[r] >= vocab)
       throw std::invalid_argument("cross_entropy: target " + std::to_string(targets[r]) +
                                   " outside the vocabulary of " + std::to_string(vocab));
+    scored += targets[r] >= 0;
+  }
   Tensor ids = Tensor::empty({n}, DType::i32, *allocator_);
   ids.copy_from_host(targets, ids.bytes());
   Tensor row_loss = Tensor::empty({n}, DType::f32, *allocator_);
@@ -520,6 +533,10 @@ mok::CrossEntropySum CudaOps::cross_entropy(Tensor& logits, const int32_t* targe
   Tensor ws = scratch(bytes);
   cross_entropy_reduce(row_loss.ptr<float>(), ids.ptr<int32_t>(), n, reinterpret_cast<double*>(base),
                        reinterpret_cast<int64_t*>(base + 8), ws.raw(), bytes, stream_);
+  if (recording_) {  // the sums are read after each replay (core/backend/step_graph.h)
+    recording_->cross_entropy.push_back(recording_->copy_to_host(base, 16, stream_));
+    return {std::numeric_limits<double>::quiet_NaN(), scored};
+  }
   uint8_t host[16];
   sums.copy_to_host(host, 16);
   mok::CrossEntropySum out;

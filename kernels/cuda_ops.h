@@ -30,6 +30,7 @@ class GroupedGemm;
 enum class GemmType;
 class AdamWPlan;
 class GradNormPlan;
+class StepRecording;
 
 class CudaOps final : public mok::Ops {
  public:
@@ -47,6 +48,11 @@ class CudaOps final : public mok::Ops {
   // Device time per op, off unless enabled (kernels/op_profiler.h).
   OpProfiler& profiler() { return *profiler_; }
   void start_op_profile() override { profiler_->set_enabled(true); }
+  // A CUDA graph of a step's work (kernels/cuda_step_graph.h).
+  std::unique_ptr<mok::StepGraph> make_step_graph() override;
+  // While a step is being recorded (non-null): the allocator records its copies and hands
+  // out the graph's blocks, and cross_entropy leaves its sums for `recording` to read back.
+  void set_recording(StepRecording* recording);
   std::string op_profile_report(const std::string& title, int steps, double wall_s, int top) override;
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const mok::Tensor& a,
@@ -160,6 +166,7 @@ class CudaOps final : public mok::Ops {
   // A few plans: a multi-rank step sums dense and expert gradients separately.
   std::vector<std::unique_ptr<PlanCache<GradNormPlan>>> grad_norms_;
   std::unique_ptr<OpProfiler> profiler_;
+  StepRecording* recording_ = nullptr;
   // Fused attention through cuDNN (kernels/cudnn_attention.h) for bf16 where cuDNN 9 loads;
   // the project's flash kernels for fp32, with MOK_ATTENTION=own, or when cuDNN has no engine.
   std::unique_ptr<CudnnAttention> cudnn_attention_;

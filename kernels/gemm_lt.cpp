@@ -229,7 +229,11 @@ size_t output_span_bytes(int64_t m, int64_t n, int64_t ldc, GemmType c) {
 
 bool LtGemm::tunable(const PlanKey& key, const Operands& call) const {
   const size_t span = output_span_bytes(key[2], key[3], key[7], static_cast<GemmType>(key[9]));
-  return tuning_ && candidate_rank_ == 0 && static_cast<GemmType>(key[8]) == GemmType::bf16 &&
+  // Not inside a recorded CUDA graph: timing waits for the device (the first choice is kept;
+  // the candidates give its bits anyway).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  MOK_CUDA_CHECK(cudaStreamIsCapturing(call.stream, &capture));
+  return capture == cudaStreamCaptureStatusNone && tuning_ && candidate_rank_ == 0 && static_cast<GemmType>(key[8]) == GemmType::bf16 &&
          size_class_of(key) == key && (call.beta == 0.f || call.c_in) && span % 4 == 0 &&
          reinterpret_cast<uintptr_t>(call.c) % 4 == 0;
 }

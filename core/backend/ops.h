@@ -16,11 +16,13 @@
 // no floating-point atomics), so a run repeats bit for bit on one machine.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/backend/cross_entropy_kernel.h"
 #include "core/backend/row_quantize.h"
+#include "core/backend/step_graph.h"
 #include "core/tensor/tensor.h"
 
 MOK_NN_BEGIN
@@ -92,6 +94,9 @@ class Ops {
     (void)title, (void)steps, (void)wall_s, (void)top;
     return {};
   }
+  // A recorder of a step's device work for replay (core/backend/step_graph.h); null where the
+  // backend has none (the CPU).
+  virtual std::unique_ptr<StepGraph> make_step_graph() { return nullptr; }
 
   // --- matrix products: C(m,n) = alpha·op(A)·op(B) + beta·C over strided row-major views
   // (lda, ldb, ldc in elements). A and B in the compute dtype; C in the compute dtype or

@@ -17,6 +17,16 @@ void MemoryPeaks::take(const MemoryTracker& t, const Allocator& a) {
   }
 }
 
+void MemoryPeaks::merge(const MemoryPeaks& other) {
+  total = std::max(total, other.total);
+  reserved = std::max(reserved, other.reserved);
+  saved = std::max(saved, other.saved);
+  for (const auto& [key, bytes] : other.saved_by_kind) {
+    int64_t& v = saved_by_kind[key];
+    v = std::max(v, bytes);
+  }
+}
+
 void MemoryPeaks::clear() {
   total = saved = reserved = 0;
   for (auto& [k, v] : saved_by_kind) v = 0;

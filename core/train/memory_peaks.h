@@ -26,6 +26,7 @@ struct MemoryPeaks {
   std::map<std::pair<int, std::string>, int64_t> saved_by_kind;  // (layer or −1, kind) → bytes
 
   void take(const MemoryTracker& t, const Allocator& a);
+  void merge(const MemoryPeaks& other);  // the larger of each figure
   void clear();
 };
 

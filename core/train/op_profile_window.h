@@ -30,6 +30,7 @@ class OpProfileWindow {
   // Reads MOK_OP_PROFILE; a malformed value is reported by warning() and profiles nothing.
   OpProfileWindow();
   const std::string& warning() const { return warning_; }
+  bool active() const { return window_.has_value(); }  // a window was asked for
 
   // Around each step (1-based number `step`); `seconds` is the step's wall time.
   void before_step(Ops& ops, int64_t step);

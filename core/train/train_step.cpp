@@ -2,6 +2,7 @@
 
 #include "core/backend/exec_context.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -13,12 +14,28 @@
 #include "core/train/grad_clip.h"
 #include "core/train/gradient_sync.h"
 #include "core/train/rank_model.h"
+#include "core/util/environment_choice.h"
 
 namespace mok {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Whether the step's device work can be recorded once and replayed (train_step.h).
+bool graph_wanted(const ExperimentConfig& cfg, const RankContext& rc, const Ops& ops, const OpProfileWindow& profile) {
+  if (ops.device().is_cpu() || rc.parallel() || profile.active()) return false;
+  if (environment_choice("MOK_CUDA_GRAPH", {"on", "off"}) == "off") return false;
+  const std::vector<bool> moe = moe_layer_mask(cfg.model);
+  const bool any_moe = std::find(moe.begin(), moe.end(), true) != moe.end();
+  return !any_moe && cfg.kittens.mode == "exact";
+}
+
+int64_t scored_rows(const int32_t* targets, size_t n) {
+  int64_t scored = 0;
+  for (size_t i = 0; i < n; ++i) scored += targets[i] >= 0;
+  return scored;
+}
 
 }  // namespace
 
@@ -31,37 +48,39 @@ TrainStep::TrainStep(const ExperimentConfig& config, const TokenDataset& data, R
       micro_(config.train.batch / config.train.grad_accum),
       rows_(rc.shard_rows(micro_)),
       row0_(rc.shard_begin(micro_)),
-      tokens_(static_cast<size_t>(micro_) * config.data.seq_len),
+      tokens_(static_cast<size_t>(config.train.grad_accum) * micro_ * config.data.seq_len),
       targets_(tokens_.size()) {
   if (rc.leader() && !profile_.warning().empty()) std::fprintf(stderr, "%s\n", profile_.warning().c_str());
+  graph_wanted_ = graph_wanted(config, rc, ExecContext::current().ops(), profile_);
 }
 
-TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
+TrainStep::~TrainStep() = default;
+
+size_t TrainStep::graph_nodes() const { return graph_ ? graph_->nodes() : 0; }
+
+void TrainStep::sample(int64_t step, int m) {
+  const int seq = cfg_.data.seq_len;
+  const size_t at = static_cast<size_t>(m) * rows_ * seq;
+  int32_t* tokens = tokens_.data() + at;
+  int32_t* targets = targets_.data() + at;
+  if (rc_.parallel()) {
+    // Rows are sampled independently, so this rank's rows are those rows of R = 1's batch.
+    for (int i = 0; i < rows_; ++i)
+      sample_train_row(data_, cfg_.seed, step, m, row0_ + i, seq, tokens + static_cast<size_t>(i) * seq,
+                       targets + static_cast<size_t>(i) * seq);
+  } else {
+    sample_train_batch(data_, cfg_.seed, step, m, micro_, seq, tokens, targets);
+  }
+}
+
+void TrainStep::forward_backward(TrainStepResult& r, StepFigures& fig, const StepCancellation& cancel) {
   const TrainConfig& tc = cfg_.train;
   const int seq = cfg_.data.seq_len;
   LanguageModel& model = *m_.model;
-  TrainStepResult r;
-  if (rc_.data) rc_.data->settle();  // transfers since the last step (an evaluation's) count there
-  const CommStats comm_before = rc_.parallel() ? rc_.comm->stats() : CommStats{};
-  Ops& ops = ExecContext::current().ops();
-  profile_.before_step(ops, step + 1);
-  const auto t0 = Clock::now();
-  model.set_step(step);
-  model.zero_grad();
-  // Between blocks too: a step of one huge micro-batch is abandoned within a block's time.
-  model.set_block_boundary([cancel] { cancel.check(); });
-  StepFigures fig;  // R > 1: this rank's part, summed over ranks below
   for (int m = 0; m < tc.grad_accum; ++m) {
     if (m > 0) cancel.check();
-    if (rc_.parallel()) {
-      // Rows are sampled independently, so this rank's rows are those rows of R = 1's batch.
-      for (int i = 0; i < rows_; ++i)
-        sample_train_row(data_, cfg_.seed, step, m, row0_ + i, seq, tokens_.data() + static_cast<size_t>(i) * seq,
-                         targets_.data() + static_cast<size_t>(i) * seq);
-    } else {
-      sample_train_batch(data_, cfg_.seed, step, m, micro_, seq, tokens_.data(), targets_.data());
-    }
-    const ForwardStats st = model.forward(tokens_.data(), targets_.data(), rows_, seq);
+    const size_t at = static_cast<size_t>(m) * rows_ * seq;
+    const ForwardStats st = model.forward(tokens_.data() + at, targets_.data() + at, rows_, seq);
     // 1/R: each rank's mean loss is 1/R of the global-batch mean, so the gradients summed
     // over ranks below are those of R = 1.
     model.backward(1.0 / (static_cast<double>(tc.grad_accum) * rc_.ranks));
@@ -81,6 +100,80 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
       for (size_t e = 0; e < st.expert_load[l].size(); ++e) dst[e] += st.expert_load[l][e];
     }
   }
+}
+
+bool TrainStep::record(const StepCancellation& cancel) {
+  Ops& ops = ExecContext::current().ops();
+  std::unique_ptr<StepGraph> graph = ops.make_step_graph();
+  if (!graph) {
+    graph_wanted_ = false;
+    return false;
+  }
+  graph->add_input(tokens_.data(), tokens_.size() * sizeof(int32_t));
+  graph->add_input(targets_.data(), targets_.size() * sizeof(int32_t));
+  TrainStepResult recorded;  // the figures are read after the replay
+  StepFigures recorded_fig;
+  try {
+    graph->begin();
+    forward_backward(recorded, recorded_fig, cancel);
+    graph->end();
+  } catch (const StepCancelled&) {
+    graph->abandon();
+    throw;
+  } catch (const std::exception& e) {
+    graph->abandon();
+    graph_wanted_ = false;
+    if (rc_.leader())
+      std::fprintf(stderr, "mok: the training step runs op by op (%s; MOK_CUDA_GRAPH=off skips the attempt)\n",
+                   e.what());
+    return false;
+  }
+  recorded_peaks_.clear();
+  recorded_peaks_.take(MemoryTracker::current(), ops.allocator());
+  recorded_scored_.clear();
+  const size_t per_micro = static_cast<size_t>(rows_) * cfg_.data.seq_len;
+  for (int m = 0; m < cfg_.train.grad_accum; ++m)
+    recorded_scored_.push_back(scored_rows(targets_.data() + m * per_micro, per_micro));
+  graph_ = std::move(graph);
+  return true;
+}
+
+bool TrainStep::graph_fits_batch() const {
+  const size_t per_micro = static_cast<size_t>(rows_) * cfg_.data.seq_len;
+  for (int m = 0; m < cfg_.train.grad_accum; ++m)
+    if (scored_rows(targets_.data() + m * per_micro, per_micro) != recorded_scored_[m]) return false;
+  return true;
+}
+
+TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
+  const TrainConfig& tc = cfg_.train;
+  LanguageModel& model = *m_.model;
+  TrainStepResult r;
+  if (rc_.data) rc_.data->settle();  // transfers since the last step (an evaluation's) count there
+  const CommStats comm_before = rc_.parallel() ? rc_.comm->stats() : CommStats{};
+  Ops& ops = ExecContext::current().ops();
+  profile_.before_step(ops, step + 1);
+  const auto t0 = Clock::now();
+  model.set_step(step);
+  model.zero_grad();
+  // Between blocks too: a step of one huge micro-batch is abandoned within a block's time.
+  model.set_block_boundary([cancel] { cancel.check(); });
+  StepFigures fig;  // R > 1: this rank's part, summed over ranks below
+  if (sampled_step_ != step)
+    for (int m = 0; m < tc.grad_accum; ++m) sample(step, m);
+  // Two steps op by op first: the products are tuned and every plan and cache is built then.
+  if (graph_wanted_ && !graph_ && eager_steps_ >= 2) record(cancel);
+  const bool replay = graph_ && graph_fits_batch();
+  if (replay) {
+    graph_->replay();
+    ++replayed_steps_;
+    // The replay has taken its copy of the batch: the next one is sampled while the GPU works.
+    for (int m = 0; m < tc.grad_accum; ++m) sample(step + 1, m);
+    sampled_step_ = step + 1;
+  } else {
+    forward_backward(r, fig, cancel);
+    ++eager_steps_;
+  }
   r.loss /= tc.grad_accum;
   r.aux /= tc.grad_accum;
   r.z /= tc.grad_accum;
@@ -90,6 +183,13 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   r.lr = schedule_.lr_at(step);
   m_.adam->step(r.lr, clip_factor(r.grad_norm, tc.grad_clip));  // the clipping inside the update
   ops.synchronize();  // a GPU step has ended when its last kernel has
+  if (replay) {
+    // The recorded step's figures: its cross-entropy sums, micro-batch by micro-batch.
+    r.loss = 0.0;
+    for (const CrossEntropySum& s : graph_->cross_entropy_sums())
+      r.loss += s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0;
+    r.loss /= tc.grad_accum;
+  }
   r.step_s = std::chrono::duration<double>(Clock::now() - t0).count();
   profile_.after_step(ops, step + 1, r.step_s,
                       "rank " + std::to_string(rc_.rank) + " of " + std::to_string(rc_.ranks) + " (" + ops.name() + ")");

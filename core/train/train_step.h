@@ -7,13 +7,24 @@
 // (gradient_sync.h); the learning rate of step s; one AdamW update. Collective when R > 1:
 // the figures are then summed over ranks (step_figures.h), the same on every rank.
 // A stop request abandons the step at a check point (step_cancellation.h) before the update.
+//
+// Replayed steps: where the step's device work is the same every step (one rank on a GPU, a
+// dense model, exact activations), the third step records its forward and backward as a CUDA
+// graph (core/backend/step_graph.h) and every later step replays it: the same kernels on the
+// same memory, so the same bits, launched at once. The gradient norm and the update run after
+// it as before. MOK_CUDA_GRAPH=off runs every step op by op; a step that cannot be recorded
+// says so once on stderr and the run goes on op by op. A replayed step cannot be stopped
+// between blocks (it stops before the update, as any step).
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "core/backend/step_graph.h"
 #include "core/config/experiment_config.h"
 #include "core/data/token_dataset.h"
 #include "core/train/lr_schedule.h"
+#include "core/train/memory_peaks.h"
 #include "core/train/op_profile_window.h"
 #include "core/train/rank_context.h"
 #include "core/train/step_cancellation.h"
@@ -48,7 +59,22 @@ class TrainStep {
 
   int64_t tokens_per_step() const { return static_cast<int64_t>(cfg_.train.batch) * cfg_.data.seq_len; }
 
+  // Steps whose forward and backward came from the recorded graph; the recorded step's peak
+  // memory figures (its allocations happen only when recorded).
+  int64_t replayed_steps() const { return replayed_steps_; }
+  size_t graph_nodes() const;
+  const MemoryPeaks* recorded_peaks() const { return graph_ ? &recorded_peaks_ : nullptr; }
+  ~TrainStep();
+
  private:
+  // This rank's rows of micro-batch m of step `step` into its slice of tokens_ / targets_.
+  void sample(int64_t step, int m);
+  // Forward and backward of every micro-batch, their figures added to r and fig.
+  void forward_backward(TrainStepResult& r, StepFigures& fig, const StepCancellation& cancel);
+  // Records the step as a graph (true) or leaves it op by op (false, after a notice).
+  bool record(const StepCancellation& cancel);
+  bool graph_fits_batch() const;  // the batch scores the rows the recorded step scored
+
   const ExperimentConfig& cfg_;
   const TokenDataset& data_;
   RankModel& m_;
@@ -57,8 +83,16 @@ class TrainStep {
   const int micro_;  // rows of one micro-batch, all ranks
   const int rows_;   // this rank's rows of a micro-batch
   const int row0_;   // its first row
-  std::vector<int32_t> tokens_, targets_;  // (rows, seq_len) of one micro-batch
+  // (grad_accum, rows, seq_len): every micro-batch of a step, where a replay reads them
+  std::vector<int32_t> tokens_, targets_;
   OpProfileWindow profile_;                // MOK_OP_PROFILE=FIRST:COUNT
+  bool graph_wanted_ = false;              // the step may be recorded (see above)
+  int64_t eager_steps_ = 0;                // steps run op by op so far
+  std::unique_ptr<StepGraph> graph_;       // the recorded step, once recorded
+  std::vector<int64_t> recorded_scored_;   // scored rows per micro-batch when recorded
+  MemoryPeaks recorded_peaks_;
+  int64_t replayed_steps_ = 0;
+  int64_t sampled_step_ = -1;              // the step whose batch tokens_ holds already
 };
 
 }  // namespace mok

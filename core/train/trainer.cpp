@@ -534,6 +534,10 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       s.session_tokens += tokens_per_step;
     }
     peaks.take(tracker, allocator);
+    if (const MemoryPeaks* recorded = train_step.recorded_peaks()) peaks.merge(*recorded);  // replays allocate nothing
+    if (train_step.replayed_steps() == 1 && rc.leader())
+      event("cuda graph: step " + std::to_string(step) + " replayed the recorded forward and backward (" +
+            std::to_string(train_step.graph_nodes()) + " kernels and copies in one launch)");
     result.peak_bytes = std::max(result.peak_bytes, tracker.peak_total());
     result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, allocator.peak_reserved_bytes());
     result.peak_device_bytes = std::max(result.peak_device_bytes, tracker.peak_total(DeviceType::cuda));

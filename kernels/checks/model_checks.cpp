@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/backend/exec_context.h"
+#include "core/backend/step_graph.h"
 #include "core/model/language_model.h"
 #include "core/tensor/memory_tracker.h"
 #include "core/train/adamw.h"
@@ -58,7 +59,9 @@ void make_batch(uint64_t seed, int step, int batch, int seq, int vocab, std::vec
   }
 }
 
-RunResult train(const Case& c, mok::ExecContext& cx, int steps) {
+// record_at ≥ 0: the forward and backward of that step are recorded as a step graph
+// (core/backend/step_graph.h) and every later step replays it; recorded: whether that worked.
+RunResult train(const Case& c, mok::ExecContext& cx, int steps, int record_at = -1, bool* recorded = nullptr) {
   mok::ScopedExecContext scope(cx);
   mok::MemoryTracker tracker;
   mok::ScopedMemoryTracker track(tracker);
@@ -66,15 +69,41 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps) {
   const auto params = model.parameters();
   mok::AdamW adam(params, mok::AdamWOptions{0.9, 0.95, 1e-8, 0.1});
   RunResult r;
-  std::vector<int32_t> tokens, targets;
+  std::vector<int32_t> tokens(static_cast<size_t>(c.batch) * c.seq), targets(tokens.size());
+  std::unique_ptr<mok::StepGraph> graph;
+  if (recorded) *recorded = false;
   for (int step = 0; step < steps; ++step) {
-    make_batch(7, step, c.batch, c.seq, c.options.vocab_size, tokens, targets);
+    make_batch(7, step, c.batch, c.seq, c.options.vocab_size, tokens, targets);  // same size: same memory
     model.zero_grad();
-    const mok::ForwardStats st = model.forward(tokens.data(), targets.data(), c.batch, c.seq);
-    model.backward(1.0);
-    r.grad_norms.push_back(mok::clip_grad_norm(params, 1.0));
-    adam.step(2e-3);
-    r.losses.push_back(st.loss);
+    if (step == record_at) {
+      graph = cx.ops().make_step_graph();
+      graph->add_input(tokens.data(), tokens.size() * sizeof(int32_t));
+      graph->add_input(targets.data(), targets.size() * sizeof(int32_t));
+      try {
+        graph->begin();
+        model.forward(tokens.data(), targets.data(), c.batch, c.seq);
+        model.backward(1.0);
+        graph->end();
+        if (recorded) *recorded = true;
+      } catch (const std::exception&) {
+        graph->abandon();
+        graph.reset();
+      }
+    }
+    double loss = 0.0;
+    if (graph) {
+      graph->replay();
+      r.grad_norms.push_back(mok::clip_grad_norm(params, 1.0));
+      adam.step(2e-3);
+      const mok::CrossEntropySum s = graph->cross_entropy_sums().at(0);
+      loss = s.loss_sum / static_cast<double>(s.count);
+    } else {
+      loss = model.forward(tokens.data(), targets.data(), c.batch, c.seq).loss;
+      model.backward(1.0);
+      r.grad_norms.push_back(mok::clip_grad_norm(params, 1.0));
+      adam.step(2e-3);
+    }
+    r.losses.push_back(loss);
   }
   r.saved_peak = tracker.peak_bytes(mok::MemCategory::saved_activations, cx.device().type);
   for (const mok::Parameter* p : params) {
@@ -140,6 +169,20 @@ void check_model_training(CheckInputs&, std::vector<OpCheck>& out) {
       const RunResult b = train(c, *bf16, kSteps);
       out.push_back({"model." + c.name + ".bf16_vs_fp32.loss", max_relative(a.losses, gpu32.losses), 3e-2});
       out.push_back({"model." + c.name + ".bf16.repeat (bitwise)", same_bits(a, b) ? 0.0 : INFINITY, 0.0});
+      // Replayed from a recorded step graph from step 3 on: the same bits as op by op, fresh
+      // batches reaching the replays; a MoE step (its expert counts reach the host) cannot
+      // be recorded, and the attempt leaves the run as it was.
+      bool recorded = false;
+      const RunResult g = train(c, *bf16, kSteps, 2, &recorded);
+      const bool recordable = c.options.model.experts == 0;
+      out.push_back({"model." + c.name + ".bf16.step_graph " + (recordable ? "recorded" : "refused"),
+                     recorded == recordable ? 0.0 : INFINITY, 0.0});
+      out.push_back({"model." + c.name + ".bf16.step_graph = op by op (bitwise)", same_bits(g, a) ? 0.0 : INFINITY, 0.0});
+      if (recordable) {
+        const RunResult g32 = train(c, *fp32, kSteps, 2, &recorded);
+        out.push_back({"model." + c.name + ".fp32.step_graph = op by op (bitwise)",
+                       recorded && same_bits(g32, gpu32) ? 0.0 : INFINITY, 0.0});
+      }
       std::printf("  %-14s loss step 1 / %d: cpu %.5f → %.5f, gpu fp32 %.5f → %.5f, bf16 %.5f → %.5f\n",
                   c.name.c_str(), kSteps, cpu.losses.front(), cpu.losses.back(), gpu32.losses.front(),
                   gpu32.losses.back(), a.losses.front(), a.losses.back());

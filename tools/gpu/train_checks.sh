@@ -4,7 +4,9 @@
 #      validation figure within 1e-4 relative (gradient norm, aux and z losses 1e-3);
 #   2. the same on the GPU in bf16, twice: bitwise the same metrics, and within 3e-2 of fp32;
 #   3. bf16 with activation checkpointing: bitwise the same metrics as without;
-#   4. the JSON line of a GPU run (device, precision, peak device bytes).
+#   4. the JSON line of a GPU run (device, precision, peak device bytes);
+#   5. the quickstart made dense in bf16 with its step replayed from a CUDA graph (the default
+#      there) and with MOK_CUDA_GRAPH=off: bitwise the same metrics, and the replay reported.
 #   tools/gpu/train_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -30,6 +32,9 @@ run gpu_fp32 --set parallel.device=cuda --set train.precision=fp32
 run gpu_bf16_a --set parallel.device=cuda --set train.precision=bf16
 run gpu_bf16_b --set parallel.device=cuda --set train.precision=bf16
 run gpu_bf16_ckpt --set parallel.device=cuda --set train.precision=bf16 --set train.activation_checkpointing=true
+run dense_graph --set parallel.device=cuda --set train.precision=bf16 --set model.experts=0
+MOK_CUDA_GRAPH=off run dense_eager --set parallel.device=cuda --set train.precision=bf16 --set model.experts=0
+grep -h "cuda graph" "$OUT_DIR/dense_graph.err" "$OUT_DIR/dense_graph.json" | head -n 2
 
 python3 - "$OUT_DIR" <<'PY'
 import csv, math, sys
@@ -66,6 +71,10 @@ print(f"gpu bf16 repeated: {'bitwise the same' if same else 'DIFFERENT'}")
 same_ckpt = bool(ga) and ga == gc
 bad += not same_ckpt
 print(f"gpu bf16 with activation checkpointing: {'bitwise the same' if same_ckpt else 'DIFFERENT'}")
+dg, de = load("dense_graph"), load("dense_eager")
+same_graph = bool(dg) and dg == de
+bad += not same_graph
+print(f"gpu bf16 dense, step replayed from a CUDA graph vs op by op: {'bitwise the same' if same_graph else 'DIFFERENT'}")
 for step in (1, 10, 20):
     print(f"step {step:2d} loss: cpu {cpu.get((step, 'train/loss'), float('nan')):.6f}  gpu fp32 {g32.get((step, 'train/loss'), float('nan')):.6f}"
           f"  gpu bf16 {ga.get((step, 'train/loss'), float('nan')):.6f}")
