@@ -120,6 +120,7 @@ void print_json(const TrainResult& r, const std::string& error) {
   j.key("parameters").value(r.parameter_count);
   j.key("checkpoint").value(r.checkpoint_dir);
   j.key("ranks").value(static_cast<int64_t>(r.ranks));
+  j.key("replayed_steps").value(r.replayed_steps);
   if (!error.empty()) j.key("error").value(error);
   j.end_object();
   std::printf("%s\n", j.str().c_str());

@@ -598,6 +598,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
   result.tokens = tokens_seen;
   result.tokens_per_s = s.train_s > 0 ? static_cast<double>(s.session_tokens) / s.train_s : 0.0;
   result.ranks = rc.ranks;
+  result.replayed_steps = train_step.replayed_steps();
   result.rank = rc.rank;
   return result;
 }

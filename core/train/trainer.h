@@ -76,6 +76,7 @@ struct TrainResult {
   std::string checkpoint_dir;    // the last checkpoint written ("" when none)
   int64_t parameter_count = 0;   // of the whole model (all ranks' experts)
   int ranks = 1;                 // ranks the run used
+  int64_t replayed_steps = 0;    // steps of this session replayed from a CUDA graph (docs/gpu.md)
   int rank = 0;                  // this process's rank (MPI); 0 otherwise
 };
 

@@ -166,6 +166,7 @@ class TestCliTrain : public QObject {
       QVERIFY2(r.json.contains(key), key);
     }
     QCOMPARE(r.json["steps"].toInt(), 10);
+    QCOMPARE(r.json["replayed_steps"].toInt(), 0);  // the CPU has no step graphs
     QVERIFY(r.json["run_id"].toInt() > 0);
     QVERIFY(r.json["val_bpb"].toDouble() > 0.5 && r.json["val_bpb"].toDouble() < 9);
     QVERIFY(std::abs(r.json["val_ppl"].toDouble() - std::exp(r.json["val_loss"].toDouble())) <
