@@ -25,6 +25,9 @@ using Clock = std::chrono::steady_clock;
 // Whether the step's device work can be recorded once and replayed (train_step.h).
 bool graph_wanted(const ExperimentConfig& cfg, const RankContext& rc, const Ops& ops, const OpProfileWindow& profile) {
   if (ops.device().is_cpu() || rc.parallel() || profile.active()) return false;
+  // Under a memory limit every byte counts: a recorded graph keeps its blocks for itself, so
+  // an evaluation between steps could not reuse them.
+  if (!cfg.parallel.device_memory_limit.empty()) return false;
   if (environment_choice("MOK_CUDA_GRAPH", {"on", "off"}) == "off") return false;
   const std::vector<bool> moe = moe_layer_mask(cfg.model);
   const bool any_moe = std::find(moe.begin(), moe.end(), true) != moe.end();

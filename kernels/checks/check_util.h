@@ -134,6 +134,7 @@ void check_attention(CheckInputs& in, std::vector<OpCheck>& out);     // attenti
 void check_cudnn_attention(CheckInputs& in, std::vector<OpCheck>& out);  // cudnn_attention_checks.cpp
 // The whole training step, GPU against CPU (needs the others to pass first).
 void check_model_training(CheckInputs& in, std::vector<OpCheck>& out);  // model_checks.cpp
+void check_step_graphs(CheckInputs& in, std::vector<OpCheck>& out);     // model_checks.cpp
 // Two GPUs as two ranks: the NCCL data plane and the classic dispatcher (nothing with one GPU).
 void check_parallel(CheckInputs& in, std::vector<OpCheck>& out);  // parallel_checks.cpp
 

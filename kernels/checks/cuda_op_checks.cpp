@@ -10,7 +10,7 @@ namespace mok::cuda {
 
 const std::vector<std::string>& cuda_check_groups() {
   static const std::vector<std::string> groups = {"elementwise", "gemm",   "moe",   "attention", "sketch",
-                                                  "kittens",     "lowbit", "model", "parallel"};
+                                                  "kittens",     "lowbit", "model", "graph", "parallel"};
   return groups;
 }
 
@@ -37,6 +37,7 @@ std::vector<OpCheck> run_cuda_op_checks(unsigned long long seed, const std::vect
   if (wanted("kittens")) check_kittens(in, out);
   else if (wanted("lowbit")) check_lowbit_rows(in, out);  // the row codes alone (for racecheck)
   if (wanted("model")) check_model_training(in, out);
+  if (wanted("graph")) check_step_graphs(in, out);
   if (wanted("parallel")) check_parallel(in, out);
   return out;
 }

@@ -169,26 +169,39 @@ void check_model_training(CheckInputs&, std::vector<OpCheck>& out) {
       const RunResult b = train(c, *bf16, kSteps);
       out.push_back({"model." + c.name + ".bf16_vs_fp32.loss", max_relative(a.losses, gpu32.losses), 3e-2});
       out.push_back({"model." + c.name + ".bf16.repeat (bitwise)", same_bits(a, b) ? 0.0 : INFINITY, 0.0});
-      // Replayed from a recorded step graph from step 3 on: the same bits as op by op, fresh
-      // batches reaching the replays; a MoE step (its expert counts reach the host) cannot
-      // be recorded, and the attempt leaves the run as it was.
-      bool recorded = false;
-      const RunResult g = train(c, *bf16, kSteps, 2, &recorded);
-      const bool recordable = c.options.model.experts == 0;
-      out.push_back({"model." + c.name + ".bf16.step_graph " + (recordable ? "recorded" : "refused"),
-                     recorded == recordable ? 0.0 : INFINITY, 0.0});
-      out.push_back({"model." + c.name + ".bf16.step_graph = op by op (bitwise)", same_bits(g, a) ? 0.0 : INFINITY, 0.0});
-      if (recordable) {
-        const RunResult g32 = train(c, *fp32, kSteps, 2, &recorded);
-        out.push_back({"model." + c.name + ".fp32.step_graph = op by op (bitwise)",
-                       recorded && same_bits(g32, gpu32) ? 0.0 : INFINITY, 0.0});
-      }
       std::printf("  %-14s loss step 1 / %d: cpu %.5f → %.5f, gpu fp32 %.5f → %.5f, bf16 %.5f → %.5f\n",
                   c.name.c_str(), kSteps, cpu.losses.front(), cpu.losses.back(), gpu32.losses.front(),
                   gpu32.losses.back(), a.losses.front(), a.losses.back());
     });
   }
   check_kitten_training(out);
+}
+
+// Steps replayed from a recorded step graph (core/backend/step_graph.h) from step 3 on: the
+// same losses, gradient norms and weights as op by op, bit for bit, with a fresh batch
+// reaching every replay; a MoE step (its expert counts reach the host) cannot be recorded,
+// and the attempt leaves the run as it was. Short (8 steps), for compute-sanitizer too.
+void check_step_graphs(CheckInputs&, std::vector<OpCheck>& out) {
+  constexpr int kSteps = 8;
+  const std::vector<Case> cases = {
+      {"dense", small_options(0, false, 0.0), 4, 96},
+      {"moe", small_options(4, true, 0.0), 4, 96},
+  };
+  for (const Case& c : cases) {
+    run_guarded(out, "graph." + c.name, [&] {
+      const bool recordable = c.options.model.experts == 0;
+      for (const mok::DType dtype : {mok::DType::bf16, mok::DType::f32}) {
+        if (!recordable && dtype == mok::DType::f32) continue;
+        auto cx = mok::make_exec_context(mok::Device::cuda(0), dtype);
+        const std::string name = "graph." + c.name + "." + mok::dtype_name(dtype);
+        const RunResult eager = train(c, *cx, kSteps);
+        bool recorded = false;
+        const RunResult replayed = train(c, *cx, kSteps, 2, &recorded);
+        out.push_back({name + (recordable ? " recorded" : " refused"), recorded == recordable ? 0.0 : INFINITY, 0.0});
+        out.push_back({name + " replayed = op by op (bitwise)", same_bits(replayed, eager) ? 0.0 : INFINITY, 0.0});
+      }
+    });
+  }
 }
 
 // Kitten activations (kittens.mode: kitten — 4-bit linear inputs, 8-bit elementwise copies,

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: mok-gpu-check [--checks GROUP,...] [--timings GROUP,...] [--no-timings]\n"
                    "  check groups: elementwise, gemm, moe, attention, sketch, kittens (lowbit: its row\n"
-                   "  codes alone), model, parallel (default: all)\n"
+                   "  codes alone), model, graph (steps replayed from a CUDA graph), parallel (default: all)\n"
                    "  timing groups: elementwise, gemm, routing, attention, model, kittens, sketch, profile\n"
                    "  (default: all; gemm ends with routing's figures), and gemm_candidates (only when named:\n"
                    "  the dense step's products through each of cuBLASLt's first candidates)\n");

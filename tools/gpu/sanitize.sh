@@ -4,17 +4,18 @@
 # error summary of each run printed last.
 #   tools/gpu/sanitize.sh BIN_DIR [MEMCHECK_GROUPS] [RACECHECK_GROUPS]
 # (groups as mok-gpu-check --checks takes them; defaults: every group for memcheck, the
-# kernels that use shared memory for racecheck)
+# kernels that use shared memory for racecheck; "none" skips that tool)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 BIN="$(cd "${1:?BIN_DIR}" && pwd)"
-MEM="${2:-elementwise,gemm,moe,attention,sketch,model}"
+MEM="${2:-elementwise,gemm,moe,attention,sketch,model,graph}"
 RACE="${3:-elementwise,moe,attention,lowbit}"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 CS="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 status=0
 for tool in memcheck racecheck; do
   groups=$MEM; [ "$tool" = racecheck ] && groups=$RACE
+  [ "$groups" = none ] && continue
   log="${OUT:-/tmp}/sanitize_$tool.log"
   timeout "${SANITIZE_TIMEOUT:-600}" "$CS" --tool "$tool" --error-exitcode 9 "$BIN/mok-gpu-check" --checks "$groups" --no-timings > "$log" 2>&1
   rc=$?
