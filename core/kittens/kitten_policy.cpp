@@ -106,6 +106,28 @@ struct KittenPolicy::Stats {
   };
   std::vector<Sum> low_rank, other;
   std::vector<Pending> pending;
+  // What a recorded step left (KittenPolicy::remember_step_stats).
+  std::vector<Sum> recorded_low_rank, recorded_other;
+  std::vector<Pending> recorded_pending;
+
+  void remember() {
+    std::lock_guard lock(mutex);
+    recorded_low_rank = low_rank;
+    recorded_other = other;
+    recorded_pending = views_of(pending);
+  }
+  void restore() {
+    std::lock_guard lock(mutex);
+    low_rank = recorded_low_rank;
+    other = recorded_other;
+    pending = views_of(recorded_pending);
+  }
+  // The same measurements, their terms as views of the same device memory.
+  static std::vector<Pending> views_of(const std::vector<Pending>& from) {
+    std::vector<Pending> to;
+    for (const Pending& p : from) to.push_back({p.layer, p.low_rank, p.terms.view(0, {2})});
+    return to;
+  }
 
   void record(int layer, bool low_rank_save, double error) {
     std::lock_guard lock(mutex);
@@ -218,6 +240,28 @@ void KittenPolicy::set_step(int64_t step) {
 }
 
 bool KittenPolicy::all_exact() const { return config_.mode == "exact"; }
+
+bool KittenPolicy::replayable_from(int64_t step) const {
+  if (step < config_.warmup_steps || config_.rounding != "nearest") return false;
+  // A linear input's method: its kinds entry's, "lowrank" (or none) meaning config.method,
+  // which a layer entry may replace.
+  auto fixed = [](const std::string& m) { return m == "exact" || m == "lowbit" || m == "recompute"; };
+  bool lowrank_reachable = kinds_.find("") == kinds_.end();  // a kind no entry covers
+  for (const auto& [kind, o] : kinds_) {
+    if (o.method.empty() || o.method == "lowrank")
+      lowrank_reachable = true;
+    else if (!fixed(o.method))
+      return false;
+  }
+  if (!lowrank_reachable) return true;
+  if (!fixed(config_.method)) return false;
+  for (const auto& [layer, o] : config_.layers)
+    if (!o.method.empty() && !fixed(o.method)) return false;
+  return true;
+}
+
+void KittenPolicy::remember_step_stats() { stats_->remember(); }
+void KittenPolicy::restore_step_stats() { stats_->restore(); }
 
 bool KittenPolicy::layer_exact(int layer) const {
   if (config_.mode == "exact" || rank_schedule_exact(config_, step_)) return true;

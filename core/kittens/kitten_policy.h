@@ -105,6 +105,15 @@ class KittenPolicy {
   // for layers with a measurement).
   std::vector<std::pair<std::string, double>> metrics() const;
 
+  // Whether every step from `step` on keeps each tensor the same way with nothing chosen per
+  // save: no low-rank method for any kind, nearest rounding, the exact warm-up over.
+  bool replayable_from(int64_t step) const;
+  // For a step recorded and replayed: the error sums and pending measurements the recorded
+  // step's saves left, remembered; and put back after each replay (the pending terms are the
+  // replay's: the same device memory, written again).
+  void remember_step_stats();
+  void restore_step_stats();
+
   int layers() const { return layers_; }
   const KittensConfig& config() const { return config_; }
 

@@ -26,6 +26,9 @@ class KittenSavedInputPolicy final : public SavedInputPolicy {
   void set_step(int64_t step) override { policy_->set_step(step); }
   // Exact and low-bit copies are row-wise; sketch, rsvd and subspace are not.
   bool row_wise(int layer, const std::string& kind) const override;
+  bool replayable_from(int64_t step) const override { return policy_->replayable_from(step); }
+  void step_recorded() override { policy_->remember_step_stats(); }
+  void step_replayed() override { policy_->restore_step_stats(); }
   KittenPolicy& policy() { return *policy_; }
   const KittenPolicy& policy() const { return *policy_; }
 

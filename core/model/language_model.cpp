@@ -281,6 +281,16 @@ void LanguageModel::set_saved_input_policy(std::shared_ptr<SavedInputPolicy> pol
   m.final_norm->set_saved_policy(m.policy.get());
 }
 
+bool LanguageModel::replayable_from(int64_t step) const {
+  return !impl_->policy || impl_->policy->replayable_from(step);
+}
+void LanguageModel::step_recorded() {
+  if (impl_->policy) impl_->policy->step_recorded();
+}
+void LanguageModel::step_replayed() {
+  if (impl_->policy) impl_->policy->step_replayed();
+}
+
 std::vector<std::pair<std::string, double>> LanguageModel::kitten_metrics() const {
   const auto* k = dynamic_cast<const KittenSavedInputPolicy*>(impl_->policy.get());
   return k ? k->policy().metrics() : std::vector<std::pair<std::string, double>>{};

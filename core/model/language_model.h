@@ -92,6 +92,12 @@ class LanguageModel {
   // construction. Its per-layer metrics (kittens/rank/layer<L>, kittens/error/layer<L>) for
   // the step in progress; empty without a kitten policy.
   std::vector<std::pair<std::string, double>> kitten_metrics() const;
+  // A step's forward and backward recorded and replayed (core/backend/step_graph.h): whether
+  // the saved-input policy allows it from `step` on, and the policy's hooks around it
+  // (SavedInputPolicy::step_recorded / step_replayed).
+  bool replayable_from(int64_t step) const;
+  void step_recorded();
+  void step_replayed();
 
   // Logits (batch·seq, vocab) of a full forward that keeps nothing (evaluate's path).
   Tensor logits(const int32_t* tokens, int batch, int seq);

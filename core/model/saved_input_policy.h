@@ -28,6 +28,15 @@ class SavedInputPolicy {
   // experts can be kept as one tensor (core/model/grouped_swiglu.h); false for copies fitted
   // to a whole matrix (low-rank), which each expert must keep of its own rows.
   virtual bool row_wise(int /*layer*/, const std::string& /*kind*/) const { return true; }
+  // Whether training steps from `step` on can be recorded once and replayed (CUDA graphs,
+  // core/backend/step_graph.h): each keeps the same tensors the same way, with nothing chosen
+  // between saves that a replay would skip (no low-rank fits, no stochastic rounding, no exact
+  // warm-up left). Default: yes, a policy with no choices per step.
+  virtual bool replayable_from(int64_t /*step*/) const { return true; }
+  // The step just recorded (remember what its saves leave for the host: error sums) and each
+  // replay of it (leave the same again, the sums being the replay's).
+  virtual void step_recorded() {}
+  virtual void step_replayed() {}
 };
 
 // Every linear layer keeps X exactly.

@@ -31,7 +31,7 @@ bool graph_wanted(const ExperimentConfig& cfg, const RankContext& rc, const Ops&
   if (environment_choice("MOK_CUDA_GRAPH", {"on", "off"}) == "off") return false;
   const std::vector<bool> moe = moe_layer_mask(cfg.model);
   const bool any_moe = std::find(moe.begin(), moe.end(), true) != moe.end();
-  return !any_moe && cfg.kittens.mode == "exact";
+  return !any_moe;  // and the kitten settings allow it at the step (LanguageModel::replayable_from)
 }
 
 int64_t scored_rows(const int32_t* targets, size_t n) {
@@ -131,6 +131,7 @@ bool TrainStep::record(const StepCancellation& cancel) {
                    e.what());
     return false;
   }
+  m_.model->step_recorded();
   recorded_peaks_.clear();
   recorded_peaks_.take(MemoryTracker::current(), ops.allocator());
   recorded_scored_.clear();
@@ -165,10 +166,11 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   if (sampled_step_ != step)
     for (int m = 0; m < tc.grad_accum; ++m) sample(step, m);
   // Two steps op by op first: the products are tuned and every plan and cache is built then.
-  if (graph_wanted_ && !graph_ && eager_steps_ >= 2) record(cancel);
+  if (graph_wanted_ && !graph_ && eager_steps_ >= 2 && model.replayable_from(step)) record(cancel);
   const bool replay = graph_ && graph_fits_batch();
   if (replay) {
     graph_->replay();
+    model.step_replayed();
     ++replayed_steps_;
     // The replay has taken its copy of the batch: the next one is sampled while the GPU works.
     for (int m = 0; m < tc.grad_accum; ++m) sample(step + 1, m);

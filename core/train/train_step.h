@@ -9,7 +9,8 @@
 // A stop request abandons the step at a check point (step_cancellation.h) before the update.
 //
 // Replayed steps: where the step's device work is the same every step (one rank on a GPU, a
-// dense model, exact activations) and no parallel.device_memory_limit is set, the third step
+// dense model, kitten settings that choose nothing per step: LanguageModel::replayable_from)
+// and no parallel.device_memory_limit is set, the third step
 // records its forward and backward as a CUDA graph (core/backend/step_graph.h) and every
 // later step replays it: the same kernels on the same memory, so the same bits, launched at
 // once. The gradient norm and the update run after

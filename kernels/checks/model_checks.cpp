@@ -39,6 +39,7 @@ struct Case {
 
 struct RunResult {
   std::vector<double> losses, grad_norms;
+  std::vector<double> kitten;  // kittens/rank and kittens/error of every layer, step by step
   std::vector<float> weights;  // every parameter, concatenated (host copy)
   int64_t saved_peak = 0;      // peak bytes of saved activations (the tracker's, on the run's device)
 };
@@ -80,10 +81,12 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps, int record_at = 
       graph->add_input(tokens.data(), tokens.size() * sizeof(int32_t));
       graph->add_input(targets.data(), targets.size() * sizeof(int32_t));
       try {
+        if (!model.replayable_from(step)) throw std::runtime_error("the kitten settings choose per step");
         graph->begin();
         model.forward(tokens.data(), targets.data(), c.batch, c.seq);
         model.backward(1.0);
         graph->end();
+        model.step_recorded();
         if (recorded) *recorded = true;
       } catch (const std::exception&) {
         graph->abandon();
@@ -93,6 +96,7 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps, int record_at = 
     double loss = 0.0;
     if (graph) {
       graph->replay();
+      model.step_replayed();
       r.grad_norms.push_back(mok::clip_grad_norm(params, 1.0));
       adam.step(2e-3);
       const mok::CrossEntropySum s = graph->cross_entropy_sums().at(0);
@@ -104,6 +108,7 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps, int record_at = 
       adam.step(2e-3);
     }
     r.losses.push_back(loss);
+    for (const auto& [name, value] : model.kitten_metrics()) r.kitten.push_back(value);
   }
   r.saved_peak = tracker.peak_bytes(mok::MemCategory::saved_activations, cx.device().type);
   for (const mok::Parameter* p : params) {
@@ -125,7 +130,8 @@ double max_relative(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 bool same_bits(const RunResult& a, const RunResult& b) {
-  return a.losses == b.losses && a.grad_norms == b.grad_norms && a.weights.size() == b.weights.size() &&
+  return a.losses == b.losses && a.grad_norms == b.grad_norms && a.kitten == b.kitten &&
+         a.weights.size() == b.weights.size() &&
          std::memcmp(a.weights.data(), b.weights.data(), a.weights.size() * sizeof(float)) == 0;
 }
 
@@ -180,16 +186,24 @@ void check_model_training(CheckInputs&, std::vector<OpCheck>& out) {
 // Steps replayed from a recorded step graph (core/backend/step_graph.h) from step 3 on: the
 // same losses, gradient norms and weights as op by op, bit for bit, with a fresh batch
 // reaching every replay; a MoE step (its expert counts reach the host) cannot be recorded,
-// and the attempt leaves the run as it was. Short (8 steps), for compute-sanitizer too.
+// and the attempt leaves the run as it was. Dense with the kitten defaults (low-bit copies,
+// the same every step) replays too, its error metrics the op-by-op run's; with a low-rank
+// sketch (fitted anew each step) it is refused. Short (8 steps), for compute-sanitizer too.
 void check_step_graphs(CheckInputs&, std::vector<OpCheck>& out) {
   constexpr int kSteps = 8;
+  mok::ModelOptions kitten = small_options(0, false, 0.0);
+  kitten.kittens.mode = "kitten";
+  mok::ModelOptions sketch = kitten;
+  sketch.kittens.kinds["attn.qkv.input"] = {"sketch", 8, -1};
   const std::vector<Case> cases = {
       {"dense", small_options(0, false, 0.0), 4, 96},
+      {"dense.kitten", kitten, 4, 96},
+      {"dense.kitten_sketch", sketch, 4, 96},
       {"moe", small_options(4, true, 0.0), 4, 96},
   };
   for (const Case& c : cases) {
     run_guarded(out, "graph." + c.name, [&] {
-      const bool recordable = c.options.model.experts == 0;
+      const bool recordable = c.options.model.experts == 0 && c.name != "dense.kitten_sketch";
       for (const mok::DType dtype : {mok::DType::bf16, mok::DType::f32}) {
         if (!recordable && dtype == mok::DType::f32) continue;
         auto cx = mok::make_exec_context(mok::Device::cuda(0), dtype);

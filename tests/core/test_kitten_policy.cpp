@@ -136,6 +136,49 @@ class TestKittenPolicy : public QObject {
     QVERIFY(m[3].second > 0.2);
   }
 
+  // A step may be recorded and replayed (CUDA graphs) only where nothing is chosen per save.
+  void replayableOnlyWhereNothingIsChosenPerStep() {
+    KittensConfig k;
+    k.mode = "kitten";  // the preset: every linear input 4-bit, whatever `method` says
+    QVERIFY(KittenPolicy(k, 2, 1, 100).replayable_from(0));
+    KittensConfig warm = k;
+    warm.warmup_steps = 10;  // exact until step 10, then low-bit copies
+    QVERIFY(!KittenPolicy(warm, 2, 1, 100).replayable_from(9));
+    QVERIFY(KittenPolicy(warm, 2, 1, 100).replayable_from(10));
+    KittensConfig stochastic = k;
+    stochastic.rounding = "stochastic";  // a draw per step
+    QVERIFY(!KittenPolicy(stochastic, 2, 1, 100).replayable_from(0));
+    KittensConfig sketched = k;
+    sketched.kinds["attn.qkv.input"] = {"sketch", 8, -1};  // fitted anew each step
+    QVERIFY(!KittenPolicy(sketched, 2, 1, 100).replayable_from(0));
+    QVERIFY(!KittenPolicy(custom("sketch", 8), 2, 1, 100).replayable_from(0));
+    KittensConfig lowbit = custom("lowbit", 0);
+    QVERIFY(KittenPolicy(lowbit, 2, 1, 100).replayable_from(0));
+    lowbit.layers[1] = {"", "rsvd", 8, -1};  // one layer low-rank
+    QVERIFY(!KittenPolicy(lowbit, 2, 1, 100).replayable_from(0));
+    KittensConfig unlisted = k;
+    unlisted.kinds[""] = {"lowrank", -1, -1};  // back to `method` (sketch)
+    QVERIFY(!KittenPolicy(unlisted, 2, 1, 100).replayable_from(0));
+  }
+
+  // A replayed step's error metrics: the recorded step's sums, put back after each replay.
+  void replayedStepStatsComeBack() {
+    KittensConfig c = custom("rsvd", 4);
+    KittenPolicy p(c, 1, 1, 100);
+    const MemTag t0{MemCategory::saved_activations, 0, "attn.qkv.input"};
+    auto s = p.make_linear_input(0, "attn.qkv.input");
+    s->save(matrix_of_rank(64, 32, 32, 7), t0);
+    const double recorded = p.current_error(0);
+    QVERIFY(recorded > 0.0);
+    p.remember_step_stats();
+    p.set_step(1);  // the next step starts: its sums are empty until it saves
+    QCOMPARE(p.current_error(0), -1.0);
+    p.restore_step_stats();  // a replay of the recorded step
+    QCOMPARE(p.current_error(0), recorded);
+    p.set_step(2);
+    QCOMPARE(p.measured_error(0), recorded);
+  }
+
   void badConfigsAreNamed() {
     KittensConfig c = custom("svd", 8);
     QVERIFY(kitten_config_problem(c).find("kittens.method") != std::string::npos);
