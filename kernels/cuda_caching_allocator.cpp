@@ -113,6 +113,9 @@ void CudaCachingAllocator::release(void* block, int64_t bytes) {
   if (!block) return;
   const int64_t cls = size_class(bytes);
   std::lock_guard lock(mutex_);
+  // A block freed while recording was read or written by the recorded work, even one
+  // allocated before: it is the graph's from now on.
+  if (recording_ && recorded_.insert(block).second) recorded_bytes_ += cls;
   if (recorded_.count(block)) {
     recorded_free_[cls].push_back(block);
     recorded_cached_ += cls;

@@ -13,10 +13,11 @@
 // block is given back and the allocation tried once more, and then the error names the device
 // and what was live and reserved. reserved = live + cached, as PyTorch reports it.
 //
-// While a step is recorded as a CUDA graph (set_recording), its blocks become the graph's: the
-// addresses are baked into the graph, so a block it used is handed out again only inside that
-// recording, never to other work that might still hold it at the next replay. The graph keeps
-// them (live or cached) until release_recorded_blocks(), when it is destroyed.
+// While a step is recorded as a CUDA graph (set_recording), its blocks become the graph's —
+// those handed out while recording and those freed then: the addresses are baked into the
+// graph, so a block it uses is handed out again only inside that recording, never to other
+// work that might still hold it at the next replay. The graph keeps them (live or cached)
+// until release_recorded_blocks(), when it is destroyed.
 
 #include <cuda_runtime.h>
 
