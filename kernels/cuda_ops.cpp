@@ -18,6 +18,7 @@
 #include "kernels/cached_attention.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_step_graph.h"
 #ifdef MOK_HAVE_CUDNN
 #include "kernels/cudnn_attention.h"
 #endif
@@ -35,7 +36,6 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/row_quantize.h"
-#include "kernels/cuda_step_graph.h"
 #include "kernels/step_recording.h"
 #include "kernels/swiglu.h"
 #include "kernels/transpose_add.h"

@@ -233,7 +233,8 @@ bool LtGemm::tunable(const PlanKey& key, const Operands& call) const {
   // the candidates give its bits anyway).
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   MOK_CUDA_CHECK(cudaStreamIsCapturing(call.stream, &capture));
-  return capture == cudaStreamCaptureStatusNone && tuning_ && candidate_rank_ == 0 && static_cast<GemmType>(key[8]) == GemmType::bf16 &&
+  return capture == cudaStreamCaptureStatusNone && tuning_ && candidate_rank_ == 0 &&
+         static_cast<GemmType>(key[8]) == GemmType::bf16 &&
          size_class_of(key) == key && (call.beta == 0.f || call.c_in) && span % 4 == 0 &&
          reinterpret_cast<uintptr_t>(call.c) % 4 == 0;
 }
