@@ -10,13 +10,12 @@
 //
 // Replayed steps: where the step's device work is the same every step (one rank on a GPU, a
 // dense model, kitten settings that choose nothing per step: LanguageModel::replayable_from)
-// and no parallel.device_memory_limit is set, the third step
-// records its forward and backward as a CUDA graph (core/backend/step_graph.h) and every
-// later step replays it: the same kernels on the same memory, so the same bits, launched at
-// once. The gradient norm and the update run after
-// it as before. MOK_CUDA_GRAPH=off runs every step op by op; a step that cannot be recorded
-// says so once on stderr and the run goes on op by op. A replayed step cannot be stopped
-// between blocks (it stops before the update, as any step).
+// and no parallel.device_memory_limit is set, the third step records its forward and
+// backward as a CUDA graph (core/backend/step_graph.h) and every later step replays it: the
+// same kernels on the same memory, so the same bits, launched at once. The gradient norm and
+// the update run after it as before. MOK_CUDA_GRAPH=off runs every step op by op; a step that
+// cannot be recorded says so once on stderr and the run goes on op by op. A replayed step
+// cannot be stopped between blocks (it stops before the update, as any step).
 
 #include <cstdint>
 #include <memory>

@@ -515,6 +515,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     TrainStepResult r;
     step_started = Clock::now();
     step_running = step + 1;
+    const bool none_replayed_yet = train_step.replayed_steps() == 0;
     try {
       r = train_step.run(step, cancel);
     } catch (const StepCancelled&) {
@@ -535,7 +536,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     }
     peaks.take(tracker, allocator);
     if (const MemoryPeaks* recorded = train_step.recorded_peaks()) peaks.merge(*recorded);  // replays allocate nothing
-    if (train_step.replayed_steps() == 1 && rc.leader())
+    if (none_replayed_yet && train_step.replayed_steps() > 0 && rc.leader())  // once, at the first replay
       event("cuda graph: step " + std::to_string(step) + " replayed the recorded forward and backward (" +
             std::to_string(train_step.graph_nodes()) + " kernels and copies in one launch)");
     result.peak_bytes = std::max(result.peak_bytes, tracker.peak_total());
