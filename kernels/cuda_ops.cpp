@@ -33,6 +33,7 @@
 #include "kernels/low_rank.h"
 #include "kernels/moe_routing.h"
 #include "kernels/mok_plan.h"
+#include "kernels/pinned_readings.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/row_quantize.h"
@@ -76,8 +77,8 @@ std::string gemm_label(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
          mok::dtype_name(c.dtype());
 }
 
-std::string grouped_label(const char* op, const std::vector<int64_t>& offsets, const Tensor& a) {
-  return std::string(op) + " " + std::to_string(offsets.size() - 1) + " groups, " + std::to_string(offsets.back()) +
+std::string grouped_label(const char* op, const mok::RowSegments& segments, const Tensor& a) {
+  return std::string(op) + " " + std::to_string(segments.groups()) + " groups, " + std::to_string(segments.rows()) +
          " rows x " + std::to_string(a.dim(1));
 }
 
@@ -110,12 +111,14 @@ CudaOps::CudaOps(int device) : device_(device) {
   const std::string grouped_choice = environment_choice("MOK_GROUPED_KERNEL", {"wgmma", "mma"});
   const std::string attention_choice = environment_choice("MOK_ATTENTION", {"cudnn", "own"});
   const std::string tuning_choice = environment_choice("MOK_GEMM_TUNING", {"on", "off"});
+  segments_on_device_ = environment_choice("MOK_GROUPED_SEGMENTS", {"device", "host"}) != "host";
   MOK_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};
   MOK_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   name_ = "cuda:" + std::to_string(device) + " " + prop.name;
   MOK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   allocator_ = std::make_unique<CudaCachingAllocator>(device, stream_);
+  readings_ = std::make_unique<PinnedReadings>(stream_);
   lt_ = std::make_unique<LtGemm>();
   lt_->set_tuning(tuning_choice != "off");
   grouped_streams_ = std::make_unique<GroupedGemm>(*lt_, GroupedGemmMethod::streams, 2);
@@ -179,11 +182,29 @@ Tensor CudaOps::scratch(size_t bytes) {
   return Tensor::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::u8, *allocator_);
 }
 
-Tensor CudaOps::upload_floats(const std::vector<double>& values) {
-  std::vector<float> f(values.begin(), values.end());
-  Tensor t = Tensor::empty({static_cast<int64_t>(f.size())}, DType::f32, *allocator_);
-  t.copy_from_host(f.data(), t.bytes());
-  return t;
+Tensor CudaOps::routed_fractions(const Tensor& load, double pairs) {
+  if (load.dtype() != DType::i64) throw std::invalid_argument("router: the load must be i64, not " + load.shape_string());
+  Tensor f = Tensor::empty({load.numel()}, DType::f32, *allocator_);
+  cuda::routed_fractions(load.ptr<int64_t>(), static_cast<int>(load.numel()), pairs, f.ptr<float>(), stream_);
+  return f;
+}
+
+std::shared_ptr<mok::HostReading> CudaOps::read_later(const Tensor& t) {
+  if (!recording_) return readings_->read(t.raw(), static_cast<size_t>(t.bytes()));
+  // A read-back of the recording: its pinned memory holds each replay's values.
+  class RecordedReading final : public mok::HostReading {
+   public:
+    RecordedReading(const StepRecording& recording, size_t index, size_t bytes)
+        : recording_(recording), index_(index), bytes_(bytes) {}
+    size_t bytes() const override { return bytes_; }
+    const void* data() override { return recording_.read_back(index_); }
+
+   private:
+    const StepRecording& recording_;
+    size_t index_, bytes_;
+  };
+  const size_t bytes = static_cast<size_t>(t.bytes());
+  return std::make_shared<RecordedReading>(*recording_, recording_->copy_to_host(t.raw(), bytes, stream_), bytes);
 }
 
 Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int experts) {
@@ -233,25 +254,35 @@ void CudaOps::gemm_add(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
             gemm_type(a, "gemm_add"), gemm_type(c, "gemm_add"), stream_, r.raw());
 }
 
-void CudaOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& b,
+// Offsets still on the device go to the grouped kernel as they are (no wait); where it cannot
+// take the call (fp32 parity runs, odd strides) they are read first.
+void CudaOps::grouped_gemm(bool trans_b, const mok::RowSegments& segments, const Tensor& a, const Tensor& b,
                            double beta, Tensor& c) {
-  const auto timed = profiler_->scope([&] { return grouped_label("grouped_gemm", offsets, a); });
+  const auto timed = profiler_->scope([&] { return grouped_label("grouped_gemm", segments, a); });
   same_dtype(a, b, "grouped_gemm");
-  const int groups = static_cast<int>(offsets.size()) - 1;
+  const int groups = segments.groups();
   const int64_t k = a.dim(1), n = c.dim(1);
-  const GemmType ab = gemm_type(a, "grouped_gemm");
-  grouped_for(ab, groups, false).rows(trans_b, groups, offsets.data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
-                                      static_cast<float>(beta), c.raw(), n, ab, gemm_type(c, "grouped_gemm"), stream_);
+  const GemmType ab = gemm_type(a, "grouped_gemm"), ct = gemm_type(c, "grouped_gemm");
+  if (!segments.on_host() &&
+      grouped_kernel_->rows_device(trans_b, groups, segments.device().ptr<int64_t>(), segments.rows(), n, k, 1.0f,
+                                   a.raw(), k, b.raw(), k * n, static_cast<float>(beta), c.raw(), n, ab, ct, stream_))
+    return;
+  grouped_for(ab, groups, false).rows(trans_b, groups, segments.host().data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
+                                      static_cast<float>(beta), c.raw(), n, ab, ct, stream_);
 }
 
-void CudaOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
-                                  Tensor& dw) {
-  const auto timed = profiler_->scope([&] { return grouped_label("grouped_weight_grad", offsets, a); });
+void CudaOps::grouped_weight_grad(const mok::RowSegments& segments, const Tensor& a, const Tensor& dy, Tensor& dw) {
+  const auto timed = profiler_->scope([&] { return grouped_label("grouped_weight_grad", segments, a); });
   same_dtype(a, dy, "grouped_weight_grad");
-  const int groups = static_cast<int>(offsets.size()) - 1;
+  const int groups = segments.groups();
   const int64_t k = a.dim(1), n = dy.dim(1);
   const GemmType ab = gemm_type(a, "grouped_weight_grad");
-  grouped_for(ab, groups, true).weight_grad(groups, offsets.data(), k, n, 1.0f, a.raw(), k, dy.raw(), n,
+  if (!segments.on_host() &&
+      grouped_kernel_->weight_grad_into_device(groups, segments.device().ptr<int64_t>(), segments.rows(), k, n, 1.0f,
+                                               a.raw(), k, dy.raw(), n, dw.ptr<float>(), k * n, 1.0f, ab,
+                                               GemmType::f32, stream_))
+    return;
+  grouped_for(ab, groups, true).weight_grad(groups, segments.host().data(), k, n, 1.0f, a.raw(), k, dy.raw(), n,
                                             dw.ptr<float>(), k * n, ab, stream_);
 }
 
@@ -589,43 +620,55 @@ void CudaOps::router_softmax_topk(const Tensor& logits, int k, const mok::Locali
                             expert.ptr<int32_t>(), gate.ptr<float>(), stream_, loc);
 }
 
-mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity) {
+mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity, bool all_routed) {
   const auto timed = profile("sort_pairs");
   const int64_t pairs = expert.numel();
   const int E = experts;
   mok::PairOrder out;
   Tensor order = Tensor::empty({pairs}, DType::i32, *allocator_);
   out.row_of_pair = Tensor::empty({pairs}, DType::i32, *allocator_);
-  std::vector<int64_t> host(2 * static_cast<size_t>(E), 0);  // load, kept
+  // load, kept (E each); offsets (E + 1): written by the sort (zeros when there are no pairs)
+  const auto make = [&](int64_t n) {
+    return pairs > 0 ? Tensor::empty({n}, DType::i64, *allocator_) : Tensor::zeros({n}, DType::i64, *allocator_);
+  };
+  Tensor counts = make(2 * static_cast<int64_t>(E));
+  Tensor offsets = make(static_cast<int64_t>(E) + 1);
   if (pairs > 0) {
-    Tensor counts = Tensor::empty({2 * static_cast<int64_t>(E)}, DType::i64, *allocator_);
     const size_t bytes = moe_sort_pairs_workspace_bytes(pairs, E);
     Tensor ws = scratch(bytes);
     moe_sort_pairs(expert.ptr<int32_t>(), pairs, E, capacity, order.ptr<int32_t>(), out.row_of_pair.ptr<int32_t>(),
-                   counts.ptr<int64_t>(), counts.ptr<int64_t>() + E, ws.raw(), bytes, stream_);
-    counts.copy_to_host(host.data(), counts.bytes());  // the per-expert counts: the one wait of the layer
+                   counts.ptr<int64_t>(), counts.ptr<int64_t>() + E, ws.raw(), bytes, stream_,
+                   offsets.ptr<int64_t>());
   }
-  out.load.assign(host.begin(), host.begin() + E);
-  out.offsets.assign(E + 1, 0);
-  int64_t kept = 0;
-  for (int e = 0; e < E; ++e) {
-    out.offsets[e + 1] = out.offsets[e] + host[E + e];
-    kept += host[E + e];
+  out.load = counts.view(0, {E});
+  if (all_routed && capacity == 0 && segments_on_device_) {
+    // Every pair is a row: the host needs no count (row_segments.h).
+    out.segments = mok::RowSegments(std::move(offsets), pairs);
+    out.order = std::move(order);
+    return out;
   }
+  std::vector<int64_t> host(2 * static_cast<size_t>(E), 0);
+  counts.copy_to_host(host.data(), counts.bytes());  // the per-expert counts: the one wait of the layer
+  std::vector<int64_t> off(E + 1, 0);
   int64_t routed = 0;
-  for (int e = 0; e < E; ++e) routed += out.load[e];
+  for (int e = 0; e < E; ++e) {
+    off[e + 1] = off[e] + host[E + e];
+    routed += host[e];
+  }
+  const int64_t kept = off[E];
   out.dropped = routed - kept;
+  out.segments = mok::RowSegments(std::move(off));
   out.order = order.view(0, {kept});
   if (out.dropped > 0) mark_dropped_pairs(expert.ptr<int32_t>(), out.row_of_pair.ptr<int32_t>(), pairs, stream_);
   return out;
 }
 
-void CudaOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+void CudaOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const Tensor& load, double pairs,
                                const std::vector<uint8_t>* local, Tensor& sums) {
   const auto timed = profile("router_loss_sums");
   const int64_t n = probs.dim(0);
   const int E = static_cast<int>(probs.dim(1));
-  Tensor f_dev = upload_floats(f);
+  Tensor f_dev = routed_fractions(load, pairs);
   Tensor remote = upload_remote_mask(local, E);
   const size_t bytes = router_losses_workspace_bytes(n, E);
   Tensor ws = scratch(bytes);
@@ -635,13 +678,13 @@ void CudaOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std
 }
 
 void CudaOps::router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,
-                              const std::vector<double>& f, const std::vector<uint8_t>* local, double aux_w,
+                              const Tensor& load, double pairs, const std::vector<uint8_t>* local, double aux_w,
                               double z_w, double loc_w, Tensor& dlogits) {
   const auto timed = profile("router_backward");
   const int64_t n = probs.dim(0);
   const int E = static_cast<int>(probs.dim(1));
   const int k = static_cast<int>(choice.numel() / std::max<int64_t>(n, 1));
-  Tensor f_dev = upload_floats(f);
+  Tensor f_dev = routed_fractions(load, pairs);
   Tensor remote = upload_remote_mask(local, E);
   cuda::router_backward(probs.ptr<float>(), lse.ptr<float>(), choice.ptr<int32_t>(), dgate.ptr<float>(),
                         f_dev.ptr<float>(), local ? static_cast<const uint8_t*>(remote.raw()) : nullptr, n, E, k,

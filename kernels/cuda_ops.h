@@ -32,6 +32,7 @@ enum class GemmType;
 class AdamWPlan;
 class GradNormPlan;
 class StepRecording;
+class PinnedReadings;
 
 class CudaOps final : public mok::Ops {
  public:
@@ -54,15 +55,21 @@ class CudaOps final : public mok::Ops {
   // While a step is being recorded (non-null): the allocator records its copies and hands
   // out the graph's blocks, and cross_entropy leaves its sums for `recording` to read back.
   void set_recording(StepRecording* recording);
+  // MOK_GROUPED_SEGMENTS=host makes every MoE layer read its expert counts (a wait per layer,
+  // and no recorded MoE steps); by default a dropless sort leaves its offsets on the device.
+  bool grouped_segments_on_device() const override { return segments_on_device_; }
+  // Queued into pinned memory (kernels/pinned_readings.h); while recording, a read-back of
+  // the recording, valid after each replay.
+  std::shared_ptr<mok::HostReading> read_later(const mok::Tensor& t) override;
   std::string op_profile_report(const std::string& title, int steps, double wall_s, int top) override;
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const mok::Tensor& a,
             int64_t lda, const mok::Tensor& b, int64_t ldb, double beta, mok::Tensor& c, int64_t ldc) override;
   void gemm_add(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const mok::Tensor& a,
                 int64_t lda, const mok::Tensor& b, int64_t ldb, const mok::Tensor& r, mok::Tensor& c) override;
-  void grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const mok::Tensor& a, const mok::Tensor& b,
+  void grouped_gemm(bool trans_b, const mok::RowSegments& segments, const mok::Tensor& a, const mok::Tensor& b,
                     double beta, mok::Tensor& c) override;
-  void grouped_weight_grad(const std::vector<int64_t>& offsets, const mok::Tensor& a, const mok::Tensor& dy,
+  void grouped_weight_grad(const mok::RowSegments& segments, const mok::Tensor& a, const mok::Tensor& dy,
                            mok::Tensor& dw) override;
 
   void add_(mok::Tensor& y, const mok::Tensor& x) override;
@@ -97,12 +104,13 @@ class CudaOps final : public mok::Ops {
 
   void router_softmax_topk(const mok::Tensor& logits, int k, const mok::LocalityPolicy* locality, mok::Tensor& probs,
                            mok::Tensor& lse, mok::Tensor& expert, mok::Tensor& gate) override;
-  mok::PairOrder sort_pairs(mok::Tensor& expert, int experts, int64_t capacity) override;
-  void router_loss_sums(const mok::Tensor& probs, const mok::Tensor& lse, const std::vector<double>& f,
+  mok::PairOrder sort_pairs(mok::Tensor& expert, int experts, int64_t capacity, bool all_routed) override;
+  void router_loss_sums(const mok::Tensor& probs, const mok::Tensor& lse, const mok::Tensor& load, double pairs,
                         const std::vector<uint8_t>* local, mok::Tensor& sums) override;
   void router_backward(const mok::Tensor& probs, const mok::Tensor& lse, const mok::Tensor& choice,
-                       const mok::Tensor& dgate, const std::vector<double>& f, const std::vector<uint8_t>* local,
-                       double aux_w, double z_w, double loc_w, mok::Tensor& dlogits) override;
+                       const mok::Tensor& dgate, const mok::Tensor& load, double pairs,
+                       const std::vector<uint8_t>* local, double aux_w, double z_w, double loc_w,
+                       mok::Tensor& dlogits) override;
   void gather_rows(const mok::Tensor& src, const mok::Tensor& order, int k, mok::Tensor& out) override;
   void gather_rows_scaled(const mok::Tensor& src, const mok::Tensor& order, int k, const mok::Tensor& s,
                           mok::Tensor& out, mok::Tensor& scaled) override;
@@ -137,7 +145,7 @@ class CudaOps final : public mok::Ops {
  private:
   OpProfiler::Scope profile(const char* op);
   mok::Tensor scratch(size_t bytes);
-  mok::Tensor upload_floats(const std::vector<double>& values);
+  mok::Tensor routed_fractions(const mok::Tensor& load, double pairs);  // (E) f32 on the device
   mok::Tensor upload_remote_mask(const std::vector<uint8_t>* local, int experts);
   struct DeviceRope;
   const DeviceRope& rope_table(const mok::RopeTable& table);
@@ -168,6 +176,8 @@ class CudaOps final : public mok::Ops {
   std::vector<std::unique_ptr<PlanCache<GradNormPlan>>> grad_norms_;
   std::unique_ptr<OpProfiler> profiler_;
   StepRecording* recording_ = nullptr;
+  std::unique_ptr<PinnedReadings> readings_;
+  bool segments_on_device_ = true;
   // Fused attention through cuDNN (kernels/cudnn_attention.h) for bf16 where cuDNN 9 loads;
   // the project's flash kernels for fp32, with MOK_ATTENTION=own, or when cuDNN has no engine.
   std::unique_ptr<CudnnAttention> cudnn_attention_;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cuda_check.h"
+#include "kernels/grouped_tile_list.cuh"
 
 namespace mok::cuda {
 namespace {
@@ -31,13 +32,17 @@ __global__ void write_pointer_table_kernel(const PointerTable table, void** out)
 
 cudaDataType_t cuda_type(GemmType t) { return t == GemmType::f32 ? CUDA_R_32F : CUDA_R_16BF; }
 
-void check_offsets(const char* what, int groups, const int64_t* off, int64_t n, int64_t k) {
+void check_sizes(const char* what, int groups, int64_t n, int64_t k) {
   if (n < 0 || k < 0)
     throw std::invalid_argument(std::string("GroupedGemm::") + what + ": negative size (n " + std::to_string(n) +
                                 ", k " + std::to_string(k) + ")");
   if (groups < 0 || groups > kMaxGroups)
     throw std::invalid_argument(std::string("GroupedGemm::") + what + ": " + std::to_string(groups) +
                                 " groups, must be in [0, " + std::to_string(kMaxGroups) + "]");
+}
+
+void check_offsets(const char* what, int groups, const int64_t* off, int64_t n, int64_t k) {
+  check_sizes(what, groups, n, k);
   if (groups == 0) return;
   if (!off) throw std::invalid_argument(std::string("GroupedGemm::") + what + ": no offsets");
   if (off[0] < 0) throw std::invalid_argument(std::string("GroupedGemm::") + what + ": negative first offset");
@@ -48,8 +53,45 @@ void check_offsets(const char* what, int groups, const int64_t* off, int64_t n, 
                                   std::to_string(off[g + 1]) + ")");
 }
 
+// What the host can check of device offsets: the sizes, that there are offsets, M ≥ 0.
+void check_device_offsets(const char* what, int groups, const int64_t* device_offsets, int64_t rows, int64_t n,
+                          int64_t k) {
+  check_sizes(what, groups, n, k);
+  if (groups > 0 && !device_offsets) throw std::invalid_argument(std::string("GroupedGemm::") + what + ": no offsets");
+  if (rows < 0 || (groups == 0 && rows > 0))
+    throw std::invalid_argument(std::string("GroupedGemm::") + what + ": " + std::to_string(rows) + " rows in " +
+                                std::to_string(groups) + " groups");
+}
+
 const char* byte_ptr(const void* p, int64_t elements, GemmType t) {
   return static_cast<const char*>(p) + elements * static_cast<int64_t>(gemm_type_bytes(t));
+}
+
+// The kernel's call of the products, without its offsets.
+GroupedKernelCall rows_call(bool trans_b, int groups, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
+                            const void* b, int64_t b_group_stride, float beta, void* c, int64_t ldc) {
+  GroupedKernelCall call;
+  call.form = trans_b ? GroupedKernelForm::rows_bt : GroupedKernelForm::rows;
+  call.groups = groups;
+  call.n = n, call.k = k;
+  call.alpha = alpha, call.beta = beta;
+  call.a = a, call.lda = lda;
+  call.b = b, call.ldb = trans_b ? k : n, call.b_group_stride = b_group_stride;
+  call.c = c, call.ldc = ldc;
+  return call;
+}
+
+GroupedKernelCall weight_grad_call(int groups, int64_t k, int64_t n, float alpha, const void* a, int64_t lda,
+                                   const void* dy, int64_t ldy, void* dw, int64_t dw_group_stride, float beta) {
+  GroupedKernelCall call;
+  call.form = GroupedKernelForm::weight_grad;
+  call.groups = groups;
+  call.n = n, call.k = k;
+  call.alpha = alpha, call.beta = beta;
+  call.a = a, call.lda = lda;
+  call.b = dy, call.ldb = ldy;
+  call.c = dw, call.ldc = n, call.c_group_stride = dw_group_stride;
+  return call;
 }
 
 }  // namespace
@@ -91,6 +133,7 @@ GroupedGemm::GroupedGemm(LtGemm& lt, GroupedGemmMethod method, int side_streams)
     MOK_CUDA_CHECK(cudaMalloc(&device_pointers_, 3 * kMaxGroups * sizeof(void*)));
   } else if (method_ == GroupedGemmMethod::kernel) {
     grouped_gemm_kernel_prepare();
+    MOK_CUDA_CHECK(cudaMalloc(&device_list_, sizeof(GroupedTileList)));
   }
 }
 
@@ -101,6 +144,7 @@ GroupedGemm::~GroupedGemm() {
   if (fork_) cudaEventDestroy(fork_);
   if (stream_switch_) cudaEventDestroy(stream_switch_);
   if (device_pointers_) cudaFree(device_pointers_);
+  if (device_list_) cudaFree(device_list_);
   if (blas_) cublasDestroy(blas_);
   if (blas_workspace_) cudaFree(blas_workspace_);
 }
@@ -119,15 +163,8 @@ void GroupedGemm::rows(bool trans_b, int groups, const int64_t* host_offsets, in
                        int64_t ldc, GemmType ab_type, GemmType c_type, cudaStream_t stream) {
   check_offsets("rows", groups, host_offsets, n, k);
   if (method_ == GroupedGemmMethod::kernel && ab_type == GemmType::bf16 && c_type == GemmType::bf16) {
-    GroupedKernelCall call;
-    call.form = trans_b ? GroupedKernelForm::rows_bt : GroupedKernelForm::rows;
-    call.groups = groups;
+    GroupedKernelCall call = rows_call(trans_b, groups, n, k, alpha, a, lda, b, b_group_stride, beta, c, ldc);
     call.host_offsets = host_offsets;
-    call.n = n, call.k = k;
-    call.alpha = alpha, call.beta = beta;
-    call.a = a, call.lda = lda;
-    call.b = b, call.ldb = trans_b ? k : n, call.b_group_stride = b_group_stride;
-    call.c = c, call.ldc = ldc;
     if (run_kernel(call, stream)) return;
   }
   std::vector<Problem> problems;
@@ -154,15 +191,8 @@ void GroupedGemm::weight_grad_into(int groups, const int64_t* host_offsets, int6
                                    cudaStream_t stream) {
   check_offsets("weight_grad", groups, host_offsets, n, k);
   if (method_ == GroupedGemmMethod::kernel && ab_type == GemmType::bf16 && c_type == GemmType::f32) {
-    GroupedKernelCall call;
-    call.form = GroupedKernelForm::weight_grad;
-    call.groups = groups;
+    GroupedKernelCall call = weight_grad_call(groups, k, n, alpha, a, lda, dy, ldy, dw, dw_group_stride, beta);
     call.host_offsets = host_offsets;
-    call.n = n, call.k = k;
-    call.alpha = alpha, call.beta = beta;
-    call.a = a, call.lda = lda;
-    call.b = dy, call.ldb = ldy;
-    call.c = dw, call.ldc = n, call.c_group_stride = dw_group_stride;
     if (run_kernel(call, stream)) return;
   }
   std::vector<Problem> problems;
@@ -176,10 +206,37 @@ void GroupedGemm::weight_grad_into(int groups, const int64_t* host_offsets, int6
   run(problems, alpha, beta, ab_type, c_type, stream);
 }
 
-// Nothing of the kernel's call outlives the launch (the tile list is its argument), so there
-// is no ordering to keep with calls on other streams. What the Hopper kernel refuses (another
-// GPU, k = 0, a shared B) runs on the mma.sync kernel's tile of the same shape.
-bool GroupedGemm::run_kernel(const GroupedKernelCall& call, cudaStream_t stream) {
+bool GroupedGemm::rows_device(bool trans_b, int groups, const int64_t* device_offsets, int64_t rows, int64_t n,
+                              int64_t k, float alpha, const void* a, int64_t lda, const void* b,
+                              int64_t b_group_stride, float beta, void* c, int64_t ldc, GemmType ab_type,
+                              GemmType c_type, cudaStream_t stream) {
+  check_device_offsets("rows_device", groups, device_offsets, rows, n, k);
+  if (method_ != GroupedGemmMethod::kernel || ab_type != GemmType::bf16 || c_type != GemmType::bf16) return false;
+  GroupedKernelCall call = rows_call(trans_b, groups, n, k, alpha, a, lda, b, b_group_stride, beta, c, ldc);
+  call.device_offsets = device_offsets;
+  call.rows = rows;
+  return run_kernel(call, stream);
+}
+
+bool GroupedGemm::weight_grad_into_device(int groups, const int64_t* device_offsets, int64_t rows, int64_t k,
+                                          int64_t n, float alpha, const void* a, int64_t lda, const void* dy,
+                                          int64_t ldy, void* dw, int64_t dw_group_stride, float beta,
+                                          GemmType ab_type, GemmType c_type, cudaStream_t stream) {
+  check_device_offsets("weight_grad_into_device", groups, device_offsets, rows, n, k);
+  if (method_ != GroupedGemmMethod::kernel || ab_type != GemmType::bf16 || c_type != GemmType::f32) return false;
+  GroupedKernelCall call = weight_grad_call(groups, k, n, alpha, a, lda, dy, ldy, dw, dw_group_stride, beta);
+  call.device_offsets = device_offsets;
+  call.rows = rows;
+  return run_kernel(call, stream);
+}
+
+// With host offsets nothing of the kernel's call outlives the launch (the tile list is its
+// argument), so there is no ordering to keep with calls on other streams. With device offsets
+// the list is built in device_list_, which the previous call's kernels may still be reading on
+// another stream: order after it. What the Hopper kernel refuses (another GPU, k = 0, a shared
+// B) runs on the mma.sync kernel's tile of the same shape.
+bool GroupedGemm::run_kernel(GroupedKernelCall call, cudaStream_t stream) {
+  if (call.device_offsets) call.device_list = device_list_;
   GroupedKernelTile tile = kernel_tile_;
   std::string refusal = grouped_kernel_refusal(call, tile);
   if (!refusal.empty() && tile == GroupedKernelTile::m128n256_wgmma) {
@@ -187,6 +244,7 @@ bool GroupedGemm::run_kernel(const GroupedKernelCall& call, cudaStream_t stream)
     refusal = grouped_kernel_refusal(call, tile);
   }
   if (!refusal.empty()) return false;
+  if (call.device_offsets) order_after_previous_stream(stream);
   grouped_gemm_kernel(call, tile, stream);
   ++kernel_calls_;
   if (tile == GroupedKernelTile::m128n256_wgmma) ++wgmma_calls_;

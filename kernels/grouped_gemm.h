@@ -2,9 +2,11 @@
 // GroupedGemm: the matrix products of stacked experts over their token segments.
 //
 // Experts are stacked, W (E, k, n). The MoE layer sorts its (token, slot) pairs by expert,
-// so expert g's rows are the contiguous segment [off[g], off[g+1]) of the row matrices;
-// the offsets are host values (the per-expert counts are what crosses to the host per MoE
-// layer). Two products, row-major, leading dimensions in elements:
+// so expert g's rows are the contiguous segment [off[g], off[g+1]) of the row matrices.
+// The offsets are host values for every method; the kernel method also takes them in device
+// memory (rows_device, weight_grad_into_device), so that the per-expert counts need not cross
+// to the host in the middle of an MoE layer and the step can be one CUDA graph. Two
+// products, row-major, leading dimensions in elements:
 //
 //   rows:         C[rows g] = alpha·A[rows g](m_g, k)·op(B_g) + beta·C[rows g]
 //                 op(B_g) = B_g (k, n), or B_gᵀ with B_g stored (n, k)   (forward; dX)
@@ -29,8 +31,18 @@
 //            weight gradients into bf16) runs as loop. kernel_calls() counts the calls it took
 // The timings (kernels/checks/gemm_timings.cpp) measure all four at the benchmark shapes.
 //
+// Device offsets: the kernel method builds its tile list from them on the stream, into a buffer
+// this object owns (kernels/grouped_tile_list.cuh); a call on another stream than the
+// previous one first waits for the previous stream, so a list still being read is not
+// rewritten. Nothing of such a call needs the host (no sync, no allocation, no copy): it can be
+// captured in a graph, whose replays compute with the offsets the device holds then, bit for
+// bit as the host-offset call would on those offsets (within a capture keep the object on the
+// capturing stream: a wait on an event recorded outside the capture cannot be captured). What the kernel cannot take (another
+// method, other types, a refusal) is not run: the call returns false, and the caller reads
+// the offsets to the host and calls rows / weight_grad_into.
+//
 // One object per device and stream owner, not thread-safe, like LtGemm. All device memory
-// (side workspaces, pointer arrays) is allocated at construction.
+// (side workspaces, pointer arrays, the kernel's tile list) is allocated at construction.
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -94,6 +106,20 @@ class GroupedGemm {
                         int64_t lda, const void* dy, int64_t ldy, void* dw, int64_t dw_group_stride, float beta,
                         GemmType ab_type, GemmType c_type, cudaStream_t stream);
 
+  // rows and weight_grad_into with the offsets in device memory (groups + 1, non-decreasing,
+  // offsets[0] ≥ 0, offsets[groups] = rows when the call runs on the stream: the kernel traps
+  // otherwise). rows (M) is known on the host: it sizes the grid. True: the grouped kernel
+  // runs the call on `stream`. False: nothing was done (not the kernel method, types other
+  // than bf16 → bf16 rows or bf16 → f32 weight gradients, or what the kernel refuses); run
+  // the host-offset method instead. Bad sizes throw std::invalid_argument, as there.
+  bool rows_device(bool trans_b, int groups, const int64_t* device_offsets, int64_t rows, int64_t n, int64_t k,
+                   float alpha, const void* a, int64_t lda, const void* b, int64_t b_group_stride, float beta,
+                   void* c, int64_t ldc, GemmType ab_type, GemmType c_type, cudaStream_t stream);
+  bool weight_grad_into_device(int groups, const int64_t* device_offsets, int64_t rows, int64_t k, int64_t n,
+                               float alpha, const void* a, int64_t lda, const void* dy, int64_t ldy, void* dw,
+                               int64_t dw_group_stride, float beta, GemmType ab_type, GemmType c_type,
+                               cudaStream_t stream);
+
  private:
   // One group's row-major product for LtGemm::gemm.
   struct Problem {
@@ -117,7 +143,9 @@ class GroupedGemm {
 
   void order_after_previous_stream(cudaStream_t stream);
   // kernel method: launches `call` when the kernel takes it; false (nothing done) otherwise.
-  bool run_kernel(const GroupedKernelCall& call, cudaStream_t stream);
+  // With device offsets the call gets this object's list buffer and is ordered after the
+  // previous stream.
+  bool run_kernel(GroupedKernelCall call, cudaStream_t stream);
 
   LtGemm& lt_;
   GroupedGemmMethod method_;
@@ -131,11 +159,13 @@ class GroupedGemm {
   void* blas_workspace_ = nullptr;
   void** device_pointers_ = nullptr;
   bool declined_[2][2] = {{false, false}, {false, false}};  // [ab_type][c_type]
-  // kernel: its tile and the calls it took
+  // kernel: its tile, the tile list of device-offset calls (device memory), the calls it took
   GroupedKernelTile kernel_tile_ = GroupedKernelTile::m128n256;
+  GroupedTileList* device_list_ = nullptr;
   size_t kernel_calls_ = 0;
   size_t wgmma_calls_ = 0;
-  // the pointer arrays are rewritten per call: a new stream waits for the previous one
+  // the pointer arrays and the device tile list are rewritten per call: a new stream waits
+  // for the previous one
   cudaStream_t last_stream_ = nullptr;
   bool used_ = false;
   cudaEvent_t stream_switch_ = nullptr;

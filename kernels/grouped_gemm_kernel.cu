@@ -5,7 +5,10 @@
 // Work: one CTA per output tile of the call's tile list (grouped_tile_list.cuh: group by
 // group, column tiles fastest, found by a binary search). Output tiles are over (segment rows
 // × n) for the rows forms, and over (k × n) of dW_g for weight_grad, whose reduction runs over
-// the segment's rows.
+// the segment's rows. Host offsets: the list is in the launch argument and the grid is its
+// tiles. Device offsets: build_tile_list_on_device writes the list just before, the kernel
+// (instantiated for TileListInDeviceMemory) reads it from global memory, and the grid is
+// grouped_tile_bound: CTAs past list.tiles return at once.
 //
 // A CTA: warps as 2 (rows) × kWarpsN (columns), each a 64 × 64 block of m16n8 fp32
 // accumulators. The reduction runs in steps of kTileK = 32 through a kStages-deep
@@ -47,7 +50,9 @@ namespace {
 using bf16 = __nv_bfloat16;
 using namespace grouped_tiles;
 
-// The launch argument (≈ 8 KiB; CUDA ≥ 12.1 takes up to 32 KiB of kernel arguments).
+// The launch argument (with the list in it ≈ 12 KiB; CUDA ≥ 12.1 takes up to 32 KiB of kernel
+// arguments). ListAt: TileListInLaunchArgument or TileListInDeviceMemory.
+template <class ListAt>
 struct GroupedKernelParams {
   const bf16* a;
   int64_t lda;
@@ -59,7 +64,7 @@ struct GroupedKernelParams {
   int64_t c_group_stride;
   int n, k;
   float alpha, beta;
-  GroupedTileList list;
+  ListAt tile_list;
 };
 
 // Warps of 64×64 outputs (4 m16 × 8 n8 accumulator blocks, 128 floats a thread), 2 along the
@@ -92,16 +97,18 @@ struct StageLayout {
   static_assert(kAElems % 8 == 0 && kStageElems % 8 == 0, "tiles start on 16-byte boundaries");
 };
 
-template <GroupedKernelForm F, class S>
+template <GroupedKernelForm F, class S, class ListAt>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
-    grouped_gemm_kernel(const __grid_constant__ GroupedKernelParams p) {
+    grouped_gemm_kernel(const __grid_constant__ GroupedKernelParams<ListAt> p) {
   using L = StageLayout<F, S>;
   constexpr bool kWeightGrad = F == GroupedKernelForm::weight_grad;
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   bf16* const smem = reinterpret_cast<bf16*>(smem_bytes);
 
   // ---- this CTA's tile: group g, origin (m0, n0), segment rows [seg0, seg0 + seg_rows) ----
-  const GroupedTile at = locate_tile(p.list, static_cast<int>(blockIdx.x), S::kTileM, S::kTileN);
+  const GroupedTileList& list = p.tile_list.list();
+  if (static_cast<int>(blockIdx.x) >= list.tiles) return;  // device offsets: the grid is a bound
+  const GroupedTile at = locate_tile(list, static_cast<int>(blockIdx.x), S::kTileM, S::kTileN);
   const int g = at.g, m0 = at.m0, n0 = at.n0, seg0 = at.seg0, seg_rows = at.seg_rows;
 
   // Operand origins (element (0, 0) of step 0, inside the tensors since the tile exists) and
@@ -245,34 +252,59 @@ int tile_cols(GroupedKernelTile tile) {
 static_assert(Tile128x256::kTileM == 128 && Tile128x256::kTileN == 256 && Tile128x128::kTileN == 128,
               "the tiles the names say");
 
-template <GroupedKernelForm F, class S>
-void launch(const GroupedKernelParams& p, int tiles, cudaStream_t stream) {
-  grouped_gemm_kernel<F, S><<<tiles, S::kThreads, StageLayout<F, S>::kSmemBytes, stream>>>(p);
+// The call's operands and scalars into the launch argument `p`; everything but its list.
+template <class ListAt>
+void set_operands(const GroupedKernelCall& call, GroupedKernelParams<ListAt>& p) {
+  p.a = static_cast<const bf16*>(call.a);
+  p.lda = call.lda;
+  p.b = static_cast<const bf16*>(call.b);
+  p.ldb = call.ldb;
+  p.b_group_stride = call.b_group_stride;
+  p.c = call.c;
+  p.ldc = call.ldc;
+  p.c_group_stride = call.c_group_stride;
+  p.n = static_cast<int>(call.n);
+  p.k = static_cast<int>(call.k);
+  p.alpha = call.alpha;
+  p.beta = call.beta;
+}
+
+template <GroupedKernelForm F, class S, class ListAt>
+void launch(const GroupedKernelParams<ListAt>& p, int grid, cudaStream_t stream) {
+  grouped_gemm_kernel<F, S, ListAt><<<grid, S::kThreads, StageLayout<F, S>::kSmemBytes, stream>>>(p);
   MOK_CUDA_CHECK_LAUNCH();
 }
 
-template <class S>
-void launch_form(GroupedKernelForm form, const GroupedKernelParams& p, int tiles, cudaStream_t stream) {
+template <class S, class ListAt>
+void launch_form(GroupedKernelForm form, const GroupedKernelParams<ListAt>& p, int grid, cudaStream_t stream) {
   switch (form) {
-    case GroupedKernelForm::rows: launch<GroupedKernelForm::rows, S>(p, tiles, stream); return;
-    case GroupedKernelForm::rows_bt: launch<GroupedKernelForm::rows_bt, S>(p, tiles, stream); return;
-    case GroupedKernelForm::weight_grad: launch<GroupedKernelForm::weight_grad, S>(p, tiles, stream); return;
+    case GroupedKernelForm::rows: launch<GroupedKernelForm::rows, S>(p, grid, stream); return;
+    case GroupedKernelForm::rows_bt: launch<GroupedKernelForm::rows_bt, S>(p, grid, stream); return;
+    case GroupedKernelForm::weight_grad: launch<GroupedKernelForm::weight_grad, S>(p, grid, stream); return;
   }
 }
 
-template <GroupedKernelForm F, class S>
+template <class ListAt>
+void launch_tile(GroupedKernelTile tile, GroupedKernelForm form, const GroupedKernelParams<ListAt>& p, int grid,
+                 cudaStream_t stream) {
+  if (tile == GroupedKernelTile::m128n256) launch_form<Tile128x256>(form, p, grid, stream);
+  else launch_form<Tile128x128>(form, p, grid, stream);
+}
+
+template <GroupedKernelForm F, class S, class ListAt>
 void raise_shared_memory_limit() {
-  MOK_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<F, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const auto kernel = grouped_gemm_kernel<F, S, ListAt>;
+  MOK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(StageLayout<F, S>::kSmemBytes)));
-  MOK_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<F, S>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  MOK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                       cudaSharedmemCarveoutMaxShared));
 }
 
-template <class S>
+template <class S, class ListAt>
 void raise_shared_memory_limits() {
-  raise_shared_memory_limit<GroupedKernelForm::rows, S>();
-  raise_shared_memory_limit<GroupedKernelForm::rows_bt, S>();
-  raise_shared_memory_limit<GroupedKernelForm::weight_grad, S>();
+  raise_shared_memory_limit<GroupedKernelForm::rows, S, ListAt>();
+  raise_shared_memory_limit<GroupedKernelForm::rows_bt, S, ListAt>();
+  raise_shared_memory_limit<GroupedKernelForm::weight_grad, S, ListAt>();
 }
 
 }  // namespace
@@ -290,7 +322,8 @@ std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile
   const bool wg = c.form == GroupedKernelForm::weight_grad;
   if (c.groups < 0 || c.groups > kGroupedKernelMaxGroups)
     return std::to_string(c.groups) + " groups (at most " + std::to_string(kGroupedKernelMaxGroups) + ")";
-  if (c.groups > 0 && !c.host_offsets) return "no offsets";
+  if (c.groups > 0 && !c.host_offsets && !c.device_offsets) return "no offsets";
+  if (c.host_offsets && c.device_offsets) return "both host and device offsets";
   if (c.n < 0 || c.k < 0 || c.n > INT_MAX || c.k > INT_MAX) return "n or k out of range";
   if (c.n % 8 != 0 || c.k % 8 != 0)
     return "n " + std::to_string(c.n) + ", k " + std::to_string(c.k) + ": both must be multiples of 8";
@@ -305,6 +338,13 @@ std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile
   if (tile == GroupedKernelTile::m128n256_wgmma) {
     const std::string wgmma = grouped_wgmma_refusal(c);
     if (!wgmma.empty()) return wgmma;
+  }
+  if (c.device_offsets) {  // only M is known here: the list kernel checks the offsets
+    if (!c.device_list) return "device offsets without a device tile list";
+    if (c.rows < 0 || c.rows > INT_MAX) return "M = " + std::to_string(c.rows) + " out of [0, 2^31)";
+    if (c.groups == 0 && c.rows > 0) return "rows without groups";
+    if (grouped_tile_bound(c, tile_rows(tile), tile_cols(tile)) > INT_MAX) return "2^31 tiles or more (bound)";
+    return "";
   }
   if (c.groups == 0) return "";
   if (c.host_offsets[0] < 0) return "negative first offset";
@@ -321,30 +361,31 @@ std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile
 void grouped_gemm_kernel(const GroupedKernelCall& call, GroupedKernelTile tile, cudaStream_t stream) {
   const std::string refusal = grouped_kernel_refusal(call, tile);
   if (!refusal.empty()) throw std::invalid_argument("grouped_gemm_kernel: " + refusal);
+  if (call.groups == 0) return;  // no rows (and maybe no offsets to read)
   if (tile == GroupedKernelTile::m128n256_wgmma) return grouped_gemm_wgmma(call, stream);
-  GroupedKernelParams p;
-  p.a = static_cast<const bf16*>(call.a);
-  p.lda = call.lda;
-  p.b = static_cast<const bf16*>(call.b);
-  p.ldb = call.ldb;
-  p.b_group_stride = call.b_group_stride;
-  p.c = call.c;
-  p.ldc = call.ldc;
-  p.c_group_stride = call.c_group_stride;
-  p.n = static_cast<int>(call.n);
-  p.k = static_cast<int>(call.k);
-  p.alpha = call.alpha;
-  p.beta = call.beta;
-  fill_tile_list(call, tile_rows(tile), tile_cols(tile), p.list);
-  const int tiles = p.list.tiles;
+  if (call.device_offsets) {
+    const int64_t bound = grouped_tile_bound(call, tile_rows(tile), tile_cols(tile));
+    if (bound == 0) return;  // M = 0, n = 0, or weight_grad with k = 0
+    build_tile_list_on_device(call, tile_rows(tile), tile_cols(tile), stream);
+    GroupedKernelParams<TileListInDeviceMemory> p;
+    set_operands(call, p);
+    p.tile_list.pointer = call.device_list;
+    launch_tile(tile, call.form, p, static_cast<int>(bound), stream);
+    return;
+  }
+  GroupedKernelParams<TileListInLaunchArgument> p;
+  set_operands(call, p);
+  fill_tile_list(call, tile_rows(tile), tile_cols(tile), p.tile_list.value);
+  const int tiles = p.tile_list.value.tiles;
   if (tiles == 0) return;  // no rows, or n = 0 (k = 0 still writes beta·C)
-  if (tile == GroupedKernelTile::m128n256) launch_form<Tile128x256>(call.form, p, tiles, stream);
-  else launch_form<Tile128x128>(call.form, p, tiles, stream);
+  launch_tile(tile, call.form, p, tiles, stream);
 }
 
 void grouped_gemm_kernel_prepare() {
-  raise_shared_memory_limits<Tile128x256>();
-  raise_shared_memory_limits<Tile128x128>();
+  raise_shared_memory_limits<Tile128x256, TileListInLaunchArgument>();
+  raise_shared_memory_limits<Tile128x128, TileListInLaunchArgument>();
+  raise_shared_memory_limits<Tile128x256, TileListInDeviceMemory>();
+  raise_shared_memory_limits<Tile128x128, TileListInDeviceMemory>();
   grouped_gemm_wgmma_prepare();
 }
 

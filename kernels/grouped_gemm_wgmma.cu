@@ -7,6 +7,11 @@
 // kernel), but a persistent grid: a CTA takes one tile of each round of `grid` tiles
 // (round_tile: every other round backwards, which evens out weight-gradient tiles listed by
 // decreasing reduction), so that loads of its next tile overlap the epilogue of the current one.
+// Rounds run until list.tiles, read once by every thread. The grid is min(tiles, SMs) with host
+// offsets, min(grouped_tile_bound, SMs) with device offsets (the list then in global memory,
+// built just before): a CTA without a tile in a round skips it, so a larger grid only moves
+// tiles between CTAs, and every tile is still computed the same way. The TMA maps need only
+// M (call.rows with device offsets), not the split.
 //
 // A CTA is three warpgroups:
 //   producer   one thread issues the TMA loads of every reduction step of every tile into a
@@ -66,6 +71,8 @@ constexpr size_t kBarrierBytes = 2 * kStages * sizeof(uint64_t);
 constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kBarrierBytes + kConsumers * kStagingBytes + 1024;
 static_assert(kABytes == 2 * kBoxBytes && kBBytes == 4 * kBoxBytes, "the boxes the layout comment lists");
 
+// ListAt: TileListInLaunchArgument or TileListInDeviceMemory (grouped_tile_list.cuh).
+template <class ListAt>
 struct WgmmaParams {
   CUtensorMap a_map;  // A (M, k): boxes 64 k × 128 rows (rows forms) or 64 k × 64 rows (weight_grad)
   CUtensorMap b_map;  // rows: B (G, k, n) boxes 64 n × 64 k; rows_bt: B (G, n, k) boxes 64 k × 256 n;
@@ -75,23 +82,23 @@ struct WgmmaParams {
   int64_t c_group_stride;
   int n, k;
   float alpha, beta;
-  GroupedTileList list;
+  ListAt tile_list;
 };
 
 struct TileCoords : GroupedTile {
   int steps;  // reduction steps of kTileK
 };
 
-template <GroupedKernelForm F>
-__device__ inline TileCoords tile_coords(const WgmmaParams& p, int tile) {
-  TileCoords t{locate_tile(p.list, tile, kTileM, kTileN), 0};
+template <GroupedKernelForm F, class ListAt>
+__device__ inline TileCoords tile_coords(const WgmmaParams<ListAt>& p, int tile) {
+  TileCoords t{locate_tile(p.tile_list.list(), tile, kTileM, kTileN), 0};
   const int reduction = F == GroupedKernelForm::weight_grad ? t.seg_rows : p.k;
   t.steps = (reduction + kTileK - 1) / kTileK;
   return t;
 }
 
-template <GroupedKernelForm F>
-__device__ inline void load_stage(const WgmmaParams& p, const TileCoords& t, int step, unsigned char* a_s,
+template <GroupedKernelForm F, class ListAt>
+__device__ inline void load_stage(const WgmmaParams<ListAt>& p, const TileCoords& t, int step, unsigned char* a_s,
                                   unsigned char* b_s, uint64_t* full) {
   const int r = step * kTileK;
   if constexpr (F == GroupedKernelForm::weight_grad) {
@@ -120,8 +127,8 @@ __device__ inline void zero_reduction_tail(unsigned char* a_s, unsigned char* b_
 
 // Stores alpha·acc + beta·old straight from the accumulators: each lane two values of a row
 // (the four lanes of a row: 32 contiguous bytes of fp32 dW, 16 of bf16 C).
-template <GroupedKernelForm F>
-__device__ inline void store_direct(const WgmmaParams& p, const TileCoords& t, const float (&acc)[128], int consumer) {
+template <GroupedKernelForm F, class ListAt>
+__device__ inline void store_direct(const WgmmaParams<ListAt>& p, const TileCoords& t, const float (&acc)[128], int consumer) {
   constexpr bool kWeightGrad = F == GroupedKernelForm::weight_grad;
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = (static_cast<int>(threadIdx.x) / 32) % 4;
   const int row0 = t.m0 + 64 * consumer + 16 * warp + lane / 4;
@@ -161,7 +168,8 @@ __device__ inline void store_direct(const WgmmaParams& p, const TileCoords& t, c
 // columns at a time: each lane writes its bf16 pairs there, then the warpgroup stores whole
 // 16-byte pieces of rows (eight lanes a 128-byte row segment) rather than 4-byte pieces from
 // registers. The same rounding as store_direct, so the same bits.
-__device__ inline void store_staged(const WgmmaParams& p, const TileCoords& t, const float (&acc)[128], int consumer,
+template <class ListAt>
+__device__ inline void store_staged(const WgmmaParams<ListAt>& p, const TileCoords& t, const float (&acc)[128], int consumer,
                                     unsigned char* staging) {
   const int tid = static_cast<int>(threadIdx.x) % 128;
   const int lane = tid % 32, warp = tid / 32;
@@ -192,8 +200,8 @@ __device__ inline void store_staged(const WgmmaParams& p, const TileCoords& t, c
   }
 }
 
-template <GroupedKernelForm F>
-__global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid_constant__ WgmmaParams p) {
+template <GroupedKernelForm F, class ListAt>
+__global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid_constant__ WgmmaParams<ListAt> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   // the swizzled boxes need 1024-byte alignment
@@ -211,15 +219,16 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
   }
   __syncthreads();
 
+  const int tiles = p.tile_list.list().tiles;
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   if (warpgroup == 0) {  // producer
     warpgroup_registers_decrease<40>();
     if (threadIdx.x != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    for (int round = 0; round * static_cast<int>(gridDim.x) < p.list.tiles; ++round) {
+    for (int round = 0; round * static_cast<int>(gridDim.x) < tiles; ++round) {
       const int tile = round_tile(round, blockIdx.x, gridDim.x);
-      if (tile >= p.list.tiles) continue;
+      if (tile >= tiles) continue;
       const TileCoords t = tile_coords<F>(p, tile);
       for (int step = 0; step < t.steps; ++step) {
         mbarrier_wait(&empty[stage], phase ^ 1);
@@ -241,9 +250,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgmma_kernel(const __grid
   int stage = 0, previous = 0;  // the ring slot of this step and of the one before
   uint32_t phase = 0;
   float acc[128];
-  for (int round = 0; round * static_cast<int>(gridDim.x) < p.list.tiles; ++round) {
+  for (int round = 0; round * static_cast<int>(gridDim.x) < tiles; ++round) {
     const int tile = round_tile(round, blockIdx.x, gridDim.x);
-    if (tile >= p.list.tiles) continue;
+    if (tile >= tiles) continue;
     const TileCoords t = tile_coords<F>(p, tile);
     for (int step = 0; step < t.steps; ++step) {
       mbarrier_wait(&full[stage], phase);
@@ -318,16 +327,32 @@ CUtensorMap bf16_map(const void* base, int rank, const uint64_t* dims, const int
   return map;
 }
 
-template <GroupedKernelForm F>
-void launch(const WgmmaParams& p, int grid, cudaStream_t stream) {
-  grouped_wgmma_kernel<F><<<grid, kThreads, kSmemBytes, stream>>>(p);
+template <GroupedKernelForm F, class ListAt>
+void launch(const WgmmaParams<ListAt>& p, int grid, cudaStream_t stream) {
+  grouped_wgmma_kernel<F, ListAt><<<grid, kThreads, kSmemBytes, stream>>>(p);
   MOK_CUDA_CHECK_LAUNCH();
 }
 
-template <GroupedKernelForm F>
+template <class ListAt>
+void launch_form(GroupedKernelForm form, const WgmmaParams<ListAt>& p, int grid, cudaStream_t stream) {
+  switch (form) {
+    case GroupedKernelForm::rows: launch<GroupedKernelForm::rows>(p, grid, stream); return;
+    case GroupedKernelForm::rows_bt: launch<GroupedKernelForm::rows_bt>(p, grid, stream); return;
+    case GroupedKernelForm::weight_grad: launch<GroupedKernelForm::weight_grad>(p, grid, stream); return;
+  }
+}
+
+template <GroupedKernelForm F, class ListAt>
 void raise_shared_memory_limit() {
-  MOK_CUDA_CHECK(cudaFuncSetAttribute(grouped_wgmma_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  MOK_CUDA_CHECK(cudaFuncSetAttribute(grouped_wgmma_kernel<F, ListAt>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(kSmemBytes)));
+}
+
+template <class ListAt>
+void raise_shared_memory_limits() {
+  raise_shared_memory_limit<GroupedKernelForm::rows, ListAt>();
+  raise_shared_memory_limit<GroupedKernelForm::rows_bt, ListAt>();
+  raise_shared_memory_limit<GroupedKernelForm::weight_grad, ListAt>();
 }
 
 int multiprocessors() {
@@ -337,42 +362,11 @@ int multiprocessors() {
   return count;
 }
 
-}  // namespace
-
-bool grouped_wgmma_available() {
-  constexpr int kDevices = 64;
-  static std::atomic<int> known[kDevices];  // 0 unknown, 1 yes, 2 no
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (device < 0 || device >= kDevices) return false;
-  const int k = known[device].load();
-  if (k != 0) return k == 1;
-  int major = 0, minor = 0;
-  bool yes = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-             major == 9 && minor == 0;
-  if (yes) {  // an sm_90a image of the kernel loads on this device
-    cudaFuncAttributes attributes{};
-    yes = cudaFuncGetAttributes(&attributes, grouped_wgmma_kernel<GroupedKernelForm::rows>) == cudaSuccess;
-    if (!yes) (void)cudaGetLastError();
-  }
-  known[device].store(yes ? 1 : 2);
-  return yes;
-}
-
-std::string grouped_wgmma_refusal(const GroupedKernelCall& call) {
-  if (!grouped_wgmma_available()) return "needs a GPU of compute capability 9.0 (H100/H200) and an sm_90a build";
-  if (call.k == 0) return "k = 0";
-  if (call.form != GroupedKernelForm::weight_grad && call.groups > 1 && call.b_group_stride == 0)
-    return "groups share one B (group stride 0)";
-  return "";
-}
-
-void grouped_gemm_wgmma(const GroupedKernelCall& call, cudaStream_t stream) {
-  const std::string refusal = grouped_wgmma_refusal(call);
-  if (!refusal.empty()) throw std::invalid_argument("grouped_gemm_wgmma: " + refusal);
+// The call's tensor maps (over M rows) and scalars into the launch argument `p`; everything but
+// its list.
+template <class ListAt>
+void set_operands(const GroupedKernelCall& call, int64_t rows_m, WgmmaParams<ListAt>& p) {
   const bool wg = call.form == GroupedKernelForm::weight_grad;
-  WgmmaParams p;
   p.c = call.c;
   p.ldc = call.ldc;
   p.c_group_stride = call.c_group_stride;
@@ -380,10 +374,7 @@ void grouped_gemm_wgmma(const GroupedKernelCall& call, cudaStream_t stream) {
   p.k = static_cast<int>(call.k);
   p.alpha = call.alpha;
   p.beta = call.beta;
-  fill_tile_list(call, kTileM, kTileN, p.list);
-  const int tiles = p.list.tiles;
-  if (tiles == 0) return;
-  const uint64_t rows = static_cast<uint64_t>(call.host_offsets[call.groups]);
+  const uint64_t rows = static_cast<uint64_t>(rows_m);
   const uint64_t n = call.n, k = call.k, groups = call.groups;
   if (wg) {
     const uint64_t a_dims[] = {k, rows}, b_dims[] = {n, rows};
@@ -408,19 +399,66 @@ void grouped_gemm_wgmma(const GroupedKernelCall& call, cudaStream_t stream) {
       p.b_map = bf16_map(call.b, 3, b_dims, b_strides, b_box);
     }
   }
-  const int grid = std::min(tiles, multiprocessors());
-  switch (call.form) {
-    case GroupedKernelForm::rows: launch<GroupedKernelForm::rows>(p, grid, stream); return;
-    case GroupedKernelForm::rows_bt: launch<GroupedKernelForm::rows_bt>(p, grid, stream); return;
-    case GroupedKernelForm::weight_grad: launch<GroupedKernelForm::weight_grad>(p, grid, stream); return;
+}
+
+}  // namespace
+
+bool grouped_wgmma_available() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices];  // 0 unknown, 1 yes, 2 no
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (device < 0 || device >= kDevices) return false;
+  const int k = known[device].load();
+  if (k != 0) return k == 1;
+  int major = 0, minor = 0;
+  bool yes = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+             major == 9 && minor == 0;
+  if (yes) {  // an sm_90a image of the kernel loads on this device
+    cudaFuncAttributes attributes{};
+    yes = cudaFuncGetAttributes(&attributes, grouped_wgmma_kernel<GroupedKernelForm::rows, TileListInLaunchArgument>) ==
+          cudaSuccess;
+    if (!yes) (void)cudaGetLastError();
   }
+  known[device].store(yes ? 1 : 2);
+  return yes;
+}
+
+std::string grouped_wgmma_refusal(const GroupedKernelCall& call) {
+  if (!grouped_wgmma_available()) return "needs a GPU of compute capability 9.0 (H100/H200) and an sm_90a build";
+  if (call.k == 0) return "k = 0";
+  if (call.form != GroupedKernelForm::weight_grad && call.groups > 1 && call.b_group_stride == 0)
+    return "groups share one B (group stride 0)";
+  return "";
+}
+
+void grouped_gemm_wgmma(const GroupedKernelCall& call, cudaStream_t stream) {
+  const std::string refusal = grouped_wgmma_refusal(call);
+  if (!refusal.empty()) throw std::invalid_argument("grouped_gemm_wgmma: " + refusal);
+  if (call.groups == 0) return;  // no rows (and maybe no offsets to read)
+  if (call.device_offsets) {
+    const int64_t bound = grouped_tile_bound(call, kTileM, kTileN);
+    if (bound == 0) return;  // M = 0, n = 0, or weight_grad with k = 0
+    build_tile_list_on_device(call, kTileM, kTileN, stream);
+    WgmmaParams<TileListInDeviceMemory> p;
+    set_operands(call, call.rows, p);
+    p.tile_list.pointer = call.device_list;
+    launch_form(call.form, p, static_cast<int>(std::min<int64_t>(bound, multiprocessors())), stream);
+    return;
+  }
+  WgmmaParams<TileListInLaunchArgument> p;
+  fill_tile_list(call, kTileM, kTileN, p.tile_list.value);
+  const int tiles = p.tile_list.value.tiles;
+  if (tiles == 0) return;
+  set_operands(call, call.host_offsets[call.groups], p);
+  launch_form(call.form, p, std::min(tiles, multiprocessors()), stream);
 }
 
 void grouped_gemm_wgmma_prepare() {
   if (!grouped_wgmma_available()) return;
-  raise_shared_memory_limit<GroupedKernelForm::rows>();
-  raise_shared_memory_limit<GroupedKernelForm::rows_bt>();
-  raise_shared_memory_limit<GroupedKernelForm::weight_grad>();
+  raise_shared_memory_limits<TileListInLaunchArgument>();
+  raise_shared_memory_limits<TileListInDeviceMemory>();
 }
 
 }  // namespace mok::cuda

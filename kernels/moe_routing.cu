@@ -272,7 +272,7 @@ __device__ inline V warp_inclusive_scan(V v, int lane) {
 constexpr int kScanThreads = 1024;
 
 __global__ void sort_expert_ranges_kernel(int32_t* tile_counts, int64_t tiles, int E, int64_t capacity,
-                                          int64_t* load, int64_t* counts, int64_t* start_kept) {
+                                          int64_t* load, int64_t* counts, int64_t* start_kept, int64_t* offsets) {
   __shared__ int64_t kept[kMaxSortExperts];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int e = warp; e < E; e += kScanThreads / 32) {
@@ -298,9 +298,16 @@ __global__ void sort_expert_ranges_kernel(int32_t* tile_counts, int64_t tiles, i
       const int64_t c = e < E ? kept[e] : 0;
       const int64_t inclusive = warp_inclusive_scan(c, lane);
       if (e < E) start_kept[e] = carry + inclusive - c;
+      if (offsets && e < E) offsets[e] = carry + inclusive - c;
       carry += __shfl_sync(0xffffffffu, inclusive, 31);
     }
+    if (offsets && lane == 0) offsets[E] = carry;
   }
+}
+
+__global__ void routed_fractions_kernel(const int64_t* load, int E, double pairs, float* f) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e < E) f[e] = pairs > 0 ? static_cast<float>(static_cast<double>(load[e]) / pairs) : 0.f;
 }
 
 __global__ void sort_place_pairs_kernel(const int32_t* expert, int64_t pairs, int E, int64_t capacity,
@@ -653,7 +660,7 @@ size_t moe_sort_pairs_workspace_bytes(int64_t pairs, int E) {
 
 void moe_sort_pairs(const int32_t* expert, int64_t pairs, int E, int64_t capacity, int32_t* order,
                     int32_t* row_of_pair, int64_t* load, int64_t* counts, void* ws, size_t ws_bytes,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, int64_t* offsets) {
   check_sort_shape(pairs, E, capacity);
   if (!ws) throw std::invalid_argument("moe_sort_pairs: no workspace");
   SortWorkspace w = sort_workspace(ws, pairs, E);
@@ -667,7 +674,7 @@ void moe_sort_pairs(const int32_t* expert, int64_t pairs, int E, int64_t capacit
     MOK_CUDA_CHECK_LAUNCH();
   }
   sort_expert_ranges_kernel<<<1, kScanThreads, 0, stream>>>(w.tile_counts, tiles, E, capacity, load, counts,
-                                                            w.start_kept);
+                                                            w.start_kept, offsets);
   MOK_CUDA_CHECK_LAUNCH();
   if (pairs > 0) {
     sort_place_pairs_kernel<<<static_cast<unsigned>(tiles), kThreads,
@@ -675,6 +682,12 @@ void moe_sort_pairs(const int32_t* expert, int64_t pairs, int E, int64_t capacit
         expert, pairs, E, capacity, w.tile_counts, w.start_kept, order, row_of_pair);
     MOK_CUDA_CHECK_LAUNCH();
   }
+}
+
+void routed_fractions(const int64_t* load, int E, double pairs, float* f, cudaStream_t stream) {
+  if (E <= 0) return;
+  routed_fractions_kernel<<<(E + kThreads - 1) / kThreads, kThreads, 0, stream>>>(load, E, pairs, f);
+  MOK_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>

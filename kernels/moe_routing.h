@@ -47,11 +47,17 @@ void router_softmax_topk(const float* logits, int64_t n, int E, int k, float* pr
 //   order (P):        kept pair indices by (expert, pair index); the first Σ counts are written
 //   row_of_pair (P):  position of each pair in `order`, −1 when dropped
 //   load (E):         pairs per expert before capacity; counts (E): kept pairs per expert
+//   offsets (E + 1):  when given, the experts' first rows in `order` and then Σ counts (the
+//                     segments of the grouped products, left on the device)
 // P < 2^31.
 size_t moe_sort_pairs_workspace_bytes(int64_t pairs, int E);
 void moe_sort_pairs(const int32_t* expert, int64_t pairs, int E, int64_t capacity, int32_t* order,
                     int32_t* row_of_pair, int64_t* load, int64_t* counts, void* ws, size_t ws_bytes,
-                    cudaStream_t stream);
+                    cudaStream_t stream, int64_t* offsets = nullptr);
+
+// f (E) = load_e / pairs in double, rounded to float (0 when pairs = 0): the routed fractions
+// the router losses take.
+void routed_fractions(const int64_t* load, int E, double pairs, float* f, cudaStream_t stream);
 
 // out (m, d): out[i] = src[order[i] / k], the token row of pair order[i]; src (n, d). With s
 // (m floats) and scaled (m, d): also scaled[i] = s[i]·out[i], the bits of scale_rows(out) (the

@@ -42,10 +42,11 @@ void CpuOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, d
             static_cast<real>(beta), c.data(), ldc);
 }
 
-void CpuOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& b,
-                          double beta, Tensor& c) {
+void CpuOps::grouped_gemm(bool trans_b, const RowSegments& segments, const Tensor& a, const Tensor& b, double beta,
+                          Tensor& c) {
+  const std::vector<int64_t>& offsets = segments.host();
   const int64_t k = a.dim(1), n = c.dim(1);
-  const int groups = static_cast<int>(offsets.size()) - 1;
+  const int groups = segments.groups();
   if (b.numel() != static_cast<int64_t>(groups) * k * n)
     throw std::invalid_argument("grouped_gemm: stacked B " + b.shape_string() + " is not " + std::to_string(groups) +
                                 " blocks of " + std::to_string(k) + "×" + std::to_string(n));
@@ -57,10 +58,10 @@ void CpuOps::grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, con
   }
 }
 
-void CpuOps::grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
-                                 Tensor& dw) {
+void CpuOps::grouped_weight_grad(const RowSegments& segments, const Tensor& a, const Tensor& dy, Tensor& dw) {
+  const std::vector<int64_t>& offsets = segments.host();
   const int64_t k = a.dim(1), n = dy.dim(1);
-  const int groups = static_cast<int>(offsets.size()) - 1;
+  const int groups = segments.groups();
   for (int g = 0; g < groups; ++g) {
     const int64_t r0 = offsets[g], rows = offsets[g + 1] - r0;
     if (rows == 0) continue;
@@ -252,13 +253,14 @@ void CpuOps::router_softmax_topk(const Tensor& logits, int k, const LocalityPoli
   });
 }
 
-PairOrder CpuOps::sort_pairs(Tensor& expert, int experts, int64_t capacity) {
+PairOrder CpuOps::sort_pairs(Tensor& expert, int experts, int64_t capacity, bool /*all_routed*/) {
   const int64_t pairs = expert.numel();
   int32_t* ex = expert.data_as<int32_t>();
   PairOrder out;
-  out.load.assign(experts, 0);
+  out.load = Tensor::zeros({experts}, DType::i64, cpu_allocator());
+  int64_t* load = out.load.data_as<int64_t>();
   for (int64_t i = 0; i < pairs; ++i)
-    if (ex[i] >= 0) out.load[ex[i]]++;  // (a pair given as −1 is not routed at all)
+    if (ex[i] >= 0) load[ex[i]]++;  // (a pair given as −1 is not routed at all)
   // Capacity (sequential: pair order decides who is dropped).
   std::vector<int64_t> kept(experts, 0);
   for (int64_t i = 0; i < pairs; ++i) {
@@ -271,13 +273,14 @@ PairOrder CpuOps::sort_pairs(Tensor& expert, int experts, int64_t capacity) {
       kept[e]++;
     }
   }
-  out.offsets.assign(experts + 1, 0);
-  for (int e = 0; e < experts; ++e) out.offsets[e + 1] = out.offsets[e] + kept[e];
-  out.order = Tensor::empty({out.offsets[experts]}, DType::i32, cpu_allocator());
+  std::vector<int64_t> offsets(experts + 1, 0);
+  for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + kept[e];
+  out.order = Tensor::empty({offsets[experts]}, DType::i32, cpu_allocator());
   out.row_of_pair = Tensor::empty({pairs}, DType::i32, cpu_allocator());
   int32_t* order = out.order.data_as<int32_t>();
   int32_t* row_of = out.row_of_pair.data_as<int32_t>();
-  std::vector<int64_t> next(out.offsets.begin(), out.offsets.end() - 1);
+  std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
+  out.segments = RowSegments(std::move(offsets));
   for (int64_t p = 0; p < pairs; ++p) {
     if (ex[p] < 0) {
       row_of[p] = -1;
@@ -290,10 +293,23 @@ PairOrder CpuOps::sort_pairs(Tensor& expert, int experts, int64_t capacity) {
   return out;
 }
 
-void CpuOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+namespace {
+
+// f_e = load_e / pairs (router_loss_sums), in double.
+std::vector<double> routed_fractions(const Tensor& load, double pairs) {
+  const int64_t* l = load.data_as<int64_t>();
+  std::vector<double> f(static_cast<size_t>(load.numel()), 0.0);
+  for (size_t e = 0; e < f.size(); ++e) f[e] = pairs > 0 ? static_cast<double>(l[e]) / pairs : 0.0;
+  return f;
+}
+
+}  // namespace
+
+void CpuOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const Tensor& load, double pairs,
                               const std::vector<uint8_t>* local, Tensor& sums) {
   const int64_t n = probs.dim(0);
   const int E = static_cast<int>(probs.dim(1));
+  const std::vector<double> f = routed_fractions(load, pairs);
   const real* p = probs.data();
   const real* l = lse.data();
   RouterLossSums s;
@@ -314,8 +330,9 @@ void CpuOps::router_loss_sums(const Tensor& probs, const Tensor& lse, const std:
 }
 
 void CpuOps::router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,
-                             const std::vector<double>& f, const std::vector<uint8_t>* local, double aux_w_d,
+                             const Tensor& load, double pairs, const std::vector<uint8_t>* local, double aux_w_d,
                              double z_w_d, double loc_w_d, Tensor& dlogits) {
+  const std::vector<double> f = routed_fractions(load, pairs);
   const int64_t n = probs.dim(0);
   const int E = static_cast<int>(probs.dim(1));
   const int k = static_cast<int>(choice.numel() / std::max<int64_t>(n, 1));

@@ -16,9 +16,9 @@ class CpuOps final : public Ops {
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
             const Tensor& b, int64_t ldb, double beta, Tensor& c, int64_t ldc) override;
-  void grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& b, double beta,
+  void grouped_gemm(bool trans_b, const RowSegments& segments, const Tensor& a, const Tensor& b, double beta,
                     Tensor& c) override;
-  void grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
+  void grouped_weight_grad(const RowSegments& segments, const Tensor& a, const Tensor& dy,
                            Tensor& dw) override;
 
   void add_(Tensor& y, const Tensor& x) override;
@@ -47,11 +47,11 @@ class CpuOps final : public Ops {
 
   void router_softmax_topk(const Tensor& logits, int k, const LocalityPolicy* locality, Tensor& probs, Tensor& lse,
                            Tensor& expert, Tensor& gate) override;
-  PairOrder sort_pairs(Tensor& expert, int experts, int64_t capacity) override;
-  void router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+  PairOrder sort_pairs(Tensor& expert, int experts, int64_t capacity, bool all_routed) override;
+  void router_loss_sums(const Tensor& probs, const Tensor& lse, const Tensor& load, double pairs,
                         const std::vector<uint8_t>* local, Tensor& sums) override;
   void router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,
-                       const std::vector<double>& f, const std::vector<uint8_t>* local, double aux_w, double z_w,
+                       const Tensor& load, double pairs, const std::vector<uint8_t>* local, double aux_w, double z_w,
                        double loc_w, Tensor& dlogits) override;
   void gather_rows(const Tensor& src, const Tensor& order, int k, Tensor& out) override;
   void combine_pairs(const Tensor& rows, const Tensor& row_of_pair, const Tensor* gate, int64_t n, int k,

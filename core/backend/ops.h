@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "core/backend/cross_entropy_kernel.h"
+#include "core/backend/host_reading.h"
 #include "core/backend/row_quantize.h"
+#include "core/backend/row_segments.h"
 #include "core/backend/step_graph.h"
 #include "core/tensor/tensor.h"
 
@@ -35,12 +37,17 @@ struct Parameter;
 // expert's tokens into one contiguous segment (a stable counting sort: within an expert, pairs
 // keep their order).
 struct PairOrder {
-  Tensor order;                  // (m) i32: pair index of sorted row i; m = kept pairs
-  Tensor row_of_pair;            // (n·k) i32: sorted row of pair p, −1 when dropped
-  std::vector<int64_t> offsets;  // (E + 1), host: expert e's rows are [offsets[e], offsets[e+1])
-  std::vector<int64_t> load;     // (E), host: pairs routed to each expert before capacity
-  int64_t dropped = 0;           // pairs beyond capacity
-  int64_t rows() const { return offsets.empty() ? 0 : offsets.back(); }
+  Tensor order;          // (m) i32: pair index of sorted row i; m = kept pairs
+  Tensor row_of_pair;    // (n·k) i32: sorted row of pair p, −1 when dropped
+  RowSegments segments;  // (E): expert e's rows are [off[e], off[e+1]); on the sorting device
+  Tensor load;           // (E) i64, on the sorting device: pairs routed to each expert before capacity
+  int64_t dropped = 0;   // pairs beyond capacity (0 without one)
+  int64_t rows() const { return segments.rows(); }
+  std::vector<int64_t> host_load() const {  // `load` on the host (waits for the device)
+    std::vector<int64_t> v(static_cast<size_t>(load.numel()));
+    if (!v.empty()) load.copy_to_host(v.data(), load.bytes());
+    return v;
+  }
 };
 
 // The rows a rank ships for MoK dispatch (Ops::ship_rows): one per (destination rank, token)
@@ -97,6 +104,11 @@ class Ops {
   // A recorder of a step's device work for replay (core/backend/step_graph.h); null where the
   // backend has none (the CPU).
   virtual std::unique_ptr<StepGraph> make_step_graph() { return nullptr; }
+  // Whether a step with MoE layers (no capacity, one rank) can be recorded: its grouped
+  // products take their segments' offsets on the device (the CPU: no recording at all).
+  virtual bool grouped_segments_on_device() const { return false; }
+  // A small tensor's values for the host, read later (host_reading.h): here copied at once.
+  virtual std::shared_ptr<HostReading> read_later(const Tensor& t) { return copied_reading(t); }
 
   // --- matrix products: C(m,n) = alpha·op(A)·op(B) + beta·C over strided row-major views
   // (lda, ldb, ldc in elements). A and B in the compute dtype; C in the compute dtype or
@@ -104,8 +116,9 @@ class Ops {
   virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                     int64_t lda, const Tensor& b, int64_t ldb, double beta, Tensor& c, int64_t ldc) = 0;
   // Expert segments: rows [off[g], off[g+1]) of A (M, k) times B_g = b[g] of stacked B
-  // (G, k, n) — or (G, n, k) used transposed — into the same rows of C (M, n).
-  virtual void grouped_gemm(bool trans_b, const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& b,
+  // (G, k, n) — or (G, n, k) used transposed — into the same rows of C (M, n). A backend
+  // takes the offsets where they are (row_segments.h), reading them only where it must.
+  virtual void grouped_gemm(bool trans_b, const RowSegments& segments, const Tensor& a, const Tensor& b,
                             double beta, Tensor& c) = 0;
   // C(m, n) = alpha·op(A)·op(B) + R: a product and a residual add, C and R contiguous and of
   // C's dtype. Here the product and then the add (the same bits as the two calls); a backend
@@ -116,7 +129,7 @@ class Ops {
     add_(c, r);
   }
   // dW_g += A[rows g]ᵀ·dY[rows g] for stacked dW (G, k, n) in `real`; A (M, k), dY (M, n).
-  virtual void grouped_weight_grad(const std::vector<int64_t>& offsets, const Tensor& a, const Tensor& dy,
+  virtual void grouped_weight_grad(const RowSegments& segments, const Tensor& a, const Tensor& dy,
                                    Tensor& dw) = 0;
 
   // --- elementwise
@@ -191,18 +204,23 @@ class Ops {
   virtual void router_softmax_topk(const Tensor& logits, int k, const LocalityPolicy* locality, Tensor& probs,
                                     Tensor& lse, Tensor& expert, Tensor& gate) = 0;
   // Sorts pairs by expert; pairs beyond `capacity` per expert (in pair order; 0 = no limit)
-  // are dropped and their `expert` set to −1 in place.
-  virtual PairOrder sort_pairs(Tensor& expert, int experts, int64_t capacity) = 0;
-  // f (E): routed fraction per expert; local (E): 1 where the expert lives on this rank, for
-  // the locality loss (null: none). sums: (3) f64 on this device, RouterLossSums' fields in
-  // order. Not waited for: the values reach the host when the caller reads them (after the
-  // forward), so a MoE layer waits for the device only for its expert counts.
-  virtual void router_loss_sums(const Tensor& probs, const Tensor& lse, const std::vector<double>& f,
+  // are dropped and their `expert` set to −1 in place; pairs given as −1 are not routed. The
+  // kept rows size the order, so the counts reach the host (a wait) — unless the caller knows
+  // every pair is routed (`all_routed`: no −1 given, as a router's top-k) and there is no
+  // capacity: then every pair is a row, and a GPU leaves the offsets and the load on the device.
+  virtual PairOrder sort_pairs(Tensor& expert, int experts, int64_t capacity, bool all_routed = false) = 0;
+  // Routed fraction per expert f_e = load_e / pairs (0 when pairs = 0), in double, then the
+  // statistics' type: load (E) i64 on this device (global counts in data-parallel runs).
+  // local (E): 1 where the expert lives on this rank, for the locality loss (null: none).
+  // sums: (3) f64 on this device, RouterLossSums' fields in order. Not waited for: the values
+  // reach the host when the caller reads them (after the step).
+  virtual void router_loss_sums(const Tensor& probs, const Tensor& lse, const Tensor& load, double pairs,
                                 const std::vector<uint8_t>* local, Tensor& sums) = 0;
   // dlogits (n, E) of the gates' gradient dgate (n·k), the aux, z and locality losses
-  // (weights already divided by n and scaled), through the softmax. choice: experts before capacity.
+  // (weights already divided by n and scaled), through the softmax. choice: experts before
+  // capacity; load and pairs as for router_loss_sums.
   virtual void router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,
-                               const std::vector<double>& f, const std::vector<uint8_t>* local, double aux_w,
+                               const Tensor& load, double pairs, const std::vector<uint8_t>* local, double aux_w,
                                double z_w, double loc_w, Tensor& dlogits) = 0;
   // out (m, d): out[i] = src[order[i] / k]   (the token of sorted pair i)
   virtual void gather_rows(const Tensor& src, const Tensor& order, int k, Tensor& out) = 0;

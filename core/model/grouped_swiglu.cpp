@@ -82,7 +82,7 @@ void GroupedSwiGlu::save_input(Tensor&& x, const std::string& kind, SavedRows& s
   }
   const int64_t cols = x.dim(1);
   for (int g = 0; g < groups(); ++g) {
-    const int64_t r0 = offsets_[g], rows = offsets_[g + 1] - r0;
+    const int64_t r0 = segments_.begin(g), rows = segments_.size(g);
     if (rows == 0) continue;
     if (!saved.per_expert[g]) saved.per_expert[g] = policy_->make(layer_, kind);
     saved.per_expert[g]->save(x.view(r0 * cols, {rows, cols}), tag);
@@ -92,43 +92,43 @@ void GroupedSwiGlu::save_input(Tensor&& x, const std::string& kind, SavedRows& s
 void GroupedSwiGlu::weight_grad(const Tensor& dy, SavedRows& saved, Stack& w, const Tensor* recomputed) {
   Ops& ops = ExecContext::current().ops();
   if (recomputed || !policy_) {
-    ops.grouped_weight_grad(offsets_, recomputed ? *recomputed : saved.whole, dy, w.grad);
+    ops.grouped_weight_grad(segments_, recomputed ? *recomputed : saved.whole, dy, w.grad);
     saved.whole.reset();
     return;
   }
   if (saved.one_copy) {
     const Tensor x = saved.all->restore();
     saved.all->release();
-    ops.grouped_weight_grad(offsets_, x, dy, w.grad);
+    ops.grouped_weight_grad(segments_, x, dy, w.grad);
     return;
   }
   const int64_t rows_w = w.grad.dim(1), cols_w = w.grad.dim(2), cols = dy.dim(1);
   for (int g = 0; g < groups(); ++g) {
-    const int64_t r0 = offsets_[g], rows = offsets_[g + 1] - r0;
+    const int64_t r0 = segments_.begin(g), rows = segments_.size(g);
     if (rows == 0) continue;
     Tensor dw = w.grad.view(g * rows_w * cols_w, {rows_w, cols_w});
     saved.per_expert[g]->accumulate_weight_grad(dy.view(r0 * cols, {rows, cols}), dw, real(1));
   }
 }
 
-Tensor GroupedSwiGlu::forward(Tensor xs, const std::vector<int64_t>& offsets, bool keep) {
+Tensor GroupedSwiGlu::forward(Tensor xs, const RowSegments& segments, bool keep) {
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t m = xs.dim(0);
-  if (static_cast<int>(offsets.size()) != groups() + 1 || offsets.back() != m)
-    throw std::invalid_argument("GroupedSwiGlu: " + std::to_string(offsets.size()) + " offsets ending at " +
-                                std::to_string(offsets.empty() ? 0 : offsets.back()) + " for " +
-                                std::to_string(groups()) + " experts and " + std::to_string(m) + " rows");
+  if (segments.groups() != groups() || segments.rows() != m)
+    throw std::invalid_argument("GroupedSwiGlu: " + std::to_string(segments.groups()) + " segments of " +
+                                std::to_string(segments.rows()) + " rows for " + std::to_string(groups()) +
+                                " experts and " + std::to_string(m) + " rows");
   const bool keep_hidden = !recompute_hidden_;
-  if (keep) offsets_ = offsets;
   Tensor a = cx.activation({m, 2 * f_}, keep && !policy_ ? saved_tag(layer_, kind_ + ".act.input") : MemTag{});
-  ops.grouped_gemm(false, offsets, xs, up_.weights(), 0.0, a);  // (m, 2f)
+  ops.grouped_gemm(false, segments, xs, up_.weights(), 0.0, a);  // (m, 2f)
+  if (keep) segments_ = segments;  // (after the product: with the host offsets it may have read)
   if (keep && !rebuild_input_) save_input(std::move(xs), kind_ + ".up.input", xs_saved_);
   xs.reset();  // (when not kept) before the hidden is made
   Tensor h = cx.activation({m, f_});
   ops.swiglu_forward(a, h);
   Tensor ys = cx.activation({m, d_});
-  ops.grouped_gemm(false, offsets, h, down_.weights(), 0.0, ys);  // (m, d)
+  ops.grouped_gemm(false, segments, h, down_.weights(), 0.0, ys);  // (m, d)
   if (keep && keep_hidden) save_input(std::move(h), kind_ + ".down.input", h_saved_);
   if (keep) {
     if (!policy_) a_kept_ = std::move(a);
@@ -159,7 +159,7 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, Tensor&& dys_gated, cons
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t m = dys.dim(0);
-  if (offsets_.empty() || offsets_.back() != m)
+  if (segments_.empty() || segments_.rows() != m)
     throw std::logic_error("GroupedSwiGlu: backward of " + std::to_string(m) + " rows without a matching forward");
   if (!input_kept_ && !rebuild_input)
     throw std::logic_error("GroupedSwiGlu: forward kept no inputs and backward was given no way to rebuild them");
@@ -175,7 +175,7 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, Tensor&& dys_gated, cons
     ops.swiglu_forward(a, h);
   }
   Tensor dh = cx.activation({m, f_});
-  ops.grouped_gemm(true, offsets_, dys, down_.weights(), 0.0, dh);  // dys·W_downᵀ, before the gate
+  ops.grouped_gemm(true, segments_, dys, down_.weights(), 0.0, dh);  // dys·W_downᵀ, before the gate
   weight_grad(dys_gated, h_saved_, down_, hidden_kept_ ? nullptr : &h);
   dys_gated.reset();
   Tensor da = cx.activation({m, 2 * f_});
@@ -184,7 +184,7 @@ Tensor GroupedSwiGlu::backward_gated(const Tensor& dys, Tensor&& dys_gated, cons
   a_kept_.reset();
   dh.reset();
   Tensor dxs = cx.activation({m, d_});
-  ops.grouped_gemm(true, offsets_, da, up_.weights(), 0.0, dxs);  // da·W_upᵀ
+  ops.grouped_gemm(true, segments_, da, up_.weights(), 0.0, dxs);  // da·W_upᵀ
   if (input_kept_) {
     weight_grad(da, xs_saved_, up_, nullptr);
   } else {

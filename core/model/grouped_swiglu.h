@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/row_segments.h"
 #include "core/kittens/saved_tensor_slot.h"
 #include "core/model/swiglu_mlp.h"
 
@@ -44,9 +45,10 @@ class GroupedSwiGlu {
   // Expert g as a SwiGluMlp over views of block g (its Parameters are the ones to train).
   std::unique_ptr<SwiGluMlp> expert_view(int g) const;
 
-  // offsets: (G + 1) host row offsets of the experts' segments in xs. xs is taken over: kept
-  // exactly, it is kept without a copy.
-  Tensor forward(Tensor xs, const std::vector<int64_t>& offsets, bool keep);
+  // segments: the experts' rows in xs (on the host or the device: core/backend/row_segments.h;
+  // a saved-input policy whose copies are fitted per expert reads them). xs is taken over:
+  // kept exactly, it is kept without a copy.
+  Tensor forward(Tensor xs, const RowSegments& segments, bool keep);
   // gate (m), dgate (m, written): `real` on the layer's device. Returns dxs (m, d).
   Tensor backward_gated(const Tensor& dys, const Tensor& gate, Tensor& dgate);
   // Makes xs (m, d) again, for the up projection's weight gradient when forward kept no copy
@@ -96,7 +98,7 @@ class GroupedSwiGlu {
   bool rebuild_input_ = false;
 
   // Kept between forward and backward.
-  std::vector<int64_t> offsets_;
+  RowSegments segments_;
   bool hidden_kept_ = true;
   bool input_kept_ = true;
   SavedRows xs_saved_, h_saved_;

@@ -75,45 +75,36 @@ struct LanguageModel::Impl {
     if (block_boundary) block_boundary();
   }
 
-  // router_losses (with stats): each MoE layer's losses, still on the device, in layer order.
-  Tensor run_blocks(Tensor x, int batch, int seq, bool keep, ForwardStats* stats,
-                    std::vector<RouterLosses>* router_losses = nullptr) {
+  // With stats: each MoE layer's losses and load, still on the device, in layer order.
+  Tensor run_blocks(Tensor x, int batch, int seq, bool keep, PendingForwardStats* stats) {
     for (size_t l = 0; l < blocks.size(); ++l) {
       boundary();
       auto& b = blocks[l];
       MoeStats ms;
       x = b->forward(x, batch, seq, keep, &ms);
       if (b->is_moe() && stats) {
-        if (router_losses) router_losses->push_back(std::move(ms.losses));
-        stats->dropped_tokens += ms.dropped;
-        stats->expert_load.push_back(ms.load);
-        stats->moe_layer_ids.push_back(static_cast<int>(l));
+        stats->router_losses.push_back(std::move(ms.losses));
+        stats->loads.push_back(std::move(ms.load));
+        stats->known.dropped_tokens += ms.dropped;
+        stats->known.moe_layer_ids.push_back(static_cast<int>(l));
       }
     }
     return x;
   }
 
-  ForwardStats run(const int32_t* tokens, const int32_t* targets, int batch, int seq, bool keep) {
+  PendingForwardStats run(const int32_t* tokens, const int32_t* targets, int batch, int seq, bool keep) {
     check_shape(batch, seq);
     const int64_t n = static_cast<int64_t>(batch) * seq;
-    ForwardStats stats;
-    std::vector<RouterLosses> router_losses;
-    Tensor x = run_blocks(embedding->forward(tokens, n, keep), batch, seq, keep, &stats, &router_losses);
+    PendingForwardStats stats;
+    Tensor x = run_blocks(embedding->forward(tokens, n, keep), batch, seq, keep, &stats);
     boundary();
     Tensor h = final_norm->forward(x, keep);
     x.reset();
     Tensor logits = head->forward(h, keep, keep ? CrossEntropy::saved_tag() : MemTag{});
     h.reset();
     CrossEntropySum s = ce.forward(std::move(logits), targets, keep);
-    stats.tokens = s.count;
-    stats.loss = s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0;
-    // The router losses reach the host now that the loss has (the device is done with them).
-    for (const RouterLosses& r : router_losses) {
-      const RouterLosses::Values v = r.read();
-      stats.aux_loss += v.aux;
-      stats.z_loss += v.z;
-      stats.locality_loss += v.locality;
-    }
+    stats.known.tokens = s.count;
+    stats.known.loss = s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0;
     return stats;
   }
 
@@ -173,10 +164,27 @@ LanguageModel::LanguageModel(const ModelOptions& o) : impl_(std::make_unique<Imp
 
 LanguageModel::~LanguageModel() = default;
 
+ForwardStats PendingForwardStats::resolve() const {
+  ForwardStats stats = known;
+  for (const RouterLosses& r : router_losses) {
+    const RouterLosses::Values v = r.read();
+    stats.aux_loss += v.aux;
+    stats.z_loss += v.z;
+    stats.locality_loss += v.locality;
+  }
+  for (const auto& load : loads) stats.expert_load.push_back(load ? load->values<int64_t>() : std::vector<int64_t>{});
+  return stats;
+}
+
 ForwardStats LanguageModel::forward(const int32_t* tokens, const int32_t* targets, int batch, int seq) {
+  return forward_pending(tokens, targets, batch, seq).resolve();
+}
+
+PendingForwardStats LanguageModel::forward_pending(const int32_t* tokens, const int32_t* targets, int batch,
+                                                   int seq) {
   if (impl_->forward_pending)
     throw std::logic_error("LanguageModel::forward: the previous forward has not been through backward");
-  ForwardStats s = impl_->run(tokens, targets, batch, seq, true);
+  PendingForwardStats s = impl_->run(tokens, targets, batch, seq, true);
   impl_->forward_pending = true;
   return s;
 }
@@ -197,7 +205,7 @@ void LanguageModel::backward(double scale) {
 }
 
 ForwardStats LanguageModel::evaluate(const int32_t* tokens, const int32_t* targets, int batch, int seq) {
-  return impl_->run(tokens, targets, batch, seq, false);
+  return impl_->run(tokens, targets, batch, seq, false).resolve();
 }
 
 Tensor LanguageModel::logits(const int32_t* tokens, int batch, int seq) {

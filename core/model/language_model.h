@@ -14,6 +14,7 @@
 
 #include "core/config/experiment_config.h"
 #include "core/model/parameter.h"
+#include "core/routing/topk_router.h"
 
 MOK_NN_BEGIN
 
@@ -33,6 +34,16 @@ struct ForwardStats {
   std::vector<std::vector<int64_t>> expert_load;
   // moe_layer_ids[i]: the block index of expert_load[i] (for moe/load/layer<L>/expert<E>).
   std::vector<int> moe_layer_ids;
+};
+
+// A forward's statistics before the host has read the device values among them (each MoE
+// layer's router losses and expert load): resolve() reads them, waiting for the device. A
+// recorded step's are resolved again after each replay (core/train/train_step.h).
+struct PendingForwardStats {
+  ForwardStats known;  // everything but the router losses and the loads
+  std::vector<RouterLosses> router_losses;          // per MoE layer
+  std::vector<std::shared_ptr<HostReading>> loads;  // per MoE layer: (E) i64
+  ForwardStats resolve() const;
 };
 
 struct ModelOptions {
@@ -71,6 +82,9 @@ class LanguageModel {
   // tokens, targets: (batch, seq) row-major token ids. Returns mean loss over targets; the
   // backward of the total objective (loss + aux + z) is taken by backward().
   ForwardStats forward(const int32_t* tokens, const int32_t* targets, int batch, int seq);
+  // The same, its device statistics left for the caller to resolve (after the step: a MoE
+  // forward then never waits for the device).
+  PendingForwardStats forward_pending(const int32_t* tokens, const int32_t* targets, int batch, int seq);
   // Gradients of (loss + aux_loss + z_loss + locality_loss) scaled by `scale` (e.g. 1/grad_accum), added
   // into Parameter::grad.
   void backward(double scale = 1.0);

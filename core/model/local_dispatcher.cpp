@@ -55,7 +55,7 @@ Tensor LocalDispatcher::forward_impl(const Tensor& x, const RoutingDecision& r, 
   const PairOrder& pairs = r.pairs;
   Tensor xs = cx.activation({pairs.rows(), d});  // each expert's tokens, in token order
   ops.gather_rows(x, pairs.order, r.k, xs);
-  Tensor ys = bank.grouped->forward(std::move(xs), pairs.offsets, keep);  // kept there without a copy
+  Tensor ys = bank.grouped->forward(std::move(xs), pairs.segments, keep);  // kept there without a copy
   Tensor y = cx.activation({n, d});
   if (residual) {
     if (residual->numel() != y.numel() || residual->dtype() != y.dtype())

@@ -29,7 +29,7 @@ MoeLayer::MoeLayer(const std::string& prefix, const MoeConfig& c, double init_st
 Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats, const Tensor* residual) {
   const bool keep_input = !config_.recompute;  // else backward gets x again
   RouterLosses losses;
-  RoutingDecision r = router_.forward(x, keep, &losses, keep_input);
+  RoutingDecision r = router_.forward(x, keep, stats ? &losses : nullptr, keep_input);  // losses only when asked
   // The dispatcher may have been replaced since the last step: asked every forward.
   const bool experts_rebuild = !keep_input && bank_.grouped && dispatcher_->can_rebuild_expert_inputs();
   if (bank_.grouped) bank_.grouped->set_rebuild_input(experts_rebuild);
@@ -45,7 +45,7 @@ Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats, const Tens
   }
   if (stats) {
     stats->losses = std::move(losses);
-    stats->load = r.load;
+    stats->load = ops.read_later(r.pairs.load);
     stats->dropped = r.dropped;
   }
   return y;

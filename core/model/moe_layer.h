@@ -36,7 +36,7 @@ struct MoeConfig {
 
 struct MoeStats {
   RouterLosses losses;
-  std::vector<int64_t> load;  // (E) pairs routed per expert (before capacity)
+  std::shared_ptr<HostReading> load;  // (E) i64: pairs routed per expert (before capacity)
   int64_t dropped = 0;
 };
 

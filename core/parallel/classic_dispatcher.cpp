@@ -35,7 +35,7 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   if (!bank.grouped) throw std::logic_error("ClassicDispatcher: needs this rank's experts stacked");
   const int64_t n = x.dim(0), d = x.dim(1);
   const int k = r.k;
-  const std::vector<int64_t>& off = r.pairs.offsets;  // (E + 1) expert-major rows of this rank's pairs
+  const std::vector<int64_t>& off = r.pairs.segments.host();  // (E + 1) expert-major rows of this rank's pairs
   const int64_t m = r.pairs.rows();
   const std::vector<int>& mine = placement_.experts_on(me);
   const int L = static_cast<int>(mine.size());

@@ -20,7 +20,7 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
   const int k = r.k;
   const std::vector<int>& mine = placement_.experts_on(me);
   const int L = static_cast<int>(mine.size());
-  const std::vector<int64_t>& off = r.pairs.offsets;  // (E + 1) expert-major rows of this rank's pairs
+  const std::vector<int64_t>& off = r.pairs.segments.host();  // (E + 1) expert-major rows of this rank's pairs
 
   // 0. the decisions, from the slot shares (one small wait).
   std::vector<int> owner(static_cast<size_t>(E));
@@ -107,7 +107,7 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
   recv_order_ = ops.sort_pairs(recv_entry, L, 0);
   std::vector<int64_t> local_rows(static_cast<size_t>(L));
   for (int l = 0; l < L; ++l) {
-    local_rows[l] = recv_order_.offsets[l + 1] - recv_order_.offsets[l];
+    local_rows[l] = recv_order_.segments.size(l);
     if (local_rows[l] && !bank.experts[mine[l]])
       throw std::logic_error("MokDispatcher: expert " + std::to_string(mine[l]) + " is placed on rank " +
                              std::to_string(me) + " but not held here");

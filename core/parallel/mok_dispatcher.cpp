@@ -176,7 +176,7 @@ std::vector<uint8_t> MokDispatcher::decide(const RoutingDecision& r, const std::
   // device) are not needed. Small batches (decoding) take this way.
   std::vector<double> bound(static_cast<size_t>(E), 0.0);
   for (int e = 0; e < E; ++e)
-    if (owner[e] != me) bound[e] = static_cast<double>(r.pairs.offsets[e + 1] - r.pairs.offsets[e]);
+    if (owner[e] != me) bound[e] = static_cast<double>(r.pairs.segments.size(e));
   std::vector<uint8_t> decision = model.decide(bound, owner, me, keep);
   my_shadowed_.clear();
   if (std::none_of(decision.begin(), decision.end(), [](uint8_t v) { return v != 0; })) return decision;
@@ -464,7 +464,7 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
     if (q != me) log_.shipped_rows += send_rows_[q];
 
   // 2. pair counts, decisions and row counts to every peer.
-  const int64_t global_rows = exchange_heads(r.pairs.offsets, my_decision);
+  const int64_t global_rows = exchange_heads(r.pairs.segments.host(), my_decision);
   // Chunks pay off only when each carries enough rows (MokOptions::min_chunk_rows).
   chunks_ = host_rows ? std::max(1, options_.overlap_chunks) : 1;  // see the header: one stream
   const int64_t fill = global_rows / (R * std::max<int64_t>(1, options_.min_chunk_rows));

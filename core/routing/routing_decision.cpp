@@ -24,7 +24,6 @@ RoutingDecision routing_decision_from(const std::vector<int32_t>& expert, const 
   r.expert = cx.upload(expert.data(), {pairs}, DType::i32);
   r.gate = cx.upload(gate.data(), {pairs}, kRealDType);
   r.pairs = cx.ops().sort_pairs(r.expert, experts, 0);
-  r.load = r.pairs.load;
   return r;
 }
 

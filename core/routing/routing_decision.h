@@ -21,8 +21,7 @@ struct RoutingDecision {
   int experts = 0;
   Tensor expert;                // (tokens·k) i32 expert id, −1 when dropped
   Tensor gate;                  // (tokens·k) `real` gate, renormalised over the token's k choices
-  PairOrder pairs;              // the kept pairs sorted by expert (core/backend/ops.h)
-  std::vector<int64_t> load;    // (experts) pairs routed to each expert, before capacity (host)
+  PairOrder pairs;              // the kept pairs sorted by expert, the load (core/backend/ops.h)
   int64_t dropped = 0;          // pairs dropped by the capacity factor
   int64_t capacity = 0;         // pairs an expert may take; 0 = unlimited (dropless)
 };

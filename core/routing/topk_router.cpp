@@ -11,10 +11,9 @@ MOK_NN_BEGIN
 
 RouterLosses::Values RouterLosses::read() const {
   Values v;
-  if (sums.empty()) return v;
+  if (!sums) return v;
   RouterLossSums s;
-  double host[3];
-  sums.copy_to_host(host, sizeof host);
+  const std::vector<double> host = sums->values<double>();
   s.aux = host[0];
   s.z_sum = host[1];
   s.remote_sum = host[2];
@@ -67,24 +66,23 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
   // Load, capacity (token order decides who is dropped) and the sort by expert.
   if (capacity_factor_ > 0)
     r.capacity = static_cast<int64_t>(std::ceil(capacity_factor_ * static_cast<double>(n) * k / E));
-  r.pairs = ops.sort_pairs(r.expert, E, r.capacity);
-  r.load = r.pairs.load;
+  r.pairs = ops.sort_pairs(r.expert, E, r.capacity, /*all_routed=*/true);
   r.dropped = r.pairs.dropped;
-  // Losses
-  std::vector<double> f(E, 0.0);
+  // Losses, from the fractions f_e = load_e / pairs
+  Tensor load = r.pairs.load.view(0, r.pairs.load.shape());
+  double pairs = static_cast<double>(n) * k;
   if (count_reducer_) {
-    // Global fractions: Σ_ranks load_e / (Σ_ranks n · k). r.load stays this rank's (metrics).
-    std::vector<int64_t> counts(r.load);
+    // Global fractions: Σ_ranks load_e / (Σ_ranks n · k). r.pairs.load stays this rank's (metrics).
+    std::vector<int64_t> counts = r.pairs.host_load();
     counts.push_back(n);
     count_reducer_(counts.data(), static_cast<int64_t>(counts.size()));
-    const double pairs = static_cast<double>(counts[E]) * k;
-    for (int e = 0; e < E; ++e) f[e] = pairs > 0 ? static_cast<double>(counts[e]) / pairs : 0.0;
-  } else {
-    for (int e = 0; e < E; ++e) f[e] = n ? static_cast<double>(r.load[e]) / (static_cast<double>(n) * k) : 0.0;
+    pairs = static_cast<double>(counts[E]) * k;
+    load = cx.upload(counts.data(), {E}, DType::i64);
   }
   if (losses && n > 0) {
-    losses->sums = cx.empty({3}, DType::f64);
-    ops.router_loss_sums(probs, lse, f, locality_loss_active() ? &loss_local_ : nullptr, losses->sums);
+    Tensor sums = cx.empty({3}, DType::f64);
+    ops.router_loss_sums(probs, lse, load, pairs, locality_loss_active() ? &loss_local_ : nullptr, sums);
+    losses->sums = ops.read_later(sums);
     losses->aux_coef_experts = aux_coef_ * E;
     losses->z_coef = z_coef_;
     losses->locality_coef = locality_coef_;
@@ -94,7 +92,8 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
   if (keep) {
     probs_ = std::move(probs);
     lse_ = std::move(lse);
-    f_ = std::move(f);
+    load_ = std::move(load);
+    pairs_ = pairs;
     n_ = n;
   }
   return r;
@@ -110,7 +109,9 @@ Tensor TopKRouter::backward(const Tensor& dgate, real loss_scale, const Tensor* 
   const real z_w = static_cast<real>(2.0 * z_coef_ / static_cast<double>(n)) * loss_scale;
   const bool loc = locality_loss_active();
   const real loc_w = static_cast<real>(locality_coef_ / static_cast<double>(n)) * loss_scale;
-  cx.ops().router_backward(probs_, lse_, choice_, dgate, f_, loc ? &loss_local_ : nullptr, aux_w, z_w, loc_w, dlogits);
+  cx.ops().router_backward(probs_, lse_, choice_, dgate, load_, pairs_, loc ? &loss_local_ : nullptr, aux_w, z_w,
+                           loc_w, dlogits);
+  load_.reset();
   probs_.reset();
   lse_.reset();
   choice_.reset();

@@ -26,20 +26,20 @@
 
 MOK_NN_BEGIN
 
-// The router's losses of one forward. Their sums stay on the layer's device until read()
-// (after the forward), so that a MoE layer waits for the device only for its expert counts.
+// The router's losses of one forward. Their sums reach the host when read() (after the
+// step), so that a MoE layer need not wait for the device (core/backend/host_reading.h).
 struct RouterLosses {
   struct Values {
     double aux = 0.0;       // weighted by aux_coef
     double z = 0.0;         // weighted by z_coef
     double locality = 0.0;  // weighted by locality_coef; 0 unless set_locality_loss is active
   };
-  Tensor sums;  // (3) f64 on the layer's device: RouterLossSums' fields; empty: no tokens (all 0)
+  std::shared_ptr<HostReading> sums;  // (3) f64: RouterLossSums' fields; null: no tokens (all 0)
   double aux_coef_experts = 0.0;  // aux_coef · experts
   double z_coef = 0.0, locality_coef = 0.0;
   bool locality = false;  // the locality loss is active
   int64_t tokens = 0;
-  // Copies the sums to the host (waits for the device) and applies the coefficients.
+  // The sums on the host (waits for the device) with the coefficients applied.
   Values read() const;
 };
 
@@ -88,7 +88,10 @@ class TopKRouter {
   Linear proj_;          // Wr (d, E)
   Tensor probs_, lse_;   // (n, E), (n)
   Tensor choice_;        // (n·k) i32 chosen experts, before capacity
-  std::vector<double> f_;  // (E) routed fraction per expert (global with a reducer), for the aux gradient
+  // For the aux gradient: pairs routed per expert ((E) i64 on the layer's device; global with a
+  // reducer) and their total; f_e = load_e / pairs
+  Tensor load_;
+  double pairs_ = 0.0;
   CountReducer count_reducer_;
   int64_t n_ = 0;
   LocalityPolicy locality_;  // MoK: empty = plain top-k

@@ -29,9 +29,14 @@ bool graph_wanted(const ExperimentConfig& cfg, const RankContext& rc, const Ops&
   // an evaluation between steps could not reuse them.
   if (!cfg.parallel.device_memory_limit.empty()) return false;
   if (environment_choice("MOK_CUDA_GRAPH", {"on", "off"}) == "off") return false;
+  // MoE layers: only where their grouped products take the expert offsets on the device
+  // (bf16) and nothing is dropped (the row count is the same every step).
   const std::vector<bool> moe = moe_layer_mask(cfg.model);
   const bool any_moe = std::find(moe.begin(), moe.end(), true) != moe.end();
-  return !any_moe;  // and the kitten settings allow it at the step (LanguageModel::replayable_from)
+  if (any_moe && (!ops.grouped_segments_on_device() || ExecContext::current().compute_dtype() != DType::bf16 ||
+                  cfg.routing.capacity_factor > 0))
+    return false;
+  return true;  // and the kitten settings allow it at the step (LanguageModel::replayable_from)
 }
 
 int64_t scored_rows(const int32_t* targets, size_t n) {
@@ -76,17 +81,27 @@ void TrainStep::sample(int64_t step, int m) {
   }
 }
 
-void TrainStep::forward_backward(TrainStepResult& r, StepFigures& fig, const StepCancellation& cancel) {
+std::vector<PendingForwardStats> TrainStep::forward_backward(StepFigures& fig, const StepCancellation& cancel) {
   const TrainConfig& tc = cfg_.train;
   const int seq = cfg_.data.seq_len;
   LanguageModel& model = *m_.model;
+  std::vector<PendingForwardStats> pending;
   for (int m = 0; m < tc.grad_accum; ++m) {
     if (m > 0) cancel.check();
     const size_t at = static_cast<size_t>(m) * rows_ * seq;
-    const ForwardStats st = model.forward(tokens_.data() + at, targets_.data() + at, rows_, seq);
+    pending.push_back(model.forward_pending(tokens_.data() + at, targets_.data() + at, rows_, seq));
     // 1/R: each rank's mean loss is 1/R of the global-batch mean, so the gradients summed
     // over ranks below are those of R = 1.
     model.backward(1.0 / (static_cast<double>(tc.grad_accum) * rc_.ranks));
+    for (const ExpertDispatcher* d : rc_.dispatchers) fig.local_pairs += static_cast<double>(last_dispatch_counts(*d).local_pairs);
+  }
+  return pending;
+}
+
+void TrainStep::add_forward_figures(const std::vector<PendingForwardStats>& pending, TrainStepResult& r,
+                                    StepFigures& fig) const {
+  for (const PendingForwardStats& p : pending) {
+    const ForwardStats st = p.resolve();
     r.loss += st.loss;
     r.aux += st.aux_loss;
     r.z += st.z_loss;
@@ -94,7 +109,6 @@ void TrainStep::forward_backward(TrainStepResult& r, StepFigures& fig, const Ste
     r.dropped += st.dropped_tokens;
     fig.loss_sum += st.loss * static_cast<double>(st.tokens);
     fig.tokens += static_cast<double>(st.tokens);
-    for (const ExpertDispatcher* d : rc_.dispatchers) fig.local_pairs += static_cast<double>(last_dispatch_counts(*d).local_pairs);
     r.moe_layer_ids = st.moe_layer_ids;
     if (r.expert_load.size() < st.expert_load.size()) r.expert_load.resize(st.expert_load.size());
     for (size_t l = 0; l < st.expert_load.size(); ++l) {
@@ -114,11 +128,11 @@ bool TrainStep::record(const StepCancellation& cancel) {
   }
   graph->add_input(tokens_.data(), tokens_.size() * sizeof(int32_t));
   graph->add_input(targets_.data(), targets_.size() * sizeof(int32_t));
-  TrainStepResult recorded;  // the figures are read after the replay
-  StepFigures recorded_fig;
+  StepFigures recorded_fig;  // (one rank: nothing in it)
+  std::vector<PendingForwardStats> recorded;  // read again after every replay
   try {
     graph->begin();
-    forward_backward(recorded, recorded_fig, cancel);
+    recorded = forward_backward(recorded_fig, cancel);
     graph->end();
   } catch (const StepCancelled&) {
     graph->abandon();
@@ -139,6 +153,7 @@ bool TrainStep::record(const StepCancellation& cancel) {
   for (int m = 0; m < cfg_.train.grad_accum; ++m)
     recorded_scored_.push_back(scored_rows(targets_.data() + m * per_micro, per_micro));
   graph_ = std::move(graph);
+  recorded_stats_ = std::move(recorded);
   return true;
 }
 
@@ -168,6 +183,7 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   // Two steps op by op first: the products are tuned and every plan and cache is built then.
   if (graph_wanted_ && !graph_ && eager_steps_ >= 2 && model.replayable_from(step)) record(cancel);
   const bool replay = graph_ && graph_fits_batch();
+  std::vector<PendingForwardStats> pending;
   if (replay) {
     graph_->replay();
     model.step_replayed();
@@ -176,25 +192,26 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
     for (int m = 0; m < tc.grad_accum; ++m) sample(step + 1, m);
     sampled_step_ = step + 1;
   } else {
-    forward_backward(r, fig, cancel);
+    pending = forward_backward(fig, cancel);
     ++eager_steps_;
   }
-  r.loss /= tc.grad_accum;
-  r.aux /= tc.grad_accum;
-  r.z /= tc.grad_accum;
-  r.locality /= tc.grad_accum;
   cancel.check();  // the last point before the step changes weights or optimizer state
   r.grad_norm = sync_gradients(rc_, m_.params);
   r.lr = schedule_.lr_at(step);
   m_.adam->step(r.lr, clip_factor(r.grad_norm, tc.grad_clip));  // the clipping inside the update
   ops.synchronize();  // a GPU step has ended when its last kernel has
+  // The forwards' device figures (router losses, expert loads) are on the host by now; a
+  // replay's are in the recorded step's readings, its loss in its cross-entropy sums.
+  add_forward_figures(replay ? recorded_stats_ : pending, r, fig);
   if (replay) {
-    // The recorded step's figures: its cross-entropy sums, micro-batch by micro-batch.
     r.loss = 0.0;
     for (const CrossEntropySum& s : graph_->cross_entropy_sums())
       r.loss += s.count ? s.loss_sum / static_cast<double>(s.count) : 0.0;
-    r.loss /= tc.grad_accum;
   }
+  r.loss /= tc.grad_accum;
+  r.aux /= tc.grad_accum;
+  r.z /= tc.grad_accum;
+  r.locality /= tc.grad_accum;
   r.step_s = std::chrono::duration<double>(Clock::now() - t0).count();
   profile_.after_step(ops, step + 1, r.step_s,
                       "rank " + std::to_string(rc_.rank) + " of " + std::to_string(rc_.ranks) + " (" + ops.name() + ")");

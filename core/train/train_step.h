@@ -8,9 +8,10 @@
 // the figures are then summed over ranks (step_figures.h), the same on every rank.
 // A stop request abandons the step at a check point (step_cancellation.h) before the update.
 //
-// Replayed steps: where the step's device work is the same every step (one rank on a GPU, a
-// dense model, kitten settings that choose nothing per step: LanguageModel::replayable_from)
-// and no parallel.device_memory_limit is set, the third step records its forward and
+// Replayed steps: where the step's device work is the same every step (one rank on a GPU;
+// MoE layers only in bf16, dropless, with their expert offsets left on the device:
+// Ops::grouped_segments_on_device; kitten settings that choose nothing per step:
+// LanguageModel::replayable_from) and no parallel.device_memory_limit is set, the third step records its forward and
 // backward as a CUDA graph (core/backend/step_graph.h) and every later step replays it: the
 // same kernels on the same memory, so the same bits, launched at once. The gradient norm and
 // the update run after it as before. MOK_CUDA_GRAPH=off runs every step op by op; a step that
@@ -24,6 +25,7 @@
 #include "core/backend/step_graph.h"
 #include "core/config/experiment_config.h"
 #include "core/data/token_dataset.h"
+#include "core/model/language_model.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/memory_peaks.h"
 #include "core/train/op_profile_window.h"
@@ -70,8 +72,12 @@ class TrainStep {
  private:
   // This rank's rows of micro-batch m of step `step` into its slice of tokens_ / targets_.
   void sample(int64_t step, int m);
-  // Forward and backward of every micro-batch, their figures added to r and fig.
-  void forward_backward(TrainStepResult& r, StepFigures& fig, const StepCancellation& cancel);
+  // Forward and backward of every micro-batch (dispatch counts added to fig); their
+  // figures, still to be read (after the step: a MoE forward then never waits).
+  std::vector<PendingForwardStats> forward_backward(StepFigures& fig, const StepCancellation& cancel);
+  // The micro-batches' figures read and added to r and fig.
+  void add_forward_figures(const std::vector<PendingForwardStats>& pending, TrainStepResult& r,
+                           StepFigures& fig) const;
   // Records the step as a graph (true) or leaves it op by op (false, after a notice).
   bool record(const StepCancellation& cancel);
   bool graph_fits_batch() const;  // the batch scores the rows the recorded step scored
@@ -90,6 +96,8 @@ class TrainStep {
   bool graph_wanted_ = false;              // the step may be recorded (see above)
   int64_t eager_steps_ = 0;                // steps run op by op so far
   std::unique_ptr<StepGraph> graph_;       // the recorded step, once recorded
+  // Its figures, read after each replay (they refer to the graph's memory: dropped first)
+  std::vector<PendingForwardStats> recorded_stats_;
   std::vector<int64_t> recorded_scored_;   // scored rows per micro-batch when recorded
   MemoryPeaks recorded_peaks_;
   int64_t replayed_steps_ = 0;

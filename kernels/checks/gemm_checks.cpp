@@ -5,10 +5,13 @@
 // padded leading dimensions (padding must stay untouched), unaligned pointers, m = 0 and
 // k = 0, empty expert groups. Every call runs twice and must repeat bitwise. The grouped
 // kernel (kernels/grouped_gemm_kernel.h) in all three forms at the experts' sizes, and what it
-// leaves to the loop.
+// leaves to the loop; with the offsets in device memory, bitwise as with host offsets, also
+// replayed from a CUDA graph after the offsets changed.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +22,7 @@
 #include "kernels/gemm_lt.h"
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_wgmma.h"
+#include "kernels/grouped_tile_list.cuh"
 
 namespace mok::cuda {
 namespace {
@@ -608,6 +612,312 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
   out.push_back({"grouped kernel untouched padding, empty groups (changed)", tally.untouched_changed, 0.0});
 }
 
+// ---- the grouped kernel with device offsets (GroupedGemm::rows_device, weight_grad_into_device) ----
+
+// `rows` rows over `groups` segments, uneven as routing makes them (weights uniform in
+// [1, 1000]); with_empty: group 0, every fifth group and the last one empty.
+std::vector<int64_t> random_split(CheckInputs& in, int groups, int64_t rows, bool with_empty) {
+  const size_t count = static_cast<size_t>(groups);
+  const std::vector<int32_t> drawn = in.uniform_int(count, 1000);
+  std::vector<int64_t> weight(count), sizes(count, 0);
+  int64_t total = 0;
+  for (int g = 0; g < groups; ++g) {
+    const bool empty = with_empty && (g % 5 == 0 || g == groups - 1);
+    weight[g] = empty ? 0 : drawn[g] + 1;
+    total += weight[g];
+  }
+  int64_t assigned = 0;
+  for (int g = 0; g < groups; ++g) assigned += sizes[g] = rows * weight[g] / total;
+  for (int g = 0; assigned < rows; g = (g + 1) % groups)  // the remainder, a row each
+    if (weight[g] > 0) ++sizes[g], ++assigned;
+  return group_offsets(sizes);
+}
+
+// One expert bank at the layer's sizes with fresh random bf16 inputs, the three products'
+// outputs (rows padded by 8 elements, dW blocks 8 apart) and their initial values, and the
+// offsets on the host and on the device:
+//   rows         Y[rows g] (m_g, hidden) = 0.5·X[rows g] (m_g, d)·W_g (d, hidden) + beta·Y
+//   rows_bt      DX[rows g] (m_g, d) = 0.5·H[rows g] (m_g, hidden)·W_gᵀ + beta·DX
+//   weight_grad  dW_g (d, hidden) = 1.5·X[rows g]ᵀ·H[rows g] + beta·dW_g (fp32)
+struct ExpertBank {
+  int groups;
+  int64_t rows, d, hidden;
+  std::vector<int64_t> offsets;
+  DeviceBuffer<int64_t> device_offsets;
+  DeviceBuffer<bf16> x, h, w, y_init, y, dx_init, dx;
+  DeviceBuffer<float> dw_init, dw;
+
+  ExpertBank(CheckInputs& in, const std::vector<int64_t>& off, int64_t d_model, int64_t hidden_size)
+      : groups(static_cast<int>(off.size()) - 1), rows(off.back()), d(d_model), hidden(hidden_size), offsets(off),
+        device_offsets(off), x(to_bf16(in.normal(size_t(rows * d)))), h(to_bf16(in.normal(size_t(rows * hidden)))),
+        w(to_bf16(in.normal(size_t(groups * d * hidden)))), y_init(to_bf16(in.normal(size_t(rows * ldy())))),
+        y(y_init.size()), dx_init(to_bf16(in.normal(size_t(rows * ldx())))), dx(dx_init.size()),
+        dw_init(in.normal(size_t(groups * dw_stride()))), dw(dw_init.size()) {}
+  int64_t ldy() const { return hidden + 8; }
+  int64_t ldx() const { return d + 8; }
+  int64_t dw_stride() const { return d * hidden + 8; }
+
+  // New offsets (the same M) on the host and on the device.
+  void set_offsets(const std::vector<int64_t>& off) {
+    offsets = off;
+    device_offsets.upload(off);
+  }
+  // The form's output back to its initial values (outside any capture).
+  void reset(GroupedKernelForm form) {
+    if (form == GroupedKernelForm::rows) copy(y, y_init);
+    else if (form == GroupedKernelForm::rows_bt) copy(dx, dx_init);
+    else copy(dw, dw_init);
+  }
+  // The form's output as stored, bits and all.
+  std::vector<uint16_t> output_bits(GroupedKernelForm form) const {
+    std::vector<uint16_t> bits;
+    if (form == GroupedKernelForm::weight_grad) {
+      const std::vector<float> v = dw.download();
+      bits.resize(2 * v.size());
+      std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
+    } else {
+      const std::vector<bf16> v = (form == GroupedKernelForm::rows ? y : dx).download();
+      bits.resize(v.size());
+      std::memcpy(bits.data(), v.data(), v.size() * sizeof(bf16));
+    }
+    return bits;
+  }
+  // One product on `stream`, with the host or the device offsets; false when the device call
+  // was not taken.
+  bool run(GroupedGemm& gg, GroupedKernelForm form, float beta, bool device, cudaStream_t stream) {
+    const GemmType bf = GemmType::bf16;
+    const int64_t* off = offsets.data();
+    const int64_t* dev = device_offsets.data();
+    switch (form) {
+      case GroupedKernelForm::rows:
+        if (device)
+          return gg.rows_device(false, groups, dev, rows, hidden, d, 0.5f, x.data(), d, w.data(), d * hidden, beta,
+                                y.data(), ldy(), bf, bf, stream);
+        gg.rows(false, groups, off, hidden, d, 0.5f, x.data(), d, w.data(), d * hidden, beta, y.data(), ldy(), bf, bf,
+                stream);
+        return true;
+      case GroupedKernelForm::rows_bt:
+        if (device)
+          return gg.rows_device(true, groups, dev, rows, d, hidden, 0.5f, h.data(), hidden, w.data(), d * hidden, beta,
+                                dx.data(), ldx(), bf, bf, stream);
+        gg.rows(true, groups, off, d, hidden, 0.5f, h.data(), hidden, w.data(), d * hidden, beta, dx.data(), ldx(), bf,
+                bf, stream);
+        return true;
+      case GroupedKernelForm::weight_grad:
+        if (device)
+          return gg.weight_grad_into_device(groups, dev, rows, d, hidden, 1.5f, x.data(), d, h.data(), hidden,
+                                            dw.data(), dw_stride(), beta, bf, GemmType::f32, stream);
+        gg.weight_grad_into(groups, off, d, hidden, 1.5f, x.data(), d, h.data(), hidden, dw.data(), dw_stride(), beta,
+                            bf, GemmType::f32, stream);
+        return true;
+    }
+    return false;
+  }
+
+ private:
+  template <typename T>
+  static void copy(DeviceBuffer<T>& to, const DeviceBuffer<T>& from) {
+    MOK_CUDA_CHECK(cudaMemcpy(to.data(), from.data(), from.size() * sizeof(T), cudaMemcpyDeviceToDevice));
+  }
+};
+
+const char* form_label(GroupedKernelForm form) {
+  switch (form) {
+    case GroupedKernelForm::rows: return "rows A·B_g";
+    case GroupedKernelForm::rows_bt: return "rows A·B_gT";
+    case GroupedKernelForm::weight_grad: return "dW=AT·dY";
+  }
+  return "?";
+}
+constexpr GroupedKernelForm kForms[] = {GroupedKernelForm::rows, GroupedKernelForm::rows_bt,
+                                        GroupedKernelForm::weight_grad};
+
+// The calls the grouped kernel took (for the wgmma tile: those on the Hopper kernel).
+size_t kernel_calls_on(const GroupedGemm& gg) {
+  return gg.kernel_tile() == GroupedKernelTile::m128n256_wgmma ? gg.wgmma_calls() : gg.kernel_calls();
+}
+
+// A non-blocking stream and the graph captured on it (thread-local capture mode: a call that
+// synchronizes or copies from pageable memory fails the capture), released in any case.
+struct CapturedGraph {
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CapturedGraph() { MOK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); }
+  ~CapturedGraph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  // Captures what `record` issues on `stream`, and instantiates it.
+  template <typename F>
+  void capture(F&& record) {
+    MOK_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      record();
+    } catch (...) {
+      cudaGraph_t dropped = nullptr;
+      cudaStreamEndCapture(stream, &dropped);
+      if (dropped) cudaGraphDestroy(dropped);
+      throw;
+    }
+    MOK_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    MOK_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  }
+  void replay() {
+    MOK_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    MOK_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+};
+
+// The list build_tile_list_on_device writes is the one fill_tile_list builds from the same
+// offsets, entry for entry: both forms (weight_grad's order by decreasing rows with ties by
+// index), both tile shapes, random splits with ties and empty groups, up to 1024 groups.
+void check_device_tile_list(CheckInputs& in, std::vector<OpCheck>& out) {
+  run_guarded(out, "grouped tile list on the device", [&] {
+    std::vector<std::vector<int64_t>> splits = {group_offsets({0, 37, 4100, 0, 1, 37, 0, 900, 37, 0}),
+                                                random_split(in, 64, 4096, true), random_split(in, 7, 1, false)};
+    std::vector<int64_t> tied(1024);  // 1024 groups of four sizes: ties everywhere
+    for (size_t g = 0; g < tied.size(); ++g) tied[g] = g % 7 == 3 ? 0 : 1 + int64_t(g * 5 % 4) * 60;
+    splits.push_back(group_offsets(tied));
+    splits.push_back(random_split(in, 1024, 100000, true));
+    DeviceBuffer<GroupedTileList> device_list(1);
+    double mismatches = 0;
+    for (const std::vector<int64_t>& off : splits) {
+      DeviceBuffer<int64_t> device_offsets(off);
+      for (const GroupedKernelForm form : kForms)
+        for (const auto& [tile_m, tile_n] : {std::pair{128, 256}, std::pair{128, 128}}) {
+          GroupedKernelCall call;
+          call.form = form;
+          call.groups = static_cast<int>(off.size()) - 1;
+          call.host_offsets = off.data();
+          call.n = 1000, call.k = 776;
+          GroupedTileList want;
+          fill_tile_list(call, tile_m, tile_n, want);
+          call.host_offsets = nullptr;
+          call.device_offsets = device_offsets.data();
+          call.rows = off.back();
+          call.device_list = device_list.data();
+          device_list.poison();  // nothing left from the previous list
+          build_tile_list_on_device(call, tile_m, tile_n, nullptr);
+          const GroupedTileList got = device_list.download()[0];
+          const int groups = call.groups;
+          mismatches += (got.groups != want.groups) + (got.tiles_n != want.tiles_n) + (got.tiles != want.tiles);
+          for (int i = 0; i <= groups; ++i) {
+            mismatches += got.tile_start[i] != want.tile_start[i];
+            mismatches += got.row_start[i] != want.row_start[i];
+            if (i < groups) mismatches += got.group_of[i] != want.group_of[i];
+          }
+        }
+    }
+    out.push_back({"grouped tile list built on the device = host (mismatching entries)", mismatches, 0.0});
+  });
+}
+
+// Device offsets give the bits host offsets give (the same tile list, so every tile is the
+// same computation): for every tile shape and form, beta 0 and 1, at the benchmark experts'
+// sizes (E 8, d 768, hidden 1024, 16384·2 rows; E 64, hidden 256, 4096 rows) and on odd
+// segments (empty first and last groups, a one-row group). The whole output is compared,
+// padding and empty groups' blocks included. Then the graph check: one device-offset call of
+// each form captured in a CUDA graph, replayed after new offsets (the same M, other splits
+// with empty groups) were written to the device, against the host-offset calls on them.
+void check_grouped_kernel_device_offsets(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
+  check_device_tile_list(in, out);
+  std::vector<GroupedKernelTile> tiles = {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128};
+  if (grouped_wgmma_available()) tiles.push_back(GroupedKernelTile::m128n256_wgmma);
+  else std::printf("grouped kernel 128x256 wgmma device offsets: not checked (needs compute capability 9.0)\n");
+
+  run_guarded(out, "grouped kernel device offsets", [&] {
+    struct Shape {
+      const char* name;
+      std::vector<int64_t> offsets;
+      int64_t d, hidden;
+    };
+    const Shape shapes[] = {{"E8 d768 h1024 M32768", random_split(in, 8, 16384 * 2, false), 768, 1024},
+                            {"E64 d768 h256 M4096", random_split(in, 64, 4096, true), 768, 256},
+                            {"odd segments d768 h1024", group_offsets({0, 1, 300, 0, 129, 77, 0}), 768, 1024}};
+    std::vector<std::unique_ptr<GroupedGemm>> gemms;
+    for (const GroupedKernelTile tile : tiles) {
+      gemms.push_back(std::make_unique<GroupedGemm>(lt, GroupedGemmMethod::kernel));
+      gemms.back()->set_kernel_tile(tile);
+    }
+    std::vector<std::array<double, 3>> mismatches(tiles.size(), {0, 0, 0});  // [tile][form]
+    double not_taken = 0;
+    for (const Shape& shape : shapes) {
+      ExpertBank bank(in, shape.offsets, shape.d, shape.hidden);
+      for (size_t t = 0; t < tiles.size(); ++t)
+        for (size_t f = 0; f < std::size(kForms); ++f)
+          for (const float beta : {0.f, 1.f}) {
+            GroupedGemm& gg = *gemms[t];
+            const size_t before = kernel_calls_on(gg);
+            std::vector<uint16_t> result[2];
+            for (const bool device : {false, true}) {
+              bank.reset(kForms[f]);
+              bank.run(gg, kForms[f], beta, device, nullptr);
+              sync();
+              result[device] = bank.output_bits(kForms[f]);
+            }
+            not_taken += 2.0 - double(kernel_calls_on(gg) - before);
+            const double differ = differing_elements(result[0], result[1]);
+            if (differ > 0)
+              std::printf("grouped kernel %s device offsets %s beta %g %s: %.0f elements differ\n",
+                          grouped_kernel_tile_name(tiles[t]), form_label(kForms[f]), double(beta), shape.name, differ);
+            mismatches[t][f] += differ;
+          }
+    }
+    for (size_t t = 0; t < tiles.size(); ++t)
+      for (size_t f = 0; f < std::size(kForms); ++f)
+        out.push_back({std::string("grouped kernel ") + grouped_kernel_tile_name(tiles[t]) + " device offsets = host " +
+                           form_label(kForms[f]) + " (mismatches)",
+                       mismatches[t][f], 0.0});
+    out.push_back({"grouped kernel device offsets: calls not taken by the kernel", not_taken, 0.0});
+  });
+
+  for (const GroupedKernelTile tile : tiles) {
+    const std::string name = std::string("grouped kernel ") + grouped_kernel_tile_name(tile) +
+                             " graph replayed on new device offsets = host (mismatches)";
+    run_guarded(out, name, [&] {
+      const int64_t rows = 4099;
+      ExpertBank bank(in, random_split(in, 8, rows, false), 768, 1024);
+      const std::vector<int64_t> replays[] = {random_split(in, 8, rows, true),
+                                              group_offsets({0, 4000, 1, 0, 98, 0, 0, 0})};
+      const float beta_of[] = {0.f, 1.f, 1.f};  // rows, rows_bt, weight_grad
+      CapturedGraph graph;
+      // the captured object only ever sees the graph's stream; the host-offset calls run on another
+      GroupedGemm captured(lt, GroupedGemmMethod::kernel), direct(lt, GroupedGemmMethod::kernel);
+      captured.set_kernel_tile(tile);
+      direct.set_kernel_tile(tile);
+      double mismatches = 0, not_taken = 0;
+      graph.capture([&] {
+        for (size_t f = 0; f < std::size(kForms); ++f)
+          not_taken += !bank.run(captured, kForms[f], beta_of[f], true, graph.stream);
+      });
+      not_taken += double(std::size(kForms)) - double(kernel_calls_on(captured));
+      for (const std::vector<int64_t>& off : replays) {
+        bank.set_offsets(off);
+        for (const GroupedKernelForm form : kForms) bank.reset(form);
+        sync();  // the copies above are not ordered with the graph's stream
+        graph.replay();
+        std::vector<uint16_t> replayed[std::size(kForms)];
+        for (size_t f = 0; f < std::size(kForms); ++f) replayed[f] = bank.output_bits(kForms[f]);
+        for (size_t f = 0; f < std::size(kForms); ++f) {
+          bank.reset(kForms[f]);
+          bank.run(direct, kForms[f], beta_of[f], false, nullptr);
+          sync();
+          mismatches += differing_elements(replayed[f], bank.output_bits(kForms[f]));
+        }
+      }
+      not_taken += 2.0 * double(std::size(kForms)) - double(kernel_calls_on(direct));
+      out.push_back({name, mismatches, 0.0});
+      out.push_back({std::string("grouped kernel ") + grouped_kernel_tile_name(tile) +
+                         " graph check: calls not taken by the kernel",
+                     not_taken, 0.0});
+    });
+  }
+}
+
 // C = A·B + R with R read from its own buffer (c_in: the residual add of a block in the
 // GEMM's epilogue): against the reference, R left as it was, a bitwise repeat, C = R when
 // there is no product (k = 0 or alpha = 0: a copy, not cuBLASLt), and with fp32
@@ -715,6 +1025,7 @@ void check_gemm(CheckInputs& in, std::vector<OpCheck>& out) {
     check_lt_gemm_tuning(in, out);
     check_grouped_gemm(lt, in, out);
     check_grouped_kernel(lt, in, out);
+    check_grouped_kernel_device_offsets(lt, in, out);
   });
 }
 

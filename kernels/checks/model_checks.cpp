@@ -40,6 +40,8 @@ struct Case {
 struct RunResult {
   std::vector<double> losses, grad_norms;
   std::vector<double> kitten;  // kittens/rank and kittens/error of every layer, step by step
+  std::vector<double> router;  // aux and z losses, step by step (MoE)
+  std::vector<int64_t> load;   // every MoE layer's expert load, step by step
   std::vector<float> weights;  // every parameter, concatenated (host copy)
   int64_t saved_peak = 0;      // peak bytes of saved activations (the tracker's, on the run's device)
 };
@@ -72,6 +74,7 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps, int record_at = 
   RunResult r;
   std::vector<int32_t> tokens(static_cast<size_t>(c.batch) * c.seq), targets(tokens.size());
   std::unique_ptr<mok::StepGraph> graph;
+  mok::PendingForwardStats recorded_stats;  // read again after each replay
   if (recorded) *recorded = false;
   for (int step = 0; step < steps; ++step) {
     make_batch(7, step, c.batch, c.seq, c.options.vocab_size, tokens, targets);  // same size: same memory
@@ -84,7 +87,7 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps, int record_at = 
       try {
         if (!model.replayable_from(step)) throw std::runtime_error("the kitten settings choose per step");
         graph->begin();
-        model.forward(tokens.data(), targets.data(), c.batch, c.seq);
+        recorded_stats = model.forward_pending(tokens.data(), targets.data(), c.batch, c.seq);
         model.backward(1.0);
         graph->end();
         model.step_recorded();
@@ -95,6 +98,7 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps, int record_at = 
       }
     }
     double loss = 0.0;
+    mok::ForwardStats stats;
     if (graph) {
       graph->replay();
       model.step_replayed();
@@ -102,13 +106,18 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps, int record_at = 
       adam.step(2e-3);
       const mok::CrossEntropySum s = graph->cross_entropy_sums().at(0);
       loss = s.loss_sum / static_cast<double>(s.count);
+      stats = recorded_stats.resolve();
     } else {
-      loss = model.forward(tokens.data(), targets.data(), c.batch, c.seq).loss;
+      stats = model.forward(tokens.data(), targets.data(), c.batch, c.seq);
+      loss = stats.loss;
       model.backward(1.0);
       r.grad_norms.push_back(mok::clip_grad_norm(params, 1.0));
       adam.step(2e-3);
     }
     r.losses.push_back(loss);
+    r.router.push_back(stats.aux_loss);
+    r.router.push_back(stats.z_loss);
+    for (const auto& layer : stats.expert_load) r.load.insert(r.load.end(), layer.begin(), layer.end());
     for (const auto& [name, value] : model.kitten_metrics()) r.kitten.push_back(value);
   }
   r.saved_peak = tracker.peak_bytes(mok::MemCategory::saved_activations, cx.device().type);
@@ -131,7 +140,8 @@ double max_relative(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 bool same_bits(const RunResult& a, const RunResult& b) {
-  return a.losses == b.losses && a.grad_norms == b.grad_norms && a.kitten == b.kitten &&
+  return a.losses == b.losses && a.grad_norms == b.grad_norms && a.kitten == b.kitten && a.router == b.router &&
+         a.load == b.load &&
          a.weights.size() == b.weights.size() &&
          std::memcmp(a.weights.data(), b.weights.data(), a.weights.size() * sizeof(float)) == 0;
 }
@@ -185,11 +195,13 @@ void check_model_training(CheckInputs&, std::vector<OpCheck>& out) {
 }
 
 // Steps replayed from a recorded step graph (core/backend/step_graph.h) from step 3 on: the
-// same losses, gradient norms and weights as op by op, bit for bit, with a fresh batch
-// reaching every replay; a MoE step (its expert counts reach the host) cannot be recorded,
-// and the attempt leaves the run as it was. Dense with the kitten defaults (low-bit copies,
-// the same every step) replays too, its error metrics the op-by-op run's; with a low-rank
-// sketch (fitted anew each step) it is refused. Short (8 steps), for compute-sanitizer too.
+// same losses, gradient norms, weights, router losses and expert loads as op by op, bit for
+// bit, with a fresh batch reaching every replay. A bf16 MoE step (its grouped products take
+// the expert offsets on the device) replays; in fp32 (the products read the offsets on the
+// host) and with a capacity (the kept rows size the step) it cannot be recorded, and the
+// attempt leaves the run as it was. Dense with the kitten defaults (low-bit copies, the same
+// every step) replays too, its error metrics the op-by-op run's; with a low-rank sketch
+// (fitted anew each step) it is refused. Short (8 steps), for compute-sanitizer too.
 void check_step_graphs(CheckInputs&, std::vector<OpCheck>& out) {
   constexpr int kSteps = 8;
   mok::ModelOptions kitten = small_options(0, false, 0.0);
@@ -201,12 +213,15 @@ void check_step_graphs(CheckInputs&, std::vector<OpCheck>& out) {
       {"dense.kitten", kitten, 4, 96},
       {"dense.kitten_sketch", sketch, 4, 96},
       {"moe", small_options(4, true, 0.0), 4, 96},
+      {"moe.no_shared", small_options(8, false, 0.0), 4, 96},
+      {"moe.capacity", small_options(8, false, 1.0), 4, 64},
   };
   for (const Case& c : cases) {
     run_guarded(out, "graph." + c.name, [&] {
-      const bool recordable = c.options.model.experts == 0 && c.name != "dense.kitten_sketch";
       for (const mok::DType dtype : {mok::DType::bf16, mok::DType::f32}) {
-        if (!recordable && dtype == mok::DType::f32) continue;
+        const bool moe = c.options.model.experts > 0;
+        const bool recordable = c.name != "dense.kitten_sketch" && c.name != "moe.capacity" &&
+                                (!moe || dtype == mok::DType::bf16);
         auto cx = mok::make_exec_context(mok::Device::cuda(0), dtype);
         const std::string name = "graph." + c.name + "." + mok::dtype_name(dtype);
         const RunResult eager = train(c, *cx, kSteps);
@@ -215,11 +230,14 @@ void check_step_graphs(CheckInputs&, std::vector<OpCheck>& out) {
         out.push_back({name + (recordable ? " recorded" : " refused"), recorded == recordable ? 0.0 : INFINITY, 0.0});
         RunResult without_metrics = replayed;
         without_metrics.kitten = eager.kitten;
-        out.push_back({name + " replayed = op by op (losses, norms, weights bitwise)",
+        out.push_back({name + " replayed = op by op (losses, norms, weights, router losses, loads bitwise)",
                        same_bits(without_metrics, eager) ? 0.0 : INFINITY, 0.0});
         if (!eager.kitten.empty())
           out.push_back({name + " replayed = op by op (kitten metrics bitwise)",
                          replayed.kitten == eager.kitten ? 0.0 : INFINITY, 0.0});
+        if (moe && !eager.load.empty())
+          std::printf("  %s: expert loads of the last step %lld …, aux %.6f\n", name.c_str(),
+                      static_cast<long long>(eager.load.back()), eager.router[eager.router.size() - 2]);
       }
     });
   }

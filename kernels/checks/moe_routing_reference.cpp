@@ -38,14 +38,14 @@ RouterReference reference_router(const RouterCase& c, const std::vector<float>& 
   RouterReference ref;
   ref.gate.assign(r.gate.data(), r.gate.data() + r.gate.numel());
   ref.expert.assign(r.expert.data_as<int32_t>(), r.expert.data_as<int32_t>() + r.expert.numel());
-  ref.load = r.load;
+  ref.load = r.pairs.host_load();
   ref.capacity = r.capacity;
   const f64::RouterLosses::Values values = losses.read();
   ref.aux = values.aux;
   ref.z = values.z;
   ref.locality = values.locality;
   ref.f.resize(E);
-  for (int e = 0; e < E; ++e) ref.f[e] = n ? double(r.load[e]) / (double(n) * k) : 0.0;
+  for (int e = 0; e < E; ++e) ref.f[e] = n ? double(ref.load[e]) / (double(n) * k) : 0.0;
 
   // The forward's softmax and top-k again, as the router computes them, for the kept
   // tensors it does not return (probs, lse, the choice before capacity).

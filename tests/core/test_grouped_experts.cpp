@@ -127,8 +127,14 @@ class TestGroupedExperts : public QObject {
 
   void refusesOffsetsThatDoNotFitTheRows() {
     ExpertBank bank = make_stacked_expert_bank(specs(), {}, kD, kF, 0.3, 0.2, 0, "moe.expert");
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, bank.grouped->forward(random_rows(6, kD, 5), {0, 2, 4, 5}, false));
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, bank.grouped->forward(random_rows(6, kD, 5), {0, 2, 4, 5, 7}, false));
+    using Offsets = std::vector<int64_t>;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             bank.grouped->forward(random_rows(6, kD, 5), RowSegments(Offsets{0, 2, 4, 5}), false));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             bank.grouped->forward(random_rows(6, kD, 5), RowSegments(Offsets{0, 2, 4, 5, 7}), false));
+    // segments that are no segments: a first offset other than 0, offsets going back
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, RowSegments(Offsets{1, 2, 4, 5, 6}));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, RowSegments(Offsets{0, 2, 1, 5, 6}));
   }
 };
 

@@ -1,0 +1,50 @@
+#include "core/backend/row_segments.h"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+MOK_NN_BEGIN
+
+RowSegments::RowSegments(std::vector<int64_t> host_offsets) : host_(std::move(host_offsets)) {
+  if (!host_.empty() && host_.front() != 0)
+    throw std::invalid_argument("RowSegments: offsets start at " + std::to_string(host_.front()) + ", not 0");
+  for (size_t g = 1; g < host_.size(); ++g)
+    if (host_[g] < host_[g - 1])
+      throw std::invalid_argument("RowSegments: offsets decrease at segment " + std::to_string(g - 1));
+  rows_ = host_.empty() ? 0 : host_.back();
+}
+
+RowSegments::RowSegments(Tensor device_offsets, int64_t rows) : device_(std::move(device_offsets)), rows_(rows) {
+  if (device_.dtype() != DType::i64 || device_.numel() < 1)
+    throw std::invalid_argument("RowSegments: device offsets must be (G + 1) i64, not " + device_.shape_string());
+}
+
+RowSegments::RowSegments(const RowSegments& other)
+    : device_(other.device_.empty() ? Tensor() : other.device_.view(0, other.device_.shape())),
+      rows_(other.rows_),
+      host_(other.host_) {}
+
+RowSegments& RowSegments::operator=(const RowSegments& other) {
+  if (this != &other) *this = RowSegments(other);
+  return *this;
+}
+
+int RowSegments::groups() const {
+  if (!host_.empty()) return static_cast<int>(host_.size()) - 1;
+  return device_.empty() ? 0 : static_cast<int>(device_.numel()) - 1;
+}
+
+const std::vector<int64_t>& RowSegments::host() const {
+  if (host_.empty() && !device_.empty()) {
+    std::vector<int64_t> read(static_cast<size_t>(device_.numel()));
+    device_.copy_to_host(read.data(), device_.bytes());
+    if (read.back() != rows_)
+      throw std::logic_error("RowSegments: the device offsets end at " + std::to_string(read.back()) + ", not " +
+                             std::to_string(rows_));
+    host_ = std::move(read);
+  }
+  return host_;
+}
+
+MOK_NN_END
