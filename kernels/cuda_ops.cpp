@@ -225,7 +225,9 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 // wgmma) still wins the row products (0.086 against 0.109 ms on the down projection), but
 // cuBLASLt over two side streams wins the weight gradients (0.120 against 0.155 ms: 192 tiles
 // of 64 reduction steps fill 1.45 waves of the 132 multiprocessors), and the mma.sync kernel
-// loses both. fp32 products (parity runs) take cuBLASLt.
+// loses both. fp32 products (parity runs) take cuBLASLt. This choice is for offsets on the
+// host; offsets left on the device (dropless routing) go to the grouped kernel whatever the
+// group count (grouped_gemm below).
 constexpr int kGroupsForTheKernel = 32;
 
 GroupedGemm& CudaOps::grouped_for(GemmType ab_type, int groups, bool weight_grad) {

@@ -1,9 +1,11 @@
 #pragma once
 // CudaOps: the Ops table of one CUDA device (core/backend/ops.h), over the kernels of
 // kernels/ and cuBLASLt. Everything is enqueued on the rank's one compute stream, in the
-// order the layers call; the host waits only where a value must reach it: the per-expert
-// counts of each MoE layer, the loss of each forward, the gradient norm of each step (a
-// recorded step, kernels/cuda_step_graph.h, reads its loss after each replay instead).
+// order the layers call; the host waits only where a value must reach it: the loss of each
+// forward, the gradient norm of each step, and a MoE layer's counts only where it drops
+// pairs or its products cannot take the offsets on the device (fp32); router losses and
+// expert loads are read after the step (read_later). A recorded step
+// (kernels/cuda_step_graph.h) reads its loss after each replay instead.
 //
 // Element types: activations and compute copies f32 or bf16 (the context's compute dtype),
 // everything else f32 (i32 for ids). Scratch space comes from the caching allocator per call

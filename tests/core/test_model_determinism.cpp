@@ -108,6 +108,39 @@ class TestModelDeterminism : public QObject {
     QVERIFY(bitwise_equal(one, train_step(2, o, b)));  // and a second run is the same
   }
 
+  // The statistics read after backward (how a training step reads them: a GPU then never
+  // waits for them mid-step) are the ones forward returns, and the gradients do not change.
+  void pendingStatisticsResolvedAfterBackwardEqualForwards() {
+    const ModelOptions o = small_options();
+    const Batch b = make_batch(3, 40, 5);
+    LanguageModel at_once(o), later(o);
+    at_once.zero_grad();
+    later.zero_grad();
+    const ForwardStats s = at_once.forward(b.tokens.data(), b.targets.data(), b.batch, b.seq);
+    at_once.backward(1.0);
+    const PendingForwardStats pending = later.forward_pending(b.tokens.data(), b.targets.data(), b.batch, b.seq);
+    later.backward(1.0);
+    const ForwardStats r = pending.resolve();
+    QVERIFY(s.aux_loss > 0.0 && s.z_loss > 0.0);
+    QCOMPARE(std::memcmp(&r.loss, &s.loss, sizeof s.loss), 0);
+    QCOMPARE(std::memcmp(&r.aux_loss, &s.aux_loss, sizeof s.aux_loss), 0);
+    QCOMPARE(std::memcmp(&r.z_loss, &s.z_loss, sizeof s.z_loss), 0);
+    QCOMPARE(r.expert_load, s.expert_load);
+    QCOMPARE(r.moe_layer_ids, s.moe_layer_ids);
+    QCOMPARE(r.tokens, s.tokens);
+    int64_t routed = 0;
+    for (int64_t l : r.expert_load.at(0)) routed += l;
+    QCOMPARE(routed, int64_t(3 * 40 * 2));
+    // resolving again reads the same values (a replayed step's figures are read this way)
+    const ForwardStats again = pending.resolve();
+    QCOMPARE(again.expert_load, r.expert_load);
+    QCOMPARE(std::memcmp(&again.aux_loss, &r.aux_loss, sizeof r.aux_loss), 0);
+    const auto pa = at_once.parameters(), pl = later.parameters();
+    QCOMPARE(pa.size(), pl.size());
+    for (size_t i = 0; i < pa.size(); ++i)
+      QCOMPARE(std::memcmp(pa[i]->grad.span().data(), pl[i]->grad.span().data(), pa[i]->grad.bytes()), 0);
+  }
+
   void initialLossIsNearUniform() {
     ModelOptions o = small_options();
     LanguageModel model(o);
