@@ -410,6 +410,29 @@ void CudaOps::rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int
   });
 }
 
+// Every sequence in one launch, the positions copied from pos0's memory (in a recorded decode
+// step, the session's positions, refilled before each replay: core/backend/step_graph.h).
+void CudaOps::rope_at_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, const std::vector<int>& pos0,
+                       const mok::RopeTable& table, bool inverse) {
+  const auto timed = profile("rope_");
+  const int64_t sequences = static_cast<int64_t>(pos0.size());
+  if (rows <= 0) return;
+  if (seq <= 0 || rows > sequences * seq)
+    throw std::invalid_argument("RoPE: " + std::to_string(rows) + " rows for " + std::to_string(sequences) +
+                                " sequences of " + std::to_string(seq));
+  for (int p : pos0)
+    if (p < 0 || p + std::min<int64_t>(seq, rows) > table.max_positions())
+      throw std::invalid_argument("RoPE: position beyond max_seq_len " + std::to_string(table.max_positions()));
+  static_assert(sizeof(int) == sizeof(int32_t), "positions are copied as i32");
+  Tensor positions = Tensor::empty({sequences}, DType::i32, *allocator_);
+  positions.copy_from_host(pos0.data(), positions.bytes());
+  const DeviceRope& r = rope_table(table);
+  by_type(x.dtype(), "rope_", [&]<typename T>() {
+    rope_apply<T>(static_cast<T*>(x.raw()), rows, ld, heads, seq, 0, r.cos.ptr<float>(), r.sin.ptr<float>(), r.hd,
+                  inverse, stream_, positions.ptr<int32_t>());
+  });
+}
+
 CudnnAttention* CudaOps::cudnn_attention() { return cudnn_attention_.get(); }
 
 void CudaOps::attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o, Tensor* lse) {
@@ -492,22 +515,23 @@ void CudaOps::attention_cached(const Tensor& qkv, int n, const std::vector<Tenso
   const auto timed = profile("attention_cached");
   const int batch = static_cast<int>(k_cache.size());
   if (batch == 0) return;
-  // One upload: the caches' addresses (k then v), then the positions.
-  std::vector<uint64_t> table(2 * static_cast<size_t>(batch) + (static_cast<size_t>(batch) + 1) / 2, 0);
+  // Two uploads: the caches' addresses (k then v), and the positions straight from pos0's memory
+  // (in a recorded decode step the session's positions, refilled before each replay).
+  std::vector<uint64_t> table(2 * static_cast<size_t>(batch), 0);
   for (int b = 0; b < batch; ++b) {
     table[b] = reinterpret_cast<uint64_t>(k_cache[b]->raw());
     table[batch + b] = reinterpret_cast<uint64_t>(v_cache[b]->raw());
   }
-  auto* positions = reinterpret_cast<int32_t*>(table.data() + 2 * batch);
-  for (int b = 0; b < batch; ++b) positions[b] = pos0[b];
   Tensor dev = scratch(table.size() * sizeof(uint64_t));
   dev.copy_from_host(table.data(), static_cast<int64_t>(table.size() * sizeof(uint64_t)));
+  static_assert(sizeof(int) == sizeof(int32_t), "positions are copied as i32");
+  Tensor positions = Tensor::empty({batch}, DType::i32, *allocator_);
+  positions.copy_from_host(pos0.data(), positions.bytes());
   const auto* base = static_cast<const uint64_t*>(dev.raw());
   by_type(qkv.dtype(), "attention_cached", [&]<typename T>() {
     cuda::cached_attention<T>(static_cast<const T*>(qkv.raw()), batch, n, reinterpret_cast<T* const*>(base),
-                              reinterpret_cast<T* const*>(base + batch),
-                              reinterpret_cast<const int32_t*>(base + 2 * batch), heads, hd, static_cast<T*>(o.raw()),
-                              stream_);
+                              reinterpret_cast<T* const*>(base + batch), positions.ptr<int32_t>(), heads, hd,
+                              static_cast<T*>(o.raw()), stream_);
   });
 }
 
@@ -885,6 +909,7 @@ AdamWPlan& CudaOps::adamw_plan(const std::vector<mok::Parameter*>& params, std::
 void CudaOps::adamw_step(const std::vector<mok::Parameter*>& params, std::vector<Tensor>& m, std::vector<Tensor>& v,
                          const mok::AdamWStep& st) {
   const auto timed = profile("adamw_step");
+  allocator_->join_beside();  // gradients zeroed beside a forward that had no backward
   adamw_plan(params, m, v).step(st.lr, st.beta1, st.beta2, st.eps, st.weight_decay, st.t, stream_,
                                 static_cast<float>(st.grad_scale));  // as scale_grads rounds it
 }
@@ -912,6 +937,7 @@ GradNormPlan& CudaOps::grad_norm_plan(const std::vector<mok::Parameter*>& params
 
 double CudaOps::grad_norm_sq(const std::vector<mok::Parameter*>& params) {
   const auto timed = profile("grad_norm_sq");
+  allocator_->join_beside();  // gradients zeroed beside a forward that had no backward
   Tensor sum = Tensor::empty({1}, DType::f64, *allocator_);
   grad_norm_plan(params).sum_squares(sum.ptr<double>(), stream_);
   double host = 0.0;
@@ -921,6 +947,7 @@ double CudaOps::grad_norm_sq(const std::vector<mok::Parameter*>& params) {
 
 void CudaOps::scale_grads(const std::vector<mok::Parameter*>& params, double s) {
   const auto timed = profile("scale_grads");
+  allocator_->join_beside();  // gradients zeroed beside a forward that had no backward
   grad_norm_plan(params).scale(static_cast<float>(s), stream_);
 }
 

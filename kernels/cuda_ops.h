@@ -89,6 +89,8 @@ class CudaOps final : public mok::Ops {
                              const mok::Tensor& rstd, const mok::Tensor& r, mok::Tensor& dx, mok::Tensor& dg) override;
   void rope_(mok::Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const mok::RopeTable& table,
              bool inverse) override;
+  void rope_at_(mok::Tensor& x, int64_t rows, int64_t ld, int heads, int seq, const std::vector<int>& pos0,
+                const mok::RopeTable& table, bool inverse) override;
   void attention_forward(const mok::Tensor& qkv, int batch, int seq, int heads, int hd, mok::Tensor& o,
                          mok::Tensor* lse) override;
   void attention_backward(const mok::Tensor& qkv, const mok::Tensor& d_o, const mok::Tensor& lse, const mok::Tensor* o,

@@ -16,13 +16,13 @@ constexpr int kThreads = 256;
 // One thread per pair (row, head, i): a = x[i], b = x[i + hd/2] turn by (cos, ±sin) of the
 // row's position. blockIdx.y strides over rows; threads over the heads·hd/2 pairs of a row.
 template <typename T>
-__global__ void rope_kernel(T* x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const float* cos,
-                            const float* sin, int half, float sign) {
+__global__ void rope_kernel(T* x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const int32_t* seq_pos0,
+                            const float* cos, const float* sin, int half, float sign) {
   const int pair = blockIdx.x * kThreads + threadIdx.x;
   if (pair >= heads * half) return;
   const int h = pair / half, i = pair % half;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const int64_t pos = pos0 + r % seq;
+    const int64_t pos = (seq_pos0 ? seq_pos0[r / seq] : pos0) + r % seq;
     const float c = cos[pos * half + i], s = sign * sin[pos * half + i];
     T* a = x + r * ld + static_cast<int64_t>(h) * 2 * half + i;
     T* b = a + half;
@@ -38,8 +38,8 @@ __global__ void rope_kernel(T* x, int64_t rows, int64_t ld, int heads, int seq, 
 // 2-byte accesses leave half the memory bandwidth unused. The same float arithmetic per
 // element, so the same bits.
 template <typename T>
-__global__ void rope_vec_kernel(T* x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const float* cos,
-                                const float* sin, int half, float sign) {
+__global__ void rope_vec_kernel(T* x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const int32_t* seq_pos0,
+                                const float* cos, const float* sin, int half, float sign) {
   constexpr int V = kPack<T>;
   const int per_head = half / V, per_row = heads * per_head;
   const int64_t total = rows * per_row;
@@ -48,7 +48,7 @@ __global__ void rope_vec_kernel(T* x, int64_t rows, int64_t ld, int heads, int s
     const int64_t r = t / per_row;
     const int g = static_cast<int>(t - r * per_row);
     const int h = g / per_head, i = (g % per_head) * V;
-    const int64_t pos = pos0 + r % seq;
+    const int64_t pos = (seq_pos0 ? seq_pos0[r / seq] : pos0) + r % seq;
     T* a = x + r * ld + static_cast<int64_t>(h) * 2 * half + i;
     float xa[V], xb[V], c[V], sn[V];
     load_pack<V>(a, xa);
@@ -71,7 +71,7 @@ __global__ void rope_vec_kernel(T* x, int64_t rows, int64_t ld, int heads, int s
 
 template <typename T>
 void rope_apply(T* x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const float* cos,
-                const float* sin, int hd, bool inverse, cudaStream_t stream) {
+                const float* sin, int hd, bool inverse, cudaStream_t stream, const int32_t* seq_pos0) {
   if (hd <= 0 || hd % 2)
     throw std::invalid_argument("rope_apply: head dimension must be even and positive, got " + std::to_string(hd));
   if (seq <= 0 || pos0 < 0 || heads < 0 || ld < static_cast<int64_t>(heads) * hd)
@@ -85,21 +85,21 @@ void rope_apply(T* x, int64_t rows, int64_t ld, int heads, int seq, int pos0, co
       is_aligned(sin, 16)) {
     const int64_t total = rows * (static_cast<int64_t>(heads) * half / V);
     const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535 * 8));
-    rope_vec_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, ld, heads, seq, pos0, cos, sin, half,
+    rope_vec_kernel<T><<<blocks, kThreads, 0, stream>>>(x, rows, ld, heads, seq, pos0, seq_pos0, cos, sin, half,
                                                          inverse ? -1.f : 1.f);
     MOK_CUDA_CHECK_LAUNCH();
     return;
   }
   const dim3 grid(blocks_for(static_cast<long long>(heads) * half, kThreads),
                   static_cast<unsigned>(rows < 65535 ? rows : 65535));
-  rope_kernel<T><<<grid, kThreads, 0, stream>>>(x, rows, ld, heads, seq, pos0, cos, sin, half,
+  rope_kernel<T><<<grid, kThreads, 0, stream>>>(x, rows, ld, heads, seq, pos0, seq_pos0, cos, sin, half,
                                                 inverse ? -1.f : 1.f);
   MOK_CUDA_CHECK_LAUNCH();
 }
 
 template void rope_apply<float>(float*, int64_t, int64_t, int, int, int, const float*, const float*, int, bool,
-                                cudaStream_t);
+                                cudaStream_t, const int32_t*);
 template void rope_apply<bf16>(bf16*, int64_t, int64_t, int, int, int, const float*, const float*, int, bool,
-                               cudaStream_t);
+                               cudaStream_t, const int32_t*);
 
 }  // namespace mok::cuda

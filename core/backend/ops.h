@@ -15,6 +15,7 @@
 // Determinism: every op's result is a function of its inputs only (fixed reduction orders,
 // no floating-point atomics), so a run repeats bit for bit on one machine.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -156,6 +157,17 @@ class Ops {
   // Rotary embedding of `heads` heads at the start of each of `rows` rows of x (row stride ld).
   virtual void rope_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, int pos0, const RopeTable& table,
                      bool inverse) = 0;
+  // The same over sequences of `seq` rows each, sequence i starting at position pos0[i]
+  // (decoding: every sequence at its own cache position). Here rope_ per sequence; a backend
+  // may turn every row in one pass, reading the positions from pos0's memory when it runs.
+  virtual void rope_at_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, const std::vector<int>& pos0,
+                        const RopeTable& table, bool inverse) {
+    for (size_t i = 0; i < pos0.size() && static_cast<int64_t>(i) * seq < rows; ++i) {
+      const int64_t r0 = static_cast<int64_t>(i) * seq, n = std::min<int64_t>(seq, rows - r0);
+      Tensor part = x.view(r0 * ld, {n, ld});
+      rope_(part, n, ld, heads, seq, pos0[i], table, inverse);
+    }
+  }
   // Causal attention: qkv (b·s, 3·h·hd) → o (b·s, h·hd), lse (b, h, s) when given. Backward
   // takes o when the caller kept it (else a backend that needs it recomputes it).
   virtual void attention_forward(const Tensor& qkv, int batch, int seq, int heads, int hd, Tensor& o,

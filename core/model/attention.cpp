@@ -118,14 +118,7 @@ Tensor Attention::forward_cached_batch(const Tensor& x, int n, const std::vector
   }
   const ExecContext& cx = ExecContext::current();
   Tensor qkv = qkv_.forward(x, false);  // (B·n, 3d)
-  if (std::all_of(pos0.begin(), pos0.end(), [&](int p) { return p == pos0[0]; })) {
-    cx.ops().rope_(qkv, batch * n, 3 * d_, 2 * heads_, n, pos0[0], *rope_, false);  // q and k heads
-  } else {
-    for (int64_t b = 0; b < batch; ++b) {
-      Tensor rows = qkv.view(b * n * 3 * d_, {static_cast<int64_t>(n), 3 * d_});
-      cx.ops().rope_(rows, n, 3 * d_, 2 * heads_, n, pos0[b], *rope_, false);
-    }
-  }
+  cx.ops().rope_at_(qkv, batch * n, 3 * d_, 2 * heads_, n, pos0, *rope_, false);  // q and k heads
   std::vector<Tensor*> k(static_cast<size_t>(batch)), v(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     k[b] = &cache[b]->k;

@@ -194,6 +194,7 @@ void LanguageModel::backward(double scale) {
   if (!m.forward_pending) throw std::logic_error("LanguageModel::backward: no forward to go back through");
   const real sc = static_cast<real>(scale);
   m.forward_pending = false;  // also when a boundary check throws: the next forward starts clean
+  ExecContext::current().ops().allocator().join_beside();  // the gradients' zeroing (zero_grad)
   m.boundary();
   Tensor d = m.head->backward(m.ce.backward(sc));
   d = m.final_norm->backward(d);
@@ -266,7 +267,8 @@ std::vector<Parameter*> LanguageModel::parameters() {
   return out;
 }
 
-void LanguageModel::zero_grad() { zero_gradients(parameters()); }
+// Beside the forward: backward joins it before its first gradient write.
+void LanguageModel::zero_grad() { zero_gradients(parameters(), /*beside=*/true); }
 
 int64_t LanguageModel::parameter_count() const {
   int64_t n = 0;

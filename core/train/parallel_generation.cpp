@@ -152,6 +152,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   std::vector<std::vector<float>> logit_rows(o.keep_logits ? local : 0);
 
   BatchedInferenceSession session(model, local, context);
+  session.set_replay(!parallel);  // one rank: its decode steps from a recorded one where it can
   // Restarts every cache from the last `keep` tokens of each sequence (all the same length).
   auto refill = [&](int keep) {
     std::vector<int32_t> p;

@@ -19,6 +19,7 @@
 
 #include "core/backend/exec_context.h"
 #include "core/backend/step_graph.h"
+#include "core/model/batched_inference_session.h"
 #include "core/model/language_model.h"
 #include "core/tensor/memory_tracker.h"
 #include "core/train/adamw.h"
@@ -202,6 +203,8 @@ void check_model_training(CheckInputs&, std::vector<OpCheck>& out) {
 // attempt leaves the run as it was. Dense with the kitten defaults (low-bit copies, the same
 // every step) replays too, its error metrics the op-by-op run's; with a low-rank sketch
 // (fitted anew each step) it is refused. Short (8 steps), for compute-sanitizer too.
+void check_decode_graphs(std::vector<OpCheck>& out);
+
 void check_step_graphs(CheckInputs&, std::vector<OpCheck>& out) {
   constexpr int kSteps = 8;
   mok::ModelOptions kitten = small_options(0, false, 0.0);
@@ -240,6 +243,53 @@ void check_step_graphs(CheckInputs&, std::vector<OpCheck>& out) {
                       static_cast<long long>(eager.load.back()), eager.router[eager.router.size() - 2]);
       }
     });
+  }
+  check_decode_graphs(out);
+}
+
+// Decode steps replayed from a recorded one (BatchedInferenceSession::set_replay): two
+// sessions over one model, the same prompts, then 10 decode steps fed the same tokens (the
+// op-by-op session's greedy choices): every step's logits bitwise the same, and steps
+// replayed where the model allows it (dense in bf16 and fp32; MoE in bf16), none where not
+// (MoE in fp32: its products read the offsets on the host).
+void check_decode_graphs(std::vector<OpCheck>& out) {
+  constexpr int kBatch = 6, kPrompt = 9, kDecodes = 10;
+  const std::vector<Case> cases = {
+      {"dense", small_options(0, false, 0.0), kBatch, kPrompt},
+      {"moe", small_options(4, true, 0.0), kBatch, kPrompt},
+  };
+  for (const Case& c : cases) {
+    for (const mok::DType dtype : {mok::DType::bf16, mok::DType::f32}) {
+      const std::string name = "graph.decode." + c.name + "." + mok::dtype_name(dtype);
+      run_guarded(out, name, [&] {
+        auto cx = mok::make_exec_context(mok::Device::cuda(0), dtype);
+        mok::ScopedExecContext scope(*cx);
+        mok::LanguageModel model(c.options);
+        const bool replayable = c.options.model.experts == 0 || dtype == mok::DType::bf16;
+        mok::BatchedInferenceSession eager(model, kBatch), replayed(model, kBatch);
+        replayed.set_replay(true);
+        std::vector<int32_t> prompts(static_cast<size_t>(kBatch) * kPrompt);
+        for (size_t i = 0; i < prompts.size(); ++i)
+          prompts[i] = static_cast<int32_t>(counter_bits(23, 1, i) % c.options.vocab_size);
+        std::vector<mok::real> a = eager.prefill(prompts, kPrompt), b = replayed.prefill(prompts, kPrompt);
+        double differing = a == b ? 0.0 : 1.0;
+        const int vocab = c.options.vocab_size;
+        std::vector<int32_t> next(kBatch);
+        for (int step = 0; step < kDecodes; ++step) {
+          for (int s = 0; s < kBatch; ++s)
+            next[s] = static_cast<int32_t>(std::max_element(a.begin() + s * vocab, a.begin() + (s + 1) * vocab) -
+                                           (a.begin() + s * vocab));
+          a = eager.decode(next);
+          b = replayed.decode(next);
+          differing += a == b ? 0.0 : 1.0;
+        }
+        out.push_back({name + " replayed = op by op (steps whose logits differ)", differing, 0.0});
+        const bool did = replayed.replayed_steps() > 0;
+        out.push_back({name + (replayable ? " replayed" : " refused"), did == replayable ? 0.0 : INFINITY, 0.0});
+        std::printf("  %s: %lld of %d decode steps replayed\n", name.c_str(),
+                    static_cast<long long>(replayed.replayed_steps()), kDecodes);
+      });
+    }
   }
 }
 
