@@ -35,12 +35,6 @@ CudaCachingAllocator::CudaCachingAllocator(int device, cudaStream_t stream)
 
 CudaCachingAllocator::~CudaCachingAllocator() {
   // Tensors still alive (static storage, a leaked model) keep their blocks; only the cache goes.
-  if (side_) {
-    cudaStreamSynchronize(side_);
-    cudaStreamDestroy(side_);
-    cudaEventDestroy(fork_);
-    cudaEventDestroy(zeroed_);
-  }
   cudaStreamSynchronize(stream_);
   staging_.reset();
   for (auto& [cls, blocks] : free_)
@@ -119,7 +113,6 @@ void CudaCachingAllocator::release(void* block, int64_t bytes) {
   if (!block) return;
   const int64_t cls = size_class(bytes);
   std::lock_guard lock(mutex_);
-  if (!beside_pending_.empty() && overlaps_pending(block, bytes)) join_beside_locked();
   // A block freed while recording was read or written by the recorded work, even one
   // allocated before: it is the graph's from now on.
   if (recording_ && recorded_.insert(block).second) recorded_bytes_ += cls;
@@ -205,52 +198,6 @@ void CudaCachingAllocator::zero_ranges(const std::vector<ByteRange>& ranges) {
     return sized("zero_ranges", bytes) + " in " + std::to_string(words.size()) + " ranges";
   });
   cuda::zero_ranges(words, stream_);
-}
-
-void CudaCachingAllocator::zero_ranges_beside(const std::vector<ByteRange>& ranges) {
-  if (profiler_ && profiler_->enabled()) return zero_ranges(ranges);  // timed in order, as an op
-  std::vector<DeviceByteRange> words;
-  std::vector<ByteRange> others;
-  for (const ByteRange& r : ranges) {
-    if (zero_ranges_fits({r.p, r.bytes})) words.push_back({r.p, r.bytes});
-    else others.push_back(r);
-  }
-  zero_ranges(others);  // (none for gradients: their blocks and sizes are 16-byte multiples)
-  if (words.empty()) return;
-  if (!side_) {
-    MOK_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
-    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
-    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&zeroed_, cudaEventDisableTiming));
-  }
-  std::lock_guard lock(mutex_);
-  MOK_CUDA_CHECK(cudaEventRecord(fork_, stream_));  // after what the stream holds (the last update)
-  MOK_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
-  cuda::zero_ranges(words, side_);
-  MOK_CUDA_CHECK(cudaEventRecord(zeroed_, side_));
-  for (const DeviceByteRange& w : words) {
-    const auto begin = reinterpret_cast<uintptr_t>(w.p);
-    beside_pending_.emplace_back(begin, begin + static_cast<uintptr_t>(w.bytes));
-  }
-  std::sort(beside_pending_.begin(), beside_pending_.end());
-}
-
-void CudaCachingAllocator::join_beside() {
-  std::lock_guard lock(mutex_);
-  join_beside_locked();
-}
-
-void CudaCachingAllocator::join_beside_locked() {
-  if (beside_pending_.empty()) return;
-  MOK_CUDA_CHECK(cudaStreamWaitEvent(stream_, zeroed_, 0));
-  beside_pending_.clear();
-}
-
-bool CudaCachingAllocator::overlaps_pending(const void* block, int64_t bytes) const {
-  const auto begin = reinterpret_cast<uintptr_t>(block), end = begin + static_cast<uintptr_t>(bytes);
-  // the first range ending after `begin` (ranges do not overlap: sorted by begin, so by end)
-  auto it = std::upper_bound(beside_pending_.begin(), beside_pending_.end(), begin,
-                             [](uintptr_t b, const std::pair<uintptr_t, uintptr_t>& r) { return b < r.second; });
-  return it != beside_pending_.end() && it->first < end;
 }
 
 void CudaCachingAllocator::copy_to_host(void* host_dst, const void* src, int64_t bytes) {

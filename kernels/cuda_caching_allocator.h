@@ -47,11 +47,6 @@ class CudaCachingAllocator final : public mok::Allocator {
   void memset(void* p, int value, int64_t bytes) override;
   // One launch for the 16-byte aligned ranges (kernels/zero_ranges.h), a memset for the others.
   void zero_ranges(const std::vector<ByteRange>& ranges) override;
-  // On a side stream forked from the allocator's (also while recording: the graph then holds
-  // the fork and the join). A block of a pending range released before the join is joined
-  // first, so its next user never races the zeroing. With the op profiler on: zero_ranges.
-  void zero_ranges_beside(const std::vector<ByteRange>& ranges) override;
-  void join_beside() override;
   void copy_to_host(void* host_dst, const void* src, int64_t bytes) override;
   void copy_from_host(void* dst, const void* host_src, int64_t bytes) override;
   void copy_within(void* dst, const void* src, int64_t bytes) override;
@@ -91,13 +86,6 @@ class CudaCachingAllocator final : public mok::Allocator {
   std::map<int64_t, std::vector<void*>> recorded_free_;  // those of them not live now
   int64_t recorded_bytes_ = 0, recorded_cached_ = 0;
   std::unique_ptr<PinnedStaging> staging_;
-  // zero_ranges_beside: its stream and events (made on first use), the ranges still pending
-  // (sorted [begin, end) addresses)
-  cudaStream_t side_ = nullptr;
-  cudaEvent_t fork_ = nullptr, zeroed_ = nullptr;
-  std::vector<std::pair<uintptr_t, uintptr_t>> beside_pending_;
-  bool overlaps_pending(const void* block, int64_t bytes) const;  // (under mutex_)
-  void join_beside_locked();
 };
 
 }  // namespace mok::cuda

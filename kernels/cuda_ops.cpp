@@ -909,7 +909,6 @@ AdamWPlan& CudaOps::adamw_plan(const std::vector<mok::Parameter*>& params, std::
 void CudaOps::adamw_step(const std::vector<mok::Parameter*>& params, std::vector<Tensor>& m, std::vector<Tensor>& v,
                          const mok::AdamWStep& st) {
   const auto timed = profile("adamw_step");
-  allocator_->join_beside();  // gradients zeroed beside a forward that had no backward
   adamw_plan(params, m, v).step(st.lr, st.beta1, st.beta2, st.eps, st.weight_decay, st.t, stream_,
                                 static_cast<float>(st.grad_scale));  // as scale_grads rounds it
 }
@@ -937,7 +936,6 @@ GradNormPlan& CudaOps::grad_norm_plan(const std::vector<mok::Parameter*>& params
 
 double CudaOps::grad_norm_sq(const std::vector<mok::Parameter*>& params) {
   const auto timed = profile("grad_norm_sq");
-  allocator_->join_beside();  // gradients zeroed beside a forward that had no backward
   Tensor sum = Tensor::empty({1}, DType::f64, *allocator_);
   grad_norm_plan(params).sum_squares(sum.ptr<double>(), stream_);
   double host = 0.0;
@@ -947,7 +945,6 @@ double CudaOps::grad_norm_sq(const std::vector<mok::Parameter*>& params) {
 
 void CudaOps::scale_grads(const std::vector<mok::Parameter*>& params, double s) {
   const auto timed = profile("scale_grads");
-  allocator_->join_beside();  // gradients zeroed beside a forward that had no backward
   grad_norm_plan(params).scale(static_cast<float>(s), stream_);
 }
 

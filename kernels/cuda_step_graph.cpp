@@ -28,9 +28,6 @@ void CudaStepGraph::begin() {
   if (capturing_ || graph_) throw std::logic_error("CudaStepGraph::begin: already recorded");
   if (ops_.caching_allocator().recorded_block_bytes() > 0)
     throw std::logic_error("CudaStepGraph::begin: another recorded step holds this device's blocks");
-  // Zeroing still running beside (Allocator::zero_ranges_beside) is joined outside the graph: a
-  // recording may not wait for work queued before it.
-  ops_.caching_allocator().join_beside();
   MOK_CUDA_CHECK(cudaStreamBeginCapture(ops_.stream(), cudaStreamCaptureModeRelaxed));
   capturing_ = true;
   ops_.set_recording(&recording_);
@@ -75,7 +72,6 @@ void CudaStepGraph::replay() {
   if (!exec_) throw std::logic_error("CudaStepGraph::replay before end");
   if (launched_) MOK_CUDA_CHECK(cudaEventSynchronize(replayed_));  // its copies have read the inputs' pinned memory
   recording_.refresh_inputs();
-  ops_.caching_allocator().join_beside();  // gradients zeroed beside before it, if any
   MOK_CUDA_CHECK(cudaGraphLaunch(exec_, ops_.stream()));
   MOK_CUDA_CHECK(cudaEventRecord(replayed_, ops_.stream()));
   launched_ = true;

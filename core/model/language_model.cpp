@@ -194,7 +194,6 @@ void LanguageModel::backward(double scale) {
   if (!m.forward_pending) throw std::logic_error("LanguageModel::backward: no forward to go back through");
   const real sc = static_cast<real>(scale);
   m.forward_pending = false;  // also when a boundary check throws: the next forward starts clean
-  ExecContext::current().ops().allocator().join_beside();  // the gradients' zeroing (zero_grad)
   m.boundary();
   Tensor d = m.head->backward(m.ce.backward(sc));
   d = m.final_norm->backward(d);
@@ -267,8 +266,7 @@ std::vector<Parameter*> LanguageModel::parameters() {
   return out;
 }
 
-// Beside the forward: backward joins it before its first gradient write.
-void LanguageModel::zero_grad() { zero_gradients(parameters(), /*beside=*/true); }
+void LanguageModel::zero_grad() { zero_gradients(parameters()); }
 
 int64_t LanguageModel::parameter_count() const {
   int64_t n = 0;

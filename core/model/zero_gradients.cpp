@@ -5,7 +5,7 @@
 
 MOK_NN_BEGIN
 
-void zero_gradients(const std::vector<Parameter*>& params, bool beside) {
+void zero_gradients(const std::vector<Parameter*>& params) {
   struct Range {
     const void* block;
     Allocator* allocator;
@@ -33,7 +33,7 @@ void zero_gradients(const std::vector<Parameter*>& params, bool beside) {
     if (at == runs.end()) at = runs.insert(runs.end(), {run.allocator, {}});
     at->second.push_back({run.begin, run.bytes});
   }
-  for (auto& [allocator, list] : runs) beside ? allocator->zero_ranges_beside(list) : allocator->zero_ranges(list);
+  for (auto& [allocator, list] : runs) allocator->zero_ranges(list);
 }
 
 MOK_NN_END

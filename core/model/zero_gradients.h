@@ -5,9 +5,7 @@
 // launch per expert (1 536 per step with 12 layers of 64 experts, ~5 ms of an H200's step).
 // Runs never cross blocks: a CUDA fill may not span two allocations, even adjacent ones. The
 // runs go to their allocator in one call (Allocator::zero_ranges: one launch on a GPU, where a
-// launch per run left the GPU waiting for the host at the start of every step). beside:
-// Allocator::zero_ranges_beside (a GPU zeroes while the forward runs; the first gradient
-// write must come after Allocator::join_beside).
+// launch per run left the GPU waiting for the host at the start of every step).
 
 #include <vector>
 
@@ -15,6 +13,6 @@
 
 MOK_NN_BEGIN
 
-void zero_gradients(const std::vector<Parameter*>& params, bool beside = false);
+void zero_gradients(const std::vector<Parameter*>& params);
 
 MOK_NN_END

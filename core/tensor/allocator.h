@@ -34,12 +34,6 @@ class Allocator {
   virtual void zero_ranges(const std::vector<ByteRange>& ranges) {
     for (const ByteRange& r : ranges) memset(r.p, 0, r.bytes);
   }
-  // The same, beside the work queued after it: a GPU zeroes on a second stream, after what
-  // is queued so far, so that a step's gradient zeroing overlaps its forward. join_beside()
-  // makes the work queued from then on wait for it (the first gradient write calls it). Here
-  // zeroed at once, and nothing to join.
-  virtual void zero_ranges_beside(const std::vector<ByteRange>& ranges) { zero_ranges(ranges); }
-  virtual void join_beside() {}
   // Copies between this device's memory and host memory, and within this device. A copy to
   // the host has finished when the call returns.
   virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;

@@ -132,7 +132,6 @@ bool TrainStep::record(const StepCancellation& cancel) {
   std::vector<PendingForwardStats> recorded;  // read again after every replay
   try {
     graph->begin();
-    m_.model->zero_grad();  // beside the forward, inside the graph too
     recorded = forward_backward(recorded_fig, cancel);
     graph->end();
   } catch (const StepCancelled&) {
@@ -175,6 +174,7 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   profile_.before_step(ops, step + 1);
   const auto t0 = Clock::now();
   model.set_step(step);
+  model.zero_grad();
   // Between blocks too: a step of one huge micro-batch is abandoned within a block's time.
   model.set_block_boundary([cancel] { cancel.check(); });
   StepFigures fig;  // R > 1: this rank's part, summed over ranks below
@@ -184,7 +184,6 @@ TrainStepResult TrainStep::run(int64_t step, const StepCancellation& cancel) {
   if (graph_wanted_ && !graph_ && eager_steps_ >= 2 && model.replayable_from(step)) record(cancel);
   const bool replay = graph_ && graph_fits_batch();
   std::vector<PendingForwardStats> pending;
-  if (!replay) model.zero_grad();  // (a replay zeroes them itself: the recording holds zero_grad)
   if (replay) {
     graph_->replay();
     model.step_replayed();

@@ -1,9 +1,9 @@
 #pragma once
 // TrainStep: one optimizer step on one rank, returning its figures.
 //
-// Step s (0-based) = model.set_step(s), zero_grad (on a GPU beside the first forward), then
-// for each of train.grad_accum micro-batches m: this rank's rows of sample_train_batch(seed,
-// s, m) (all rows when R = 1), forward, backward scaled by 1/(grad_accum·R); gradient sync and clipping
+// Step s (0-based) = model.set_step(s), zero_grad, then for each of train.grad_accum
+// micro-batches m: this rank's rows of sample_train_batch(seed, s, m) (all rows when R = 1),
+// forward, backward scaled by 1/(grad_accum·R); gradient sync and clipping
 // (gradient_sync.h); the learning rate of step s; one AdamW update. Collective when R > 1:
 // the figures are then summed over ranks (step_figures.h), the same on every rank.
 // A stop request abandons the step at a check point (step_cancellation.h) before the update.
@@ -12,12 +12,12 @@
 // MoE layers only in bf16, dropless, with their expert offsets left on the device:
 // Ops::grouped_segments_on_device; kitten settings that choose nothing per step:
 // LanguageModel::replayable_from) and no parallel.device_memory_limit is set, the third step
-// records its gradient zeroing, forward and backward as a CUDA graph
-// (core/backend/step_graph.h) and every later step replays it: the same kernels on the same
-// memory, so the same bits, launched at once. The gradient norm and the update run after it
-// as before. MOK_CUDA_GRAPH=off runs every step op by op; a step that cannot be recorded says
-// so once on stderr and the run goes on op by op. A replayed step cannot be stopped between
-// blocks (it stops before the update, as any step).
+// records its forward and backward as a CUDA graph (core/backend/step_graph.h) and every
+// later step replays it: the same kernels on the same memory, so the same bits, launched at
+// once. The gradient norm and the update run after it as before. MOK_CUDA_GRAPH=off runs
+// every step op by op; a step that cannot be recorded says so once on stderr and the run
+// goes on op by op. A replayed step cannot be stopped between blocks (it stops before the
+// update, as any step).
 
 #include <cstdint>
 #include <memory>
