@@ -189,6 +189,13 @@ Tensor CudaOps::routed_fractions(const Tensor& load, double pairs) {
   return f;
 }
 
+Tensor CudaOps::upload_positions(const std::vector<int>& pos0) {
+  static_assert(sizeof(int) == sizeof(int32_t), "positions are copied as i32");
+  Tensor positions = Tensor::empty({static_cast<int64_t>(pos0.size())}, DType::i32, *allocator_);
+  positions.copy_from_host(pos0.data(), positions.bytes());  // from pos0's own memory (cuda_ops.h)
+  return positions;
+}
+
 std::shared_ptr<mok::HostReading> CudaOps::read_later(const Tensor& t) {
   if (!recording_) return readings_->read(t.raw(), static_cast<size_t>(t.bytes()));
   // A read-back of the recording: its pinned memory holds each replay's values.
@@ -423,9 +430,7 @@ void CudaOps::rope_at_(Tensor& x, int64_t rows, int64_t ld, int heads, int seq, 
   for (int p : pos0)
     if (p < 0 || p + std::min<int64_t>(seq, rows) > table.max_positions())
       throw std::invalid_argument("RoPE: position beyond max_seq_len " + std::to_string(table.max_positions()));
-  static_assert(sizeof(int) == sizeof(int32_t), "positions are copied as i32");
-  Tensor positions = Tensor::empty({sequences}, DType::i32, *allocator_);
-  positions.copy_from_host(pos0.data(), positions.bytes());
+  Tensor positions = upload_positions(pos0);
   const DeviceRope& r = rope_table(table);
   by_type(x.dtype(), "rope_", [&]<typename T>() {
     rope_apply<T>(static_cast<T*>(x.raw()), rows, ld, heads, seq, 0, r.cos.ptr<float>(), r.sin.ptr<float>(), r.hd,
@@ -524,9 +529,7 @@ void CudaOps::attention_cached(const Tensor& qkv, int n, const std::vector<Tenso
   }
   Tensor dev = scratch(table.size() * sizeof(uint64_t));
   dev.copy_from_host(table.data(), static_cast<int64_t>(table.size() * sizeof(uint64_t)));
-  static_assert(sizeof(int) == sizeof(int32_t), "positions are copied as i32");
-  Tensor positions = Tensor::empty({batch}, DType::i32, *allocator_);
-  positions.copy_from_host(pos0.data(), positions.bytes());
+  Tensor positions = upload_positions(pos0);
   const auto* base = static_cast<const uint64_t*>(dev.raw());
   by_type(qkv.dtype(), "attention_cached", [&]<typename T>() {
     cuda::cached_attention<T>(static_cast<const T*>(qkv.raw()), batch, n, reinterpret_cast<T* const*>(base),

@@ -150,6 +150,9 @@ class CudaOps final : public mok::Ops {
   OpProfiler::Scope profile(const char* op);
   mok::Tensor scratch(size_t bytes);
   mok::Tensor routed_fractions(const mok::Tensor& load, double pairs);  // (E) f32 on the device
+  // (n) i32 copied from pos0's own memory: in a recorded decode step that is the session's
+  // positions, which each replay refills (core/backend/step_graph.h, declared inputs).
+  mok::Tensor upload_positions(const std::vector<int>& pos0);
   mok::Tensor upload_remote_mask(const std::vector<uint8_t>* local, int experts);
   struct DeviceRope;
   const DeviceRope& rope_table(const mok::RopeTable& table);

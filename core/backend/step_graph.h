@@ -16,8 +16,8 @@
 // Anything else that needs a value on the host in the middle of the step makes recording
 // fail (end() or the op throws): the caller then abandons the graph and runs op by op.
 //
-// Usage: add_input(...); begin(); <forward/backward>; end(); then per step: refill the inputs'
-// host memory, replay(), later cross_entropy_sums().
+// Usage: add_input(...); record([&] { <forward/backward> }) (or begin(); ...; end()); then per
+// step: refill the inputs' host memory, replay(), later cross_entropy_sums().
 
 #include <cstddef>
 #include <vector>
@@ -39,6 +39,19 @@ class StepGraph {
   // Stops recording and drops what was recorded (after a throw between begin and end).
   virtual void abandon() noexcept = 0;
   virtual bool ready() const = 0;  // end() succeeded
+
+  // begin(), `step`, end(); when anything throws, abandons what was recorded and rethrows.
+  template <class Step>
+  void record(Step&& step) {
+    try {
+      begin();
+      step();
+      end();
+    } catch (...) {
+      abandon();
+      throw;
+    }
+  }
 
   // Enqueues the recorded work, its copies reading the inputs' memory as it is now; returns
   // without waiting for the device.

@@ -70,12 +70,8 @@ bool BatchedInferenceSession::record() {
   graph->add_input(tokens_.data(), tokens_.size() * sizeof(int32_t));
   graph->add_input(positions_.data(), positions_.size() * sizeof(int));
   try {
-    graph->begin();
-    Tensor logits = forward(tokens_.data(), 1);
-    graph_logits_ = ops.read_later(logits);
-    graph->end();
+    graph->record([&] { graph_logits_ = ops.read_later(forward(tokens_.data(), 1)); });
   } catch (const std::exception& e) {
-    graph->abandon();
     graph_logits_.reset();
     replay_wanted_ = false;
     std::fprintf(stderr, "mok: decoding runs op by op (%s; MOK_CUDA_GRAPH=off skips the attempt)\n", e.what());

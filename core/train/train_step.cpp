@@ -131,14 +131,10 @@ bool TrainStep::record(const StepCancellation& cancel) {
   StepFigures recorded_fig;  // (one rank: nothing in it)
   std::vector<PendingForwardStats> recorded;  // read again after every replay
   try {
-    graph->begin();
-    recorded = forward_backward(recorded_fig, cancel);
-    graph->end();
+    graph->record([&] { recorded = forward_backward(recorded_fig, cancel); });
   } catch (const StepCancelled&) {
-    graph->abandon();
     throw;
   } catch (const std::exception& e) {
-    graph->abandon();
     graph_wanted_ = false;
     if (rc_.leader())
       std::fprintf(stderr, "mok: the training step runs op by op (%s; MOK_CUDA_GRAPH=off skips the attempt)\n",

@@ -87,14 +87,13 @@ RunResult train(const Case& c, mok::ExecContext& cx, int steps, int record_at = 
       graph->add_input(targets.data(), targets.size() * sizeof(int32_t));
       try {
         if (!model.replayable_from(step)) throw std::runtime_error("the kitten settings choose per step");
-        graph->begin();
-        recorded_stats = model.forward_pending(tokens.data(), targets.data(), c.batch, c.seq);
-        model.backward(1.0);
-        graph->end();
+        graph->record([&] {
+          recorded_stats = model.forward_pending(tokens.data(), targets.data(), c.batch, c.seq);
+          model.backward(1.0);
+        });
         model.step_recorded();
         if (recorded) *recorded = true;
       } catch (const std::exception&) {
-        graph->abandon();
         graph.reset();
       }
     }
