@@ -531,9 +531,19 @@ void CudaOps::attention_cached(const Tensor& qkv, int n, const std::vector<Tenso
   dev.copy_from_host(table.data(), static_cast<int64_t>(table.size() * sizeof(uint64_t)));
   Tensor positions = upload_positions(pos0);
   const auto* base = static_cast<const uint64_t*>(dev.raw());
+  int max_len = 0;
+  const auto on16 = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0; };
+  bool aligned = on16(qkv) && on16(o);  // then rows move as 16-byte packs
+  for (int b = 0; b < batch; ++b) {
+    max_len = std::max(max_len, static_cast<int>(k_cache[b]->dim(0)));
+    aligned = aligned && on16(*k_cache[b]) && on16(*v_cache[b]);
+  }
   by_type(qkv.dtype(), "attention_cached", [&]<typename T>() {
+    const int64_t floats = cuda::cached_attention_scratch_floats<T>(int64_t(batch) * n * heads, max_len, hd);
+    Tensor partials = scratch(static_cast<size_t>(floats) * sizeof(float));
     cuda::cached_attention<T>(static_cast<const T*>(qkv.raw()), batch, n, reinterpret_cast<T* const*>(base),
-                              reinterpret_cast<T* const*>(base + batch), positions.ptr<int32_t>(), heads, hd,
+                              reinterpret_cast<T* const*>(base + batch), positions.ptr<int32_t>(), max_len, heads, hd,
+                              aligned, floats > 0 ? static_cast<float*>(partials.raw()) : nullptr,
                               static_cast<T*>(o.raw()), stream_);
   });
 }

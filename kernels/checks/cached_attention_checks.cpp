@@ -2,7 +2,10 @@
 // random rows: sequences at different positions (their caches partly filled already), one new
 // row (decoding) and several (a prefill continuing a cache). fp32 against the CPU's float
 // result; bf16 against the CPU on the bf16-rounded inputs. Both the output and the caches'
-// new rows are compared; rows beyond the new ones must stay untouched.
+// new rows are compared; rows beyond the new ones must stay untouched. Head widths cover
+// every lane layout (one to 32 lanes a key, two packs a lane in fp32 beyond 128, widths no
+// pack divides) and caches of several key chunks in both forms (a block per chunk, and a block
+// looping over a row's chunks); a last check asks the two forms for bitwise the same rows.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -110,6 +113,47 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, mok::DType dtype, int
   out.push_back({name + ".caches", relative_error(caches_dev, caches_ref), 0.0});  // copies: exact
 }
 
+// The same sequences decoded alone (few rows: a block per key chunk, merged by a second pass)
+// and among enough others that each row's chunks are looped over by one block: every output
+// element of the shared sequences must have the same bits (a row's result is its own keys',
+// whatever batch it is in).
+void check_forms_agree(CheckInputs& in, std::vector<OpCheck>& out, mok::DType dtype) {
+  const bool bf = dtype == mok::DType::bf16;
+  const int heads = 8, hd = 16, max_len = 600, many = 512, few = 4;  // 512·8 rows: the loop form
+  const int64_t d = int64_t(heads) * hd;
+  std::vector<int> pos0(many);
+  const std::vector<int32_t> starts = in.uniform_int(static_cast<size_t>(many), max_len);
+  for (int b = 0; b < many; ++b) pos0[b] = starts[b];
+  pos0[0] = max_len - 1;  // every chunk of the cache
+  std::vector<float> qkv = in.normal(static_cast<size_t>(many) * 3 * d);
+  if (bf) qkv = round_bf16(qkv);
+  CudaOps ops(0);
+  std::vector<mok::Tensor> k, v;
+  std::vector<mok::Tensor*> kp, vp;
+  for (int b = 0; b < many; ++b) {
+    std::vector<float> kc = in.normal(static_cast<size_t>(max_len) * d), vc = in.normal(static_cast<size_t>(max_len) * d);
+    k.push_back(to_device(ops, bf ? round_bf16(kc) : kc, {max_len, d}, dtype));
+    v.push_back(to_device(ops, bf ? round_bf16(vc) : vc, {max_len, d}, dtype));
+  }
+  for (int b = 0; b < many; ++b) {
+    kp.push_back(&k[b]);
+    vp.push_back(&v[b]);
+  }
+  const auto decode = [&](int batch) {
+    const std::vector<float> rows(qkv.begin(), qkv.begin() + int64_t(batch) * 3 * d);
+    const mok::Tensor q = to_device(ops, rows, {batch, 3 * d}, dtype);
+    mok::Tensor o = to_device(ops, std::vector<float>(static_cast<size_t>(batch) * d, NAN), {batch, d}, dtype);
+    const std::vector<mok::Tensor*> ks(kp.begin(), kp.begin() + batch), vs(vp.begin(), vp.begin() + batch);
+    ops.attention_cached(q, 1, ks, vs, std::vector<int>(pos0.begin(), pos0.begin() + batch), heads, hd, o);
+    std::vector<float> result = to_host(ops, o);
+    result.resize(static_cast<size_t>(few) * d);
+    return result;
+  };
+  const std::vector<float> alone = decode(few), among = decode(many);
+  out.push_back({std::string("attention_cached.") + (bf ? "bf16" : "fp32") + ".split_and_loop_forms_bitwise",
+                 differing_elements(alone, among), 0.0});
+}
+
 }  // namespace
 
 void check_cached_attention(CheckInputs& in, std::vector<OpCheck>& out) {
@@ -118,6 +162,12 @@ void check_cached_attention(CheckInputs& in, std::vector<OpCheck>& out) {
       check_one(in, out, t, 5, 1, 4, 64, 97);    // decoding: one new row per sequence
       check_one(in, out, t, 3, 7, 2, 32, 40);    // several new rows continuing a cache
       check_one(in, out, t, 2, 1, 12, 64, 1024); // the benchmark models' heads, a long cache
+      check_one(in, out, t, 3, 1, 4, 128, 700);  // wide heads, several chunks
+      check_one(in, out, t, 2, 2, 2, 256, 600);  // the widest head (fp32: two packs a lane)
+      check_one(in, out, t, 4, 1, 3, 48, 300);   // a width padded to the lanes
+      check_one(in, out, t, 2, 3, 2, 33, 530);   // a width no pack divides: one element at a time
+      check_one(in, out, t, 2, 200, 12, 8, 900); // 4 800 rows: each block loops over its chunks
+      check_forms_agree(in, out, t);
     }
   });
 }
