@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <span>
 #include <stdexcept>
+#include <string>
 
 #include "core/config/config_io.h"
 #include "core/data/batch_sampler.h"
@@ -26,6 +28,7 @@
 #include "core/model/language_model.h"
 #include "core/tensor/memory_tracker.h"
 #include "core/train/checkpoint.h"
+#include "core/train/op_profile_window.h"
 #include "core/train/rank_device.h"
 #include "core/train/rank_launch.h"
 #include "core/util/byte_size.h"
@@ -151,8 +154,15 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   if (o.keep_logits) out.logits.reserve(static_cast<size_t>(local) * o.max_new_tokens * vocab);
   std::vector<std::vector<float>> logit_rows(o.keep_logits ? local : 0);
 
+  // MOK_OP_PROFILE=FIRST:COUNT times decode steps FIRST.. op by op (1-based, as training's
+  // steps), so a profiled run replays nothing.
+  OpProfileWindow profile;
+  if (rank == 0 && !profile.warning().empty()) std::fprintf(stderr, "%s\n", profile.warning().c_str());
+  Ops& ops = ExecContext::current().ops();
+  const std::string rank_label =
+      "decode, rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " (" + ops.name() + ")";
   BatchedInferenceSession session(model, local, context);
-  session.set_replay(!parallel);  // one rank: its decode steps from a recorded one where it can
+  session.set_replay(!parallel && !profile.active());  // one rank: decode steps from a recorded one where it can
   // Restarts every cache from the last `keep` tokens of each sequence (all the same length).
   auto refill = [&](int keep) {
     std::vector<int32_t> p;
@@ -175,7 +185,14 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
       seqs[b].push_back(next[b]);
     }
     if (i + 1 == o.max_new_tokens) break;
-    logits = session.position() >= session.max_len() ? refill(std::max(1, context / 2)) : session.decode(next);
+    if (session.position() >= session.max_len()) {
+      logits = refill(std::max(1, context / 2));
+      continue;
+    }
+    const auto step_start = Clock::now();
+    profile.before_step(ops, i + 1);
+    logits = session.decode(next);  // read on the host: the step has ended
+    profile.after_step(ops, i + 1, seconds_since(step_start), rank_label);
   }
   out.decode_s = seconds_since(t1);
   out.peak_bytes = tracker.peak_total();
