@@ -58,9 +58,8 @@ struct Layout {
 // Block-shared storage of one chunk's work.
 template <int Padded, int Groups>
 struct ChunkShared {
-  float p[kChunk];                  // scores, then exp(score − max)
+  float p[kChunk];                  // scores
   float part[Groups * Padded];      // each lane group's weighted sum of values
-  float reduce[kThreads / 32];
 };
 
 // The chunk [t0, t1) of one (row, head): its max score m, sum l of exp(s − m), and (in
@@ -72,7 +71,7 @@ __device__ inline void chunk_partial(const float (&q)[NP][kPack<T>], const T* K,
   constexpr int V = kPack<T>;
   const int lane = threadIdx.x % L, group = threadIdx.x / L;
   // Scores: every lane runs the same iterations (the shuffles need the whole warp).
-#pragma unroll 4
+#pragma unroll 8
   for (int64_t base = t0; base < t1; base += Groups) {
     const int64_t t = base + group;
     float dot = 0.f;
@@ -93,21 +92,19 @@ __device__ inline void chunk_partial(const float (&q)[NP][kPack<T>], const T* K,
     if (t < t1 && lane == 0) sh.p[t - t0] = dot;
   }
   __syncthreads();
-  const int count = static_cast<int>(t1 - t0);
+  // Every warp reduces all the chunk's scores itself, lane i taking scores i, i + 32, …: the
+  // same order in each warp, so each gets the same bits, and no further barrier is needed.
+  const int count = static_cast<int>(t1 - t0), warp_lane = threadIdx.x % 32;
   float mx = -INFINITY;
-  for (int i = threadIdx.x; i < count; i += kThreads) mx = fmaxf(mx, sh.p[i]);
-  m = block_max<kThreads>(mx, sh.reduce);
+  for (int i = warp_lane; i < count; i += 32) mx = fmaxf(mx, sh.p[i]);
+  m = warp_max(mx);
   float sum = 0.f;
-  for (int i = threadIdx.x; i < count; i += kThreads) {
-    const float e = expf(sh.p[i] - m);
-    sh.p[i] = e;
-    sum += e;
-  }
-  l = block_sum<kThreads>(sum, sh.reduce);  // its barriers publish sh.p
+  for (int i = warp_lane; i < count; i += 32) sum += expf(sh.p[i] - m);
+  l = warp_sum(sum);
   float acc[NP][V] = {};
-#pragma unroll 4
+#pragma unroll 8
   for (int64_t t = t0 + group; t < t1; t += Groups) {
-    const float w = sh.p[t - t0];
+    const float w = expf(sh.p[t - t0] - m);
 #pragma unroll
     for (int p = 0; p < NP; ++p) {
       const int64_t j = int64_t(p * L + lane) * V;
@@ -280,7 +277,8 @@ void cached_attention(const T* qkv, int batch, int n, T* const* k_cache, T* cons
   else if (scratch == nullptr) throw std::invalid_argument("cached_attention: the split form needs its scratch");
   const bool vec = aligned && hd % kPack<T> == 0;
   const Split s = split_for<T>(hd);
-  const auto go = s.packs == 2  ? launch<T, 32, 2>
+  constexpr int kWidest = kPack<T> * 32 >= kMaxCachedHeadDim ? 1 : 2;  // packs a lane at hd 256
+  const auto go = s.packs == 2  ? launch<T, 32, kWidest>
                   : s.lanes == 1 ? launch<T, 1, 1>
                   : s.lanes == 2 ? launch<T, 2, 1>
                   : s.lanes == 4 ? launch<T, 4, 1>
