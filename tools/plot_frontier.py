@@ -9,6 +9,11 @@ byte. The `exact` and `exact_seed2` rows span a grey band: the seed-to-seed spre
 at which differences in y mean something. A run that ends more than 10 % above exact (it
 diverged) is drawn as a triangle on the top edge with its value, so it does not squeeze the
 rest. Plain SVG, no plotting library needed.
+
+With --seeds, the runs of one setting over several seeds (NAME, NAME_seed2, NAME_seed3, …)
+are one point at their mean with a bar of ±1 standard error, each seed a small grey dot; the
+grey band is exact's mean ± its standard error, and a dashed line marks exact's mean + 0.2 %
+(the quality the kittens are meant to keep).
 """
 import argparse
 import csv
@@ -28,6 +33,21 @@ def read_points(path, shape):
         if math.isfinite(bpb) and math.isfinite(saved):
             points.append({"variant": r["variant"], "bpb": bpb, "saved": saved, "ms": ms})
     return points
+
+
+def seed_groups(points):
+    """NAME and NAME_seedN as one point: means of bpb, saved and ms; n, standard error, seeds."""
+    groups = {}
+    for p in points:
+        groups.setdefault(p["variant"].partition("_seed")[0], []).append(p)
+    out = []
+    for name, g in groups.items():
+        n = len(g)
+        mean = sum(p["bpb"] for p in g) / n
+        se = math.sqrt(sum((p["bpb"] - mean) ** 2 for p in g) / (n - 1) / n) if n > 1 else 0.0
+        out.append({"variant": name, "bpb": mean, "se": se, "n": n, "seeds": [p["bpb"] for p in g],
+                    "saved": sum(p["saved"] for p in g) / n, "ms": sum(p["ms"] for p in g) / n})
+    return out
 
 
 def nice_ticks(lo, hi, count=5):
@@ -51,8 +71,11 @@ def main():
     ap.add_argument("svg")
     ap.add_argument("--shape", default="moe8")
     ap.add_argument("--title", default="")
+    ap.add_argument("--seeds", action="store_true", help="one point per setting over its seeds")
     a = ap.parse_args()
     points = read_points(a.csv, a.shape)
+    if a.seeds:
+        points = seed_groups(points)
     exact = next((p for p in points if p["variant"] == "exact"), None)
     if not exact:
         sys.exit(f"{a.csv}: no finite `exact` row for shape {a.shape}")
@@ -62,7 +85,9 @@ def main():
     for p in points:
         p["off"] = p["bpb"] > 1.1 * exact["bpb"]
     xs = [p["x"] for p in points]
-    ys = [p["bpb"] for p in points if not p["off"]]
+    ys = [y for p in points if not p["off"] for y in [p["bpb"]] + p.get("seeds", [])]
+    if a.seeds:
+        ys.append(exact["bpb"] * 1.002)
     x_lo, x_hi = 0.0, max(1.05, max(xs) * 1.05)
     pad = max(1e-3, (max(ys) - min(ys)) * 0.25)
     y_lo, y_hi = min(ys) - pad, max(ys) + pad
@@ -71,7 +96,14 @@ def main():
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>']
     seed2 = next((p for p in points if p["variant"] == "exact_seed2"), None)
-    if seed2:
+    if a.seeds:
+        lo, hi = exact["bpb"] - exact["se"], exact["bpb"] + exact["se"]
+        out.append(f'<rect x="{L}" y="{sy(hi):.1f}" width="{W - L - R}" height="{max(1.0, sy(lo) - sy(hi)):.1f}" '
+                   f'fill="#ddd"><title>exact: mean ± standard error over {exact["n"]} seeds</title></rect>')
+        goal = sy(exact["bpb"] * 1.002)
+        out.append(f'<line x1="{L}" y1="{goal:.1f}" x2="{W - R}" y2="{goal:.1f}" stroke="#888" stroke-dasharray="5,4"/>')
+        out.append(f'<text x="{W - R - 4}" y="{goal - 5:.1f}" text-anchor="end" fill="#666">exact + 0.2 %</text>')
+    elif seed2:
         lo, hi = sorted([exact["bpb"], seed2["bpb"]])
         out.append(f'<rect x="{L}" y="{sy(hi):.1f}" width="{W - L - R}" height="{max(1.0, sy(lo) - sy(hi)):.1f}" '
                    f'fill="#ddd"><title>seed-to-seed spread of exact</title></rect>')
@@ -102,6 +134,14 @@ def main():
             diverged += 1
             continue
         y = sy(p["bpb"])
+        for b in p.get("seeds", []):
+            out.append(f'<circle cx="{x:.1f}" cy="{sy(b):.1f}" r="2" fill="#aaa"/>')
+        if p.get("n", 1) > 1:
+            top, bottom = sy(p["bpb"] + p["se"]), sy(p["bpb"] - p["se"])
+            out.append(f'<path d="M{x:.1f},{top:.1f} V{bottom:.1f} M{x - 4:.1f},{top:.1f} H{x + 4:.1f} '
+                       f'M{x - 4:.1f},{bottom:.1f} H{x + 4:.1f}" stroke="#1f5fa8" fill="none"/>')
+            label = html.escape(f'{p["variant"]} ({p["x"]:.2f}, mean {p["bpb"]:.4f} ± {p["se"]:.4f} over '
+                                f'{p["n"]} seeds, {p["ms"]:.0f} ms/step)')
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#1f5fa8"><title>{label}</title></circle>')
         right = x > W - R - 120  # near the right edge: the label goes left of the point
         out.append(f'<text x="{x - 7 if right else x + 7:.1f}" y="{y - 6:.1f}" '

@@ -8,10 +8,13 @@
 #   3. quality (QUALITY_STEPS > 0): each of QUALITY_VARIANTS trained QUALITY_STEPS steps
 #      on the same tokens (lr QUALITY_LR, cosine after QUALITY_WARMUP), then validation bits
 #      per byte over QUALITY_EVAL_BATCHES batches; `exact_seed2` (exact, another seed) gives
-#      the seed-to-seed spread to read the others against. frontier.csv: saved bytes vs bpb.
+#      the seed-to-seed spread to read the others against; with seeds on both sides
+#      (exact_seedN, kitten_seedN) each setting's difference from exact seed by seed, its mean
+#      and standard error. frontier.csv: saved bytes vs bpb.
 #   tools/gpu/kitten_memory_bench.sh BIN_DIR [OUT_DIR]     (BIN_DIR from tools/gpu/pack.sh)
 #   SHAPES=moe8,dense  CAP=16GiB  BATCHES="16 24 32 48 64 96"  WARMUP=2  STEPS=4
-#   VARIANTS=exact,kitten  CAP_VARIANTS=exact,kitten  QUALITY_STEPS=0  QUALITY_VARIANTS=$VARIANTS
+#   VARIANTS=exact,kitten (none: quality alone)  CAP_VARIANTS=exact,kitten  QUALITY_STEPS=0
+#   QUALITY_VARIANTS=$VARIANTS
 # Variants:
 #   exact          every saved tensor as it is
 #   checkpoint     plain activation checkpointing: each block's input, the block run again
@@ -87,6 +90,7 @@ CAP_VARIANTS=",${CAP_VARIANTS:-exact,kitten},"
 for shape in "${SHAPE_LIST[@]}"; do
   yaml="$(yaml_for "$shape")"
   for variant in "${VARIANT_LIST[@]}"; do
+    [[ "$variant" == none ]] && continue
     # shellcheck disable=SC2046
     "$BIN/mok" plan "$yaml" --json $(mode_sets "$variant") --set train.batch=16 2>/dev/null | tail -n 1 \
       > "$OUT_DIR/plan_${shape}_${variant}.json"
@@ -153,6 +157,8 @@ print(f"{'shape':6s} {'saved':13s} {'tokens/s b16':>12s} {'saved GiB':>10s} {'pe
 for s in shapes:
     base = None
     for v in variants:
+        if v == "none":
+            continue
         j = last_json(f"{out}/b16_{s}_{v}.json")
         p = last_json(f"{out}/plan_{s}_{v}.json")
         try:
@@ -195,5 +201,28 @@ if quality_steps > 0:
                 frac = saved / e["peak_saved_activation_bytes"] if e.get("peak_saved_activation_bytes") else float("nan")
                 print(f"{s:6s} {v:13s} {bpb:9.4f} {rel:+8.2f}% {saved / G:10.2f} {frac:9.2f} {ms:8.1f} {ms / e_ms:9.2f}")
                 w.writerow([s, v, bpb, saved, ms])
+    # Seeds paired: NAME_seedN against exact_seedN (NAME and exact alone: seed 1), the difference
+    # in % per seed, then its mean and standard error over the seeds both have.
+    def seeded(v):
+        base, _, n = v.partition("_seed")
+        return base, int(n) if n.isdigit() else 1
+    for s in shapes:
+        runs = {}
+        for v in quality_variants:
+            bpb = last_json(f"{out}/q_{s}_{v}.json").get("val_bpb")
+            if bpb:
+                runs.setdefault(seeded(v)[0], {})[seeded(v)[1]] = bpb
+        exact = runs.get("exact", {})
+        for base, by_seed in runs.items():
+            if base == "exact":
+                continue
+            seeds = sorted(set(by_seed) & set(exact))
+            if not seeds:
+                continue
+            d = [(by_seed[n] / exact[n] - 1) * 100 for n in seeds]
+            mean = sum(d) / len(d)
+            se = (sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5 if len(d) > 1 else float("nan")
+            print(f"{s:6s} {base:13s} vs exact over seeds {','.join(map(str, seeds))}: "
+                  f"{' '.join(f'{x:+.2f}%' for x in d)}; mean {mean:+.2f}% ± {se:.2f}% (standard error)")
 PY
 echo "written under $OUT_DIR"
