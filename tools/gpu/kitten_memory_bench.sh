@@ -14,7 +14,9 @@
 #   tools/gpu/kitten_memory_bench.sh BIN_DIR [OUT_DIR]     (BIN_DIR from tools/gpu/pack.sh)
 #   SHAPES=moe8,dense  CAP=16GiB  BATCHES="16 24 32 48 64 96"  WARMUP=2  STEPS=4
 #   VARIANTS=exact,kitten (none: quality alone)  CAP_VARIANTS=exact,kitten  QUALITY_STEPS=0
-#   QUALITY_VARIANTS=$VARIANTS
+#   QUALITY_VARIANTS=$VARIANTS  QUALITY_SEEDS=A-B (each quality variant for seeds A … B, seed
+#   by seed, so that a run cut short still holds pairs: exact,kitten with 1-3 runs exact,
+#   kitten, exact_seed2, kitten_seed2, exact_seed3, kitten_seed3)
 # Variants:
 #   exact          every saved tensor as it is
 #   checkpoint     plain activation checkpointing: each block's input, the block run again
@@ -115,6 +117,15 @@ done
 
 QUALITY_STEPS="${QUALITY_STEPS:-0}"
 QUALITY_VARIANTS="${QUALITY_VARIANTS:-${VARIANTS:-exact,kitten}}"
+if [[ -n "${QUALITY_SEEDS:-}" ]]; then  # "A-B": every variant for seeds A … B, seed by seed
+  IFS=',' read -r -a QV_BASE <<< "$QUALITY_VARIANTS"
+  QUALITY_VARIANTS=""
+  for ((n = ${QUALITY_SEEDS%-*}; n <= ${QUALITY_SEEDS#*-}; ++n)); do
+    for v in "${QV_BASE[@]}"; do
+      QUALITY_VARIANTS+="${QUALITY_VARIANTS:+,}$v$( ((n > 1)) && echo "_seed$n")"
+    done
+  done
+fi
 if (( QUALITY_STEPS > 0 )); then
   IFS=',' read -r -a QV_LIST <<< "$QUALITY_VARIANTS"
   for shape in "${SHAPE_LIST[@]}"; do
@@ -222,7 +233,12 @@ if quality_steps > 0:
             d = [(by_seed[n] / exact[n] - 1) * 100 for n in seeds]
             mean = sum(d) / len(d)
             se = (sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5 if len(d) > 1 else float("nan")
+            # Student's t at 97.5 % for n − 1 degrees of freedom (the table's next lower entry).
+            t975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
+                    10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 25: 2.06, 30: 2.04}
+            t = t975[max(k for k in t975 if k <= len(d) - 1)] if len(d) > 1 else float("nan")
             print(f"{s:6s} {base:13s} vs exact over seeds {','.join(map(str, seeds))}: "
-                  f"{' '.join(f'{x:+.2f}%' for x in d)}; mean {mean:+.2f}% ± {se:.2f}% (standard error)")
+                  f"{' '.join(f'{x:+.2f}%' for x in d)}; mean {mean:+.2f}% ± {se:.2f}% (standard error), "
+                  f"95% interval {mean - t * se:+.2f}% to {mean + t * se:+.2f}%")
 PY
 echo "written under $OUT_DIR"
