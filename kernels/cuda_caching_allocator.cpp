@@ -53,6 +53,7 @@ void* CudaCachingAllocator::allocate(int64_t bytes) {
         void* block = it->second.back();
         it->second.pop_back();
         recorded_cached_ -= cls;
+        note_live_locked();
         return block;
       }
     }
@@ -65,6 +66,7 @@ void* CudaCachingAllocator::allocate(int64_t bytes) {
         recorded_.insert(block);
         recorded_bytes_ += cls;
       }
+      note_live_locked();
       return block;
     }
   }
@@ -102,6 +104,7 @@ void* CudaCachingAllocator::allocate(int64_t bytes) {
   std::lock_guard lock(mutex_);
   reserved_ += cls;
   peak_reserved_ = std::max(peak_reserved_, reserved_);
+  note_live_locked();
   if (recording_) {
     recorded_.insert(block);
     recorded_bytes_ += cls;
@@ -234,9 +237,15 @@ int64_t CudaCachingAllocator::peak_reserved_bytes() const {
   return peak_reserved_;
 }
 
+int64_t CudaCachingAllocator::peak_live_block_bytes() const {
+  std::lock_guard lock(mutex_);
+  return peak_live_;
+}
+
 void CudaCachingAllocator::reset_peak_reserved() {
   std::lock_guard lock(mutex_);
   peak_reserved_ = reserved_;
+  peak_live_ = reserved_ - cached_ - recorded_cached_;
 }
 
 }  // namespace mok::cuda

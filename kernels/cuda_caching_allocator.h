@@ -21,6 +21,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -56,6 +57,7 @@ class CudaCachingAllocator final : public mok::Allocator {
 
   int64_t reserved_bytes() const override;  // held from the driver: live blocks + cached ones
   int64_t peak_reserved_bytes() const override;
+  int64_t peak_live_block_bytes() const override;
   void reset_peak_reserved() override;
   // Gives every cached block back to the driver (waits for the stream first); not while
   // recording a step, and never the blocks of a recorded graph.
@@ -75,12 +77,14 @@ class CudaCachingAllocator final : public mok::Allocator {
  private:
   OpProfiler* profiler_ = nullptr;
   static int64_t size_class(int64_t bytes);
+  // After a block is handed out: the live blocks' bytes (reserved less both caches) into the peak.
+  void note_live_locked() { peak_live_ = std::max(peak_live_, reserved_ - cached_ - recorded_cached_); }
 
   int device_;
   cudaStream_t stream_;
   mutable std::mutex mutex_;
   std::map<int64_t, std::vector<void*>> free_;  // size class → cached blocks
-  int64_t cached_ = 0, reserved_ = 0, peak_reserved_ = 0, limit_ = 0;
+  int64_t cached_ = 0, reserved_ = 0, peak_reserved_ = 0, peak_live_ = 0, limit_ = 0;
   StepRecording* recording_ = nullptr;
   std::unordered_set<void*> recorded_;                   // blocks a recorded graph uses
   std::map<int64_t, std::vector<void*>> recorded_free_;  // those of them not live now

@@ -112,6 +112,7 @@ void print_json(const TrainResult& r, const std::string& error) {
   j.key("peak_bytes").value(r.peak_bytes);
   j.key("peak_device_bytes").value(r.peak_device_bytes);
   j.key("peak_reserved_bytes").value(r.peak_reserved_bytes);
+  j.key("peak_block_bytes").value(r.peak_block_bytes);
   j.key("device").value(r.device);
   j.key("precision").value(r.precision);
   j.key("comm_bytes_remote").value(r.comm_bytes_remote);

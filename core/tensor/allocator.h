@@ -45,7 +45,11 @@ class Allocator {
   virtual int64_t reserved_bytes() const = 0;  // live blocks + cached ones
   // Highest reserved_bytes() since reset_peak_reserved() (a trainer resets it every step).
   virtual int64_t peak_reserved_bytes() const = 0;
-  virtual void reset_peak_reserved() = 0;
+  // Highest bytes of live blocks (the tensors' blocks at their size class, no cache) since
+  // reset_peak_reserved(): what a limit binds, as the cache is given back before a request
+  // fails, so the figure a memory plan is held to.
+  virtual int64_t peak_live_block_bytes() const = 0;
+  virtual void reset_peak_reserved() = 0;  // both peaks
   // A cap on what it may hold from its device, cache included (parallel.device_memory_limit;
   // 0 = none). The CPU's shared block cache keeps none: the rank's MemoryTracker caps a CPU
   // rank's tensors.

@@ -110,7 +110,7 @@ struct CacheState {
   std::unordered_map<int64_t, std::vector<void*>> small_free;  // size class → free blocks
   std::multimap<int64_t, void*> large_free;                     // bytes → free mapped block
   int64_t live = 0, cached = 0;  // block bytes
-  int64_t peak_reserved = 0;
+  int64_t peak_reserved = 0, peak_live = 0;
   int64_t limit = int64_t(1) << 30;
 
   // A free block of class `cls`, or null.
@@ -167,6 +167,7 @@ void* BlockCache::allocate(int64_t bytes) {
     if (void* block = s.pop_free(cls)) {
       s.cached -= cls;
       s.live += cls;
+      s.peak_live = std::max(s.peak_live, s.live);
       return block;
     }
     s.live += cls;
@@ -185,6 +186,7 @@ void* BlockCache::allocate(int64_t bytes) {
     throw std::bad_alloc();
   }
   s.peak_reserved = std::max(s.peak_reserved, s.live + s.cached);
+  s.peak_live = std::max(s.peak_live, s.live);
   return block;
 }
 
@@ -231,10 +233,17 @@ int64_t BlockCache::peak_reserved_bytes() {
   return s.peak_reserved;
 }
 
+int64_t BlockCache::peak_live_bytes() {
+  CacheState& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.peak_live;
+}
+
 void BlockCache::reset_peak_reserved() {
   CacheState& s = state();
   std::lock_guard lock(s.mutex);
   s.peak_reserved = s.live + s.cached;
+  s.peak_live = s.live;
 }
 
 void BlockCache::set_limit(int64_t bytes) {
@@ -282,6 +291,7 @@ class CpuAllocator final : public Allocator {
   int64_t cached_bytes() const override { return BlockCache::cached_bytes(); }
   int64_t reserved_bytes() const override { return BlockCache::reserved_bytes(); }
   int64_t peak_reserved_bytes() const override { return BlockCache::peak_reserved_bytes(); }
+  int64_t peak_live_block_bytes() const override { return BlockCache::peak_live_bytes(); }
   void reset_peak_reserved() override { BlockCache::reset_peak_reserved(); }
 };
 

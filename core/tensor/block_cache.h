@@ -49,7 +49,9 @@ class BlockCache {
   static int64_t reserved_bytes();  // live + cached: what the cache holds from the system
   // Highest reserved_bytes() since the last reset_peak_reserved() (or the start).
   static int64_t peak_reserved_bytes();
-  static void reset_peak_reserved();
+  // Highest live_bytes() since the last reset_peak_reserved() (or the start).
+  static int64_t peak_live_bytes();
+  static void reset_peak_reserved();  // both peaks
 
   // Upper bound on cached_bytes(); blocks beyond it go back to the system (all cached
   // blocks, if the cache already holds more). Default 1 GiB.

@@ -23,6 +23,9 @@ struct MemoryPeaks {
   // bytes the rank's allocator held from its device (live blocks + cached ones; on the CPU the
   // block cache, which the ranks of one process share)
   int64_t reserved = 0;
+  // bytes of its live blocks (the tensors at their size class, no cache): what a
+  // parallel.device_memory_limit binds
+  int64_t blocks = 0;
   std::map<std::pair<int, std::string>, int64_t> saved_by_kind;  // (layer or −1, kind) → bytes
 
   void take(const MemoryTracker& t, const Allocator& a);

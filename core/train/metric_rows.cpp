@@ -43,6 +43,7 @@ MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step
   v.push_back({"mem/peak_bytes", static_cast<double>(peaks.total)});
   v.push_back({"mem/reserved_bytes", static_cast<double>(reserved_bytes)});
   v.push_back({"mem/peak_reserved_bytes", static_cast<double>(peaks.reserved)});
+  v.push_back({"mem/peak_block_bytes", static_cast<double>(peaks.blocks)});
   v.push_back({"mem/peak_saved_activation_bytes", static_cast<double>(peaks.saved)});
   for (const auto& [key, bytes] : peaks.saved_by_kind) {
     const std::string layer = key.first >= 0 ? "layer" + std::to_string(key.first) : std::string("model");

@@ -541,6 +541,7 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
             std::to_string(train_step.graph_nodes()) + " kernels and copies in one launch)");
     result.peak_bytes = std::max(result.peak_bytes, tracker.peak_total());
     result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, allocator.peak_reserved_bytes());
+    result.peak_block_bytes = std::max(result.peak_block_bytes, allocator.peak_live_block_bytes());
     result.peak_device_bytes = std::max(result.peak_device_bytes, tracker.peak_total(DeviceType::cuda));
     result.peak_saved_activation_bytes =
         std::max(result.peak_saved_activation_bytes, tracker.peak_bytes(MemCategory::saved_activations));

@@ -69,6 +69,9 @@ struct TrainResult {
   // max over steps of what the rank's allocator held from its device: live blocks + cached
   // ones (on the CPU the process's block cache)
   int64_t peak_reserved_bytes = 0;
+  // max over steps of its live blocks alone (the tensors at their size class): what a
+  // parallel.device_memory_limit binds, since the cache is given back before a request fails
+  int64_t peak_block_bytes = 0;
   std::string device = "cpu";               // where rank 0 computed, e.g. "cuda:0 NVIDIA H200"
   std::string precision = "fp32";           // compute dtype of activations: fp32 | bf16
   int64_t comm_bytes_remote = 0;            // bytes sent to other ranks, in total

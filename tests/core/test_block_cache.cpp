@@ -92,6 +92,27 @@ class TestBlockCache : public QObject {
     QCOMPARE(BlockCache::peak_reserved_bytes(), peak_live);
   }
 
+  // The live blocks' peak: what a memory limit binds (the cache is given back first).
+  void peakLiveFollowsTheLiveBlocks() {
+    BlockCache::reset_peak_reserved();
+    QCOMPARE(BlockCache::peak_live_bytes(), BlockCache::live_bytes());
+    const int64_t base = BlockCache::live_bytes();
+    void* a = take(3 * kMiB);
+    void* b = take(5000);
+    const int64_t top = BlockCache::live_bytes();
+    QCOMPARE(top - base, BlockCache::block_bytes(3 * kMiB) + BlockCache::block_bytes(5000));
+    BlockCache::release(a, 3 * kMiB);
+    void* c = take(1000);  // less than what was freed: the peak stays
+    QCOMPARE(BlockCache::peak_live_bytes(), top);
+    QCOMPARE(cpu_allocator().peak_live_block_bytes(), top);
+    QVERIFY(BlockCache::peak_reserved_bytes() >= BlockCache::peak_live_bytes());
+    BlockCache::reset_peak_reserved();  // a new step: the peak starts again from what is live
+    QCOMPARE(BlockCache::peak_live_bytes(), base + BlockCache::block_bytes(5000) + BlockCache::block_bytes(1000));
+    BlockCache::release(b, 5000);
+    BlockCache::release(c, 1000);
+    QCOMPARE(BlockCache::live_bytes(), base);
+  }
+
   void trimGivesTheCacheBack() {
     void* a = take(2 * kMiB);
     void* b = take(1000);

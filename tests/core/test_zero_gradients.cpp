@@ -34,6 +34,7 @@ class CountingAllocator final : public Allocator {
   int64_t cached_bytes() const override { return cpu_allocator().cached_bytes(); }
   int64_t reserved_bytes() const override { return cpu_allocator().reserved_bytes(); }
   int64_t peak_reserved_bytes() const override { return cpu_allocator().peak_reserved_bytes(); }
+  int64_t peak_live_block_bytes() const override { return cpu_allocator().peak_live_block_bytes(); }
   void reset_peak_reserved() override { cpu_allocator().reset_peak_reserved(); }
 };
 

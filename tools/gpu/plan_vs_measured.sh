@@ -8,9 +8,10 @@
 #               prompts of PROMPT validation tokens, TOKENS new tokens, from a checkpoint of
 #               the same config (the training run's when it ran, else one step without the cap);
 #               measured = peak_device_bytes of its --json.
-# Prints config, cap, activity, option, planned and measured MiB and their difference, and the
-# run's reserved peak (what the caching allocator held, which the cap limits) with the plan
-# against it.
+# Prints config, cap, activity, option, planned and measured MiB and their difference; for
+# training also the peak of the run's live blocks (the tensors at their size class: what the
+# cap binds, as the allocator gives its cache back before a request fails) and its reserved
+# peak (cache included), with the plan against each.
 #   tools/gpu/plan_vs_measured.sh BIN_DIR [OUT_DIR]     (BIN_DIR from tools/gpu/pack.sh)
 #   CONFIGS="experiments/mok_7b.yaml experiments/mok_27b.yaml experiments/mok_16gb.yaml"
 #   CAPS="16GiB 24GiB"  STEPS=3  GEN_BATCH=8  PROMPT=32  TOKENS=16  MOK_TIMEOUT=600
@@ -147,7 +148,7 @@ out, device = sys.argv[1], sys.argv[2]
 M = 2**20
 key = "peak_device_bytes" if device == "cuda" else "peak_bytes"
 print(f"{'config':12s} {'cap':6s} {'activity':9s} {'option':48s} {'planned MiB':>11s} {'measured MiB':>12s} {'diff':>7s} "
-      f"{'reserved MiB':>12s} {'diff':>7s}  status")
+      f"{'blocks MiB':>10s} {'diff':>7s} {'reserved MiB':>12s} {'diff':>7s}  status")
 for line in open(f"{out}/candidates.tsv"):
     name, config, cap, activity, planned, sets, flags = line.rstrip("\n").split("\t")
     option = " ".join([w for w in sets.split() + flags.split() if w != "-"]) or "(as is)"
@@ -157,17 +158,18 @@ for line in open(f"{out}/candidates.tsv"):
         r = {}
     measured = r.get(key, 0) or 0
     reserved = r.get("peak_reserved_bytes", 0) or 0
+    blocks = r.get("peak_block_bytes", 0) or 0
     against = lambda m: f"{100 * (float(planned) - m) / m:+.1f}%" if m > 0 else "-"
     if measured > 0 and r.get("status", "finished") == "finished":
-        status, diff, rdiff = "ok", against(measured), against(reserved)
+        status, diff, bdiff, rdiff = "ok", against(measured), against(blocks), against(reserved)
     else:
         try:
             err = open(f"{out}/{name}.err").read().strip().splitlines()[-1][:90]
         except Exception:
             err = "no result"
-        status, diff, rdiff = r.get("error", err)[:90] or err, "-", "-"
+        status, diff, bdiff, rdiff = r.get("error", err)[:90] or err, "-", "-", "-"
     base = config.split("/")[-1].removesuffix(".yaml")
     print(f"{base:12s} {cap:6s} {activity:9s} {option[:48]:48s} {float(planned) / M:11.1f} {measured / M:12.1f} {diff:>7s} "
-          f"{reserved / M:12.1f} {rdiff:>7s}  {status}")
+          f"{blocks / M:10.1f} {bdiff:>7s} {reserved / M:12.1f} {rdiff:>7s}  {status}")
 PY
 echo "written under $OUT_DIR"
