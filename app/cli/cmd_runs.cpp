@@ -322,14 +322,18 @@ int runs_show(int argc, char** argv) {
     MetricPoint point;
   };
   std::vector<Last> last;
-  // What the allocator held (live blocks + cached ones) at its highest; NaN without the metric.
-  double peak_reserved = NAN;
+  // What the allocator held (live blocks + cached ones) and its live blocks alone, each at its
+  // highest; NaN without the metric.
+  double peak_reserved = NAN, peak_blocks = NAN;
   for (const std::string& name : store.metric_names(id)) {
     const auto series = store.metric_series(id, name);
     if (!series.empty()) last.push_back({name, series.back()});
-    if (name == "mem/peak_reserved_bytes")
+    double* peak = name == "mem/peak_reserved_bytes" ? &peak_reserved
+                   : name == "mem/peak_block_bytes"  ? &peak_blocks
+                                                     : nullptr;
+    if (peak)
       for (const MetricPoint& p : series)
-        if (!(p.value <= peak_reserved)) peak_reserved = p.value;
+        if (!(p.value <= *peak)) *peak = p.value;
   }
   const auto events = store.events(id);
   const auto checkpoints = store.checkpoints(id);
@@ -340,6 +344,8 @@ int runs_show(int argc, char** argv) {
     json_summary_fields(j, s);
     j.key("peak_reserved_bytes");
     if (std::isfinite(peak_reserved)) j.value(peak_reserved); else j.null();
+    j.key("peak_block_bytes");
+    if (std::isfinite(peak_blocks)) j.value(peak_blocks); else j.null();
     j.key("status_message").value(rec.status_message);
     j.key("started_at").value(rec.started_at);
     j.key("host").value(rec.host);
@@ -399,7 +405,11 @@ int runs_show(int argc, char** argv) {
               format_count(static_cast<double>(s.tokens)).c_str(), format_num(s.best_val_bpb).c_str(),
               format_num(s.best_val_ppl).c_str(), format_count(s.tokens_per_s).c_str(),
               format_bytes(s.peak_bytes).c_str(),
-              std::isfinite(peak_reserved) ? (" (reserved " + format_bytes(peak_reserved) + ")").c_str() : "");
+              std::isfinite(peak_reserved)
+                  ? (" (" + (std::isfinite(peak_blocks) ? "blocks " + format_bytes(peak_blocks) + ", " : std::string()) +
+                     "reserved " + format_bytes(peak_reserved) + ")")
+                        .c_str()
+                  : "");
   if (!last.empty()) {
     std::printf("\nlast metrics\n");
     std::vector<std::vector<std::string>> rows;

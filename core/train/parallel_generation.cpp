@@ -70,6 +70,7 @@ struct RankOutput {
   double prefill_s = 0.0, decode_s = 0.0;
   std::string device, precision;  // the rank's (RankDevice::name, precision)
   int64_t peak_bytes = 0, peak_device_bytes = 0;  // the rank's tracker, from the start of run_rank
+  int64_t peak_block_bytes = 0;  // its allocator's live blocks (on the CPU the process's), likewise
   // remote, dispatch, combine, weights, control bytes, modeled seconds, shadowed, saved
   std::vector<double> figures;
 };
@@ -103,6 +104,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   tracker.set_limit(device_type, limit);
   if (!device.exec().is_cpu()) device.exec().allocator().set_limit(limit);
   tracker.reset_peaks();
+  device.exec().allocator().reset_peak_reserved();
   std::unique_ptr<DataPlane> plane;
   if (parallel && !device.exec().is_cpu()) plane = make_data_plane(*comm, device.exec());
 
@@ -197,6 +199,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   out.decode_s = seconds_since(t1);
   out.peak_bytes = tracker.peak_total();
   out.peak_device_bytes = tracker.peak_total(DeviceType::cuda);
+  out.peak_block_bytes = device.exec().allocator().peak_live_block_bytes();
 
   CommStats d = comm ? comm->stats().since(before) : CommStats{};
   int64_t shadowed = 0, saved = 0;
@@ -240,17 +243,16 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
     comm->broadcast(times, sizeof times, 0, CommPurpose::control);  // rank 0's clock
   }
   // Peaks: the largest rank's.
-  int64_t peaks[2] = {mine.peak_bytes, mine.peak_device_bytes};
+  int64_t peaks[3] = {mine.peak_bytes, mine.peak_device_bytes, mine.peak_block_bytes};
   if (comm && ranks > 1) {
-    std::vector<int64_t> all(2 * static_cast<size_t>(ranks));
+    std::vector<int64_t> all(3 * static_cast<size_t>(ranks));
     comm->all_gather(peaks, sizeof peaks, all.data(), CommPurpose::control);
-    for (int q = 0; q < ranks; ++q) {
-      peaks[0] = std::max(peaks[0], all[2 * q]);
-      peaks[1] = std::max(peaks[1], all[2 * q + 1]);
-    }
+    for (int q = 0; q < ranks; ++q)
+      for (int i = 0; i < 3; ++i) peaks[i] = std::max(peaks[i], all[3 * q + i]);
   }
   r.peak_bytes = peaks[0];
   r.peak_device_bytes = peaks[1];
+  r.peak_block_bytes = peaks[2];
   const int total = sh.prompt_len + o.max_new_tokens;
   const int vocab = sh.tokenizer->vocab_size();
   r.batch = o.batch;

@@ -83,6 +83,9 @@ struct ParallelGenerateResult {
   // decoded (the largest over ranks), in bytes: everything, and of it on the GPU (0 on the
   // CPU). `mok plan --generate` predicts it (core/plan/generation_plan.h).
   int64_t peak_bytes = 0, peak_device_bytes = 0;
+  // The largest rank's allocator's live blocks at their peak (tensors at their size class, no
+  // cache): what parallel.device_memory_limit binds. On the CPU the process's block cache.
+  int64_t peak_block_bytes = 0;
   std::string checkpoint;        // the checkpoint folder used
 };
 

@@ -73,7 +73,10 @@ class TestCliRuns : public QObject {
                                .device = "cpu"});
     for (int s = 1; s <= 20; ++s) {
       std::vector<mok::MetricValue> v = {{"train/loss", 4.0 - 0.1 * s}, {"perf/tokens_per_s", 1000.0 * s},
-                                         {"mem/peak_bytes", 3.0 * 1024 * 1024}};
+                                         {"mem/peak_bytes", 3.0 * 1024 * 1024},
+                                         // highest at step 20 and at step 7: runs show reports each series' top
+                                         {"mem/peak_block_bytes", (2.0 + 0.05 * s) * 1024 * 1024},
+                                         {"mem/peak_reserved_bytes", (s == 7 ? 5.0 : 4.0) * 1024 * 1024}};
       if (s % 10 == 0) v.push_back({"val/bpb", 3.0 - 0.1 * s});
       store.append_metrics(quick_, row(s, v));
     }
@@ -141,6 +144,8 @@ class TestCliRuns : public QObject {
     QCOMPARE(last["train/loss"].toObject()["step"].toInt(), 20);
     QCOMPARE(last["train/loss"].toObject()["value"].toDouble(), 4.0 - 0.1 * 20);
     QCOMPARE(last["val/bpb"].toObject()["step"].toInt(), 20);
+    QCOMPARE(o["peak_block_bytes"].toDouble(), 3.0 * 1024 * 1024);
+    QCOMPARE(o["peak_reserved_bytes"].toDouble(), 5.0 * 1024 * 1024);
     QCOMPARE(o["checkpoints"].toArray().size(), 1);
     QCOMPARE(o["checkpoints"].toArray()[0].toObject()["path"].toString(), QString("ck/quick/step20.mokc"));
     QVERIFY(o["events"].toArray().size() >= 2);
@@ -163,6 +168,7 @@ class TestCliRuns : public QObject {
     QCOMPARE(text.code, 0);
     QVERIFY(text.out.contains("quickstart"));
     QVERIFY(text.out.contains("ck/quick/step20.mokc"));
+    QVERIFY2(text.out.contains("peak mem 3.0 MiB (blocks 3.0 MiB, reserved 5.0 MiB)"), qPrintable(text.out));
     QVERIFY(text.out.contains("routing: {dispatcher: mok, policy: topk}"));
     mok::RunEnvironment shown = here;
     shown.threads = mok::ParallelConfig{}.threads;
