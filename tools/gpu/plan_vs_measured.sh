@@ -8,8 +8,8 @@
 #               prompts of PROMPT validation tokens, TOKENS new tokens, from a checkpoint of
 #               the same config (the training run's when it ran, else one step without the cap);
 #               measured = peak_device_bytes of its --json.
-# Prints config, cap, activity, option, planned and measured MiB and their difference; for
-# training also the peak of the run's live blocks (the tensors at their size class: what the
+# Prints config, cap, activity, option, planned and measured MiB and their difference; also
+# the peak of the run's live blocks (the tensors at their size class: what the
 # cap binds, as the allocator gives its cache back before a request fails) and its reserved
 # peak (cache included), with the plan against each.
 #   tools/gpu/plan_vs_measured.sh BIN_DIR [OUT_DIR]     (BIN_DIR from tools/gpu/pack.sh)
