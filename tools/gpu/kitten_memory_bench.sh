@@ -125,7 +125,9 @@ if [[ -n "${QUALITY_SEEDS:-}" ]]; then  # "A-B": every variant for seeds A … B
   QUALITY_VARIANTS=""
   for ((n = ${QUALITY_SEEDS%-*}; n <= ${QUALITY_SEEDS#*-}; ++n)); do
     for v in "${QV_BASE[@]}"; do
-      QUALITY_VARIANTS+="${QUALITY_VARIANTS:+,}$v$( ((n > 1)) && echo "_seed$n")"
+      name="$v"
+      if ((n > 1)); then name+="_seed$n"; fi
+      QUALITY_VARIANTS+="${QUALITY_VARIANTS:+,}$name"
     done
   done
 fi
