@@ -400,16 +400,16 @@ int runs_show(int argc, char** argv) {
   if (!s.tags.empty()) std::printf("  tags      %s\n", join(s.tags, ", ").c_str());
   if (!rec.notes.empty()) std::printf("  notes     %s\n", rec.notes.c_str());
   std::printf("\nsummary\n");
+  // " (blocks …, reserved …)" after the tracked peak, for the allocator's figures the run has.
+  std::string held;
+  if (std::isfinite(peak_blocks)) held = "blocks " + format_bytes(peak_blocks);
+  if (std::isfinite(peak_reserved)) held += (held.empty() ? "" : ", ") + ("reserved " + format_bytes(peak_reserved));
+  if (!held.empty()) held = " (" + held + ")";
   std::printf("  step %s   tokens %s   best val/bpb %s   best val/ppl %s   tokens/s %s (median)   peak mem %s%s\n",
               s.last_step >= 0 ? std::to_string(s.last_step).c_str() : "-",
               format_count(static_cast<double>(s.tokens)).c_str(), format_num(s.best_val_bpb).c_str(),
               format_num(s.best_val_ppl).c_str(), format_count(s.tokens_per_s).c_str(),
-              format_bytes(s.peak_bytes).c_str(),
-              std::isfinite(peak_reserved)
-                  ? (" (" + (std::isfinite(peak_blocks) ? "blocks " + format_bytes(peak_blocks) + ", " : std::string()) +
-                     "reserved " + format_bytes(peak_reserved) + ")")
-                        .c_str()
-                  : "");
+              format_bytes(s.peak_bytes).c_str(), held.c_str());
   if (!last.empty()) {
     std::printf("\nlast metrics\n");
     std::vector<std::vector<std::string>> rows;
