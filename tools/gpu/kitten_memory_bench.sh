@@ -42,6 +42,11 @@ CAP="${CAP:-16GiB}"
 BATCHES="${BATCHES:-16 24 32 48 64 96}"
 WARMUP="${WARMUP:-2}"
 STEPS="${STEPS:-4}"
+# Checked before any run, so that a typo costs no device time.
+if [[ -n "${QUALITY_SEEDS:-}" && ! "$QUALITY_SEEDS" =~ ^[0-9]+-[0-9]+$ ]]; then
+  echo "QUALITY_SEEDS=$QUALITY_SEEDS: expected A-B, e.g. 1-6" >&2
+  exit 2
+fi
 mkdir -p "$OUT_DIR"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 SCRATCH="$(mktemp -d)"
