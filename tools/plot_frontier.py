@@ -4,7 +4,7 @@
     tools/plot_frontier.py FRONTIER_CSV OUT_SVG [--shape moe8] [--title TEXT]
 
 FRONTIER_CSV is what tools/gpu/kitten_memory_bench.sh writes (shape, variant, val_bpb,
-saved_bytes, step_ms). x: saved bytes as a share of the `exact` row's; y: validation bits per
+saved_bytes, step_ms; step_ms may be empty for runs that shared a GPU). x: saved bytes as a share of the `exact` row's; y: validation bits per
 byte. The `exact` and `exact_seed2` rows span a grey band: the seed-to-seed spread, the scale
 at which differences in y mean something. A run that ends more than 10 % above exact (it
 diverged) is drawn as a triangle on the top edge with its value, so it does not squeeze the
@@ -27,12 +27,23 @@ def read_points(path, shape):
     points = []
     for r in rows:
         try:
-            bpb, saved, ms = float(r["val_bpb"]), float(r["saved_bytes"]), float(r["step_ms"])
+            bpb, saved = float(r["val_bpb"]), float(r["saved_bytes"])
+            ms = float(r["step_ms"]) if r.get("step_ms") else math.nan
         except ValueError:
             continue
         if math.isfinite(bpb) and math.isfinite(saved):
             points.append({"variant": r["variant"], "bpb": bpb, "saved": saved, "ms": ms})
     return points
+
+
+def mean_finite(values):
+    """Mean of the finite values; nan when there are none (step times of shared-GPU runs)."""
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
+def step_text(ms):
+    return f", {ms:.0f} ms/step" if math.isfinite(ms) else ""
 
 
 def seed_groups(points):
@@ -46,7 +57,7 @@ def seed_groups(points):
         mean = sum(p["bpb"] for p in g) / n
         se = math.sqrt(sum((p["bpb"] - mean) ** 2 for p in g) / (n - 1) / n) if n > 1 else 0.0
         out.append({"variant": name, "bpb": mean, "se": se, "n": n, "seeds": [p["bpb"] for p in g],
-                    "saved": sum(p["saved"] for p in g) / n, "ms": sum(p["ms"] for p in g) / n})
+                    "saved": sum(p["saved"] for p in g) / n, "ms": mean_finite(p["ms"] for p in g)})
     return out
 
 
@@ -125,7 +136,7 @@ def main():
     diverged = 0  # their labels go one per line, so that close points stay readable
     for p in points:
         x = sx(p["x"])
-        label = html.escape(f'{p["variant"]} ({p["x"]:.2f}, {p["bpb"]:.4f}, {p["ms"]:.0f} ms/step)')
+        label = html.escape(f'{p["variant"]} ({p["x"]:.2f}, {p["bpb"]:.4f}{step_text(p["ms"])})')
         if p["off"]:
             y = T + 4
             out.append(f'<path d="M{x - 5:.1f},{y + 5:.1f} L{x + 5:.1f},{y + 5:.1f} L{x:.1f},{y - 4:.1f} Z" '
@@ -142,7 +153,7 @@ def main():
             out.append(f'<path d="M{x:.1f},{top:.1f} V{bottom:.1f} M{x - 4:.1f},{top:.1f} H{x + 4:.1f} '
                        f'M{x - 4:.1f},{bottom:.1f} H{x + 4:.1f}" stroke="#1f5fa8" fill="none"/>')
             label = html.escape(f'{p["variant"]} ({p["x"]:.2f}, mean {p["bpb"]:.4f} ± {p["se"]:.4f} over '
-                                f'{p["n"]} seeds, {p["ms"]:.0f} ms/step)')
+                                f'{p["n"]} seeds{step_text(p["ms"])})')
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#1f5fa8"><title>{label}</title></circle>')
         right = x > W - R - 120  # near the right edge: the label goes left of the point
         out.append(f'<text x="{x - 7 if right else x + 7:.1f}" y="{y - 6:.1f}" '

@@ -71,6 +71,7 @@ struct RankOutput {
   std::string device, precision;  // the rank's (RankDevice::name, precision)
   int64_t peak_bytes = 0, peak_device_bytes = 0;  // the rank's tracker, from the start of run_rank
   int64_t peak_block_bytes = 0;  // its allocator's live blocks (on the CPU the process's), likewise
+  int64_t peak_reserved_bytes = 0;  // what its allocator held, cache included, likewise
   // remote, dispatch, combine, weights, control bytes, modeled seconds, shadowed, saved
   std::vector<double> figures;
 };
@@ -200,6 +201,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   out.peak_bytes = tracker.peak_total();
   out.peak_device_bytes = tracker.peak_total(DeviceType::cuda);
   out.peak_block_bytes = device.exec().allocator().peak_live_block_bytes();
+  out.peak_reserved_bytes = device.exec().allocator().peak_reserved_bytes();
 
   CommStats d = comm ? comm->stats().since(before) : CommStats{};
   int64_t shadowed = 0, saved = 0;
@@ -243,16 +245,18 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
     comm->broadcast(times, sizeof times, 0, CommPurpose::control);  // rank 0's clock
   }
   // Peaks: the largest rank's.
-  int64_t peaks[3] = {mine.peak_bytes, mine.peak_device_bytes, mine.peak_block_bytes};
+  constexpr int kPeaks = 4;
+  int64_t peaks[kPeaks] = {mine.peak_bytes, mine.peak_device_bytes, mine.peak_block_bytes, mine.peak_reserved_bytes};
   if (comm && ranks > 1) {
-    std::vector<int64_t> all(3 * static_cast<size_t>(ranks));
+    std::vector<int64_t> all(kPeaks * static_cast<size_t>(ranks));
     comm->all_gather(peaks, sizeof peaks, all.data(), CommPurpose::control);
     for (int q = 0; q < ranks; ++q)
-      for (int i = 0; i < 3; ++i) peaks[i] = std::max(peaks[i], all[3 * q + i]);
+      for (int i = 0; i < kPeaks; ++i) peaks[i] = std::max(peaks[i], all[kPeaks * q + i]);
   }
   r.peak_bytes = peaks[0];
   r.peak_device_bytes = peaks[1];
   r.peak_block_bytes = peaks[2];
+  r.peak_reserved_bytes = peaks[3];
   const int total = sh.prompt_len + o.max_new_tokens;
   const int vocab = sh.tokenizer->vocab_size();
   r.batch = o.batch;

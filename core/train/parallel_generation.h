@@ -86,6 +86,8 @@ struct ParallelGenerateResult {
   // The largest rank's allocator's live blocks at their peak (tensors at their size class, no
   // cache): what parallel.device_memory_limit binds. On the CPU the process's block cache.
   int64_t peak_block_bytes = 0;
+  // The largest rank's allocator's reserved peak (its cache included): what the device held.
+  int64_t peak_reserved_bytes = 0;
   std::string checkpoint;        // the checkpoint folder used
 };
 

@@ -153,7 +153,7 @@ if (( QUALITY_STEPS > 0 )); then
 fi
 
 python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" "$CAP" "${VARIANTS:-exact,kitten}" "$QUALITY_VARIANTS" "$QUALITY_STEPS" <<'PY'
-import csv, json, sys
+import csv, json, os, sys
 out, shapes, warmup, cap = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4]
 variants, quality_variants, quality_steps = sys.argv[5].split(","), sys.argv[6].split(","), int(sys.argv[7])
 def median(v):
@@ -211,9 +211,12 @@ if quality_steps > 0:
         w = csv.writer(f)
         w.writerow(["shape", "variant", "val_bpb", "saved_bytes", "step_ms"])
         for s in shapes:
-            e = last_json(f"{out}/q_{s}_exact.json")
-            e_ms = step_ms(f"q_{s}_exact")
             for v in quality_variants:
+                # Against exact of the same seed when it ran (exact_seedN), else exact (seed 1).
+                n = v.partition("_seed")[2]
+                ref = f"q_{s}_exact_seed{n}" if n and os.path.exists(f"{out}/q_{s}_exact_seed{n}.json") else f"q_{s}_exact"
+                e = last_json(f"{out}/{ref}.json")
+                e_ms = step_ms(ref)
                 j = last_json(f"{out}/q_{s}_{v}.json")
                 bpb = j.get("val_bpb", float("nan"))
                 saved = j.get("peak_saved_activation_bytes", float("nan"))
