@@ -8,6 +8,7 @@
 #include "kernels/cuda_ops.h"
 #include "kernels/device_info.h"
 #include "kernels/nccl_data_plane.h"
+#include "kernels/peer_data_plane.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -58,6 +59,7 @@ void register_cuda_backend() {
   };
   mok::register_device_backend(std::move(backend));
   register_nccl_data_plane();
+  register_peer_data_plane();
 }
 
 }  // namespace mok::cuda

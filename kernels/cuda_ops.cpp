@@ -1,5 +1,7 @@
 #include "kernels/cuda_ops.h"
 
+#include "core/backend/exec_context.h"
+
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -965,6 +967,12 @@ void CudaOps::refresh_compute_copies(const std::vector<mok::Parameter*>& params)
   const auto timed = profile("refresh_compute_copies");
   for (mok::Parameter* p : params)
     if (!p->compute_copy.empty()) convert(p->value, p->compute_copy);
+}
+
+CudaOps& cuda_ops_of(const mok::ExecContext& context, const char* who) {
+  auto* ops = dynamic_cast<CudaOps*>(&context.ops());
+  if (!ops) throw std::logic_error(std::string(who) + ": " + context.device().str() + " is not a CUDA context");
+  return *ops;
 }
 
 }  // namespace mok::cuda

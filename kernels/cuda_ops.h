@@ -24,6 +24,10 @@
 #include "kernels/cuda_caching_allocator.h"
 #include "kernels/op_profiler.h"
 
+MOK_NN_BEGIN
+class ExecContext;
+MOK_NN_END
+
 namespace mok::cuda {
 
 class CudnnAttention;
@@ -190,5 +194,9 @@ class CudaOps final : public mok::Ops {
   std::unique_ptr<CudnnAttention> cudnn_attention_;
   CudnnAttention* cudnn_attention();
 };
+
+// The CUDA ops table of `context`; throws std::logic_error naming `who` when the context is
+// not a CUDA one.
+CudaOps& cuda_ops_of(const mok::ExecContext& context, const char* who);
 
 }  // namespace mok::cuda

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/backend/exec_context.h"
+#include "kernels/collective_timing.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/rank_order_sum.h"
@@ -33,8 +34,7 @@ void check_nccl(ncclResult_t status, const char* what, const char* file, int lin
 class NcclDataPlane final : public mok::DataPlane {
  public:
   NcclDataPlane(mok::Communicator& control, const mok::ExecContext& context)
-      : DataPlane(control), context_(context), ops_(dynamic_cast<CudaOps*>(&context.ops())) {
-    if (!ops_) throw std::logic_error("NcclDataPlane: the context is not a CUDA one");
+      : DataPlane(control), context_(context), ops_(&cuda_ops_of(context, "NcclDataPlane")), timer_(ops_->stream()) {
     ops_->bind_thread();
     ncclUniqueId id{};
     if (control.rank() == 0) MOK_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -46,8 +46,6 @@ class NcclDataPlane final : public mok::DataPlane {
   }
   ~NcclDataPlane() override {
     control().remove_abort_hook(this);
-    for (auto& [start, end] : timed_) spare_events_.insert(spare_events_.end(), {start, end});
-    for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
     if (std::uncaught_exceptions() > 0) {
       // This rank is failing: peers may be waiting on it, and its own stream may wait on them.
       control().abort_group();  // runs every rank's hook, this one's included
@@ -64,18 +62,7 @@ class NcclDataPlane final : public mok::DataPlane {
 
   const char* kind() const override { return "nccl"; }
 
-  void settle() override {
-    double seconds = 0.0;
-    for (auto& [start, end] : timed_) {
-      float ms = 0.f;
-      if (cudaEventElapsedTime(&ms, start, end) == cudaSuccess) seconds += ms * 1e-3;
-      spare_events_.push_back(start);
-      spare_events_.push_back(end);
-    }
-    cudaGetLastError();  // an event not yet complete is not an error worth keeping
-    timed_.clear();
-    control().add_wall_seconds(seconds);
-  }
+  void settle() override { control().add_wall_seconds(timer_.seconds()); }
 
   void all_reduce_sum(mok::Tensor& data, mok::CommPurpose purpose) override {
     if (data.device() != context_.device())
@@ -94,7 +81,7 @@ class NcclDataPlane final : public mok::DataPlane {
     const cudaStream_t stream = ops_->stream();
     const ncclComm_t comm = live_comm();
     const auto profiled = profile("nccl_all_reduce", purpose);
-    Timed timed(*this);
+    const auto timed = timer_.scope();
 
     // 1. reduce-scatter: chunk c of every rank to rank c; the own chunk is a local copy.
     std::vector<int64_t> sb(R), rb(R);
@@ -142,7 +129,7 @@ class NcclDataPlane final : public mok::DataPlane {
     if (root < 0 || root >= R) throw std::invalid_argument("broadcast: root out of range");
     const int64_t bytes = data.bytes();
     const auto profiled = profile("nccl_broadcast", purpose);
-    Timed timed(*this);
+    const auto timed = timer_.scope();
     if (bytes) MOK_NCCL_CHECK(ncclBroadcast(data.raw(), data.raw(), bytes, ncclUint8, root, live_comm(), ops_->stream()));
     std::vector<int64_t> sb(R, 0), rb(R, 0);
     if (me == root) {
@@ -160,7 +147,7 @@ class NcclDataPlane final : public mok::DataPlane {
     const cudaStream_t stream = ops_->stream();
     const ncclComm_t comm = live_comm();
     const auto profiled = profile("nccl_all_to_all", purpose);
-    Timed timed(*this);
+    const auto timed = timer_.scope();
     std::vector<int64_t> soff(R + 1, 0), roff(R + 1, 0);
     for (int p = 0; p < R; ++p) {
       soff[p + 1] = soff[p] + send_bytes[p];
@@ -183,33 +170,9 @@ class NcclDataPlane final : public mok::DataPlane {
   }
 
  private:
-  cudaEvent_t event() {
-    cudaEvent_t e = nullptr;
-    if (!spare_events_.empty()) {
-      e = spare_events_.back();
-      spare_events_.pop_back();
-    } else {
-      MOK_CUDA_CHECK(cudaEventCreate(&e));
-    }
-    return e;
-  }
-  // The op profiler's scope for one collective, labelled by kind and purpose.
   OpProfiler::Scope profile(const char* kind, mok::CommPurpose purpose) {
-    return ops_->profiler().scope(
-        [&] { return std::string(kind) + " " + mok::comm_purpose_name(purpose); });
+    return profile_collective(ops_->profiler(), kind, purpose);
   }
-  // Brackets one collective's work on the stream with events (read by settle()).
-  struct Timed {
-    NcclDataPlane& plane;
-    cudaEvent_t start, end;
-    explicit Timed(NcclDataPlane& p) : plane(p), start(p.event()), end(p.event()) {
-      cudaEventRecord(start, p.ops_->stream());
-    }
-    ~Timed() {
-      cudaEventRecord(end, plane.ops_->stream());
-      plane.timed_.emplace_back(start, end);
-    }
-  };
 
   // The communicator for the next call; after an abort, a clear error instead. (An abort from
   // another rank's thread may still land while a call is being queued: only when a rank has
@@ -229,8 +192,7 @@ class NcclDataPlane final : public mok::DataPlane {
   CudaOps* ops_;
   std::mutex mutex_;  // guards comm_ against an abort from another rank's thread
   ncclComm_t comm_ = nullptr;
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timed_;  // since the last settle()
-  std::vector<cudaEvent_t> spare_events_;
+  CollectiveTimer timer_;  // the collectives since the last settle()
 };
 
 }  // namespace
@@ -240,7 +202,7 @@ bool nccl_built() { return true; }
 void register_nccl_data_plane() {
   // At start-up, before any thread reads the environment.
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
-  mok::register_data_plane(mok::DeviceType::cuda, [](mok::Communicator& control, const mok::ExecContext& context) {
+  mok::register_data_plane(mok::DeviceType::cuda, "nccl", [](mok::Communicator& control, const mok::ExecContext& context) {
     return std::unique_ptr<mok::DataPlane>(new NcclDataPlane(control, context));
   });
 }

@@ -14,9 +14,10 @@
 //                     topology and protocol, this one is fixed, so every rank and every run
 //                     get the same bits, and the host's rule gives the same bits too
 //   broadcast         ncclBroadcast (a copy: no arithmetic to reorder)
-// Each call is bracketed by CUDA events; settle() (at a step's end) adds their elapsed device
-// time to the host communicator's wall seconds, so perf/comm_ms reports the transfer time
-// (exposed: the transfers share the compute stream) rather than the time to queue them.
+// Each call is bracketed by CUDA events (kernels/collective_timing.h); settle() (at a step's
+// end) adds their elapsed device time to the host communicator's wall seconds, so
+// perf/comm_ms reports the transfer time (exposed: the transfers share the compute stream)
+// rather than the time to queue them.
 // NVLink multicast (NVLS) stays off: registering sets NCCL_NVLS_ENABLE=0 (at start-up, before
 // NCCL starts) unless the environment already says otherwise.
 

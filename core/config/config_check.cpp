@@ -174,8 +174,8 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
       issue("parallel.expert_placement", e.what());
     }
   }
-  if (p.comm == "nccl" && p.device != "cuda")
-    issue("parallel.comm", "nccl moves data between GPUs and needs parallel.device cuda (device is " + p.device +
+  if ((p.comm == "nccl" || p.comm == "peer") && p.device != "cuda")
+    issue("parallel.comm", p.comm + " moves data between GPUs and needs parallel.device cuda (device is " + p.device +
                                "); CPU ranks exchange over local or mpi");
   if (t.precision == "bf16" && p.device != "cuda")
     issue("train.precision", "bf16 runs on a GPU only (parallel.device: cuda); the CPU computes in fp32");
@@ -193,12 +193,15 @@ std::vector<ConfigIssue> check_experiment_config(const ExperimentConfig& c) {
       issue("parallel.gpus", "names " + str(static_cast<int>(ids.size())) + " GPU(s) ('" + p.gpus +
                                  "') for parallel.ranks " + str(p.ranks) +
                                  ": name one GPU per rank, or leave it empty for rank r on cuda:r");
-    } else if (p.device == "cuda") {
-      // NCCL takes one rank per GPU: two ranks on one GPU cannot form a communicator.
+    } else if (p.device == "cuda" && p.comm != "peer") {
+      // NCCL takes one rank per GPU: two ranks on one GPU cannot form a communicator (peer
+      // copies can: the ranks then share the GPU's time and memory).
       std::vector<int> sorted = ids;
       std::sort(sorted.begin(), sorted.end());
       if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
-        issue("parallel.gpus", "names GPU " + str(*twice) + " twice ('" + p.gpus + "'): each rank needs a GPU of its own");
+        issue("parallel.gpus", "names GPU " + str(*twice) + " twice ('" + p.gpus +
+                                   "'): over NCCL each rank needs a GPU of its own; parallel.comm: peer lets "
+                                   "ranks share one");
     }
   }
 

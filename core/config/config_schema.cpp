@@ -370,8 +370,9 @@ std::vector<ConfigKeySpec> build_schema() {
           "expert-parallel ranks; experts must be a multiple")
           .range(1, 4096));
   add(key("parallel.comm", &E::parallel, &ParallelConfig::comm,
-          "communicator between ranks: in-process, MPI, or NCCL (needs device cuda)")
-          .one_of({"local", "mpi", "nccl"}));
+          "communicator between ranks: in-process, MPI, NCCL (device cuda), or peer (device cuda: "
+          "copies between the GPUs of one process; ranks may share a GPU)")
+          .one_of({"local", "mpi", "nccl", "peer"}));
   add(key("parallel.threads", &E::parallel, &ParallelConfig::threads, "CPU threads per rank")
           .range(1, 1024));
   add(key("parallel.link_gbps", &E::parallel, &ParallelConfig::link_gbps,

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 MOK_NN_BEGIN
@@ -64,28 +65,37 @@ std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
 }
-std::map<DeviceType, DataPlaneFactory>& registry() {
-  static std::map<DeviceType, DataPlaneFactory> r;
+std::map<std::pair<DeviceType, std::string>, DataPlaneFactory>& registry() {
+  static std::map<std::pair<DeviceType, std::string>, DataPlaneFactory> r;
   return r;
 }
 }  // namespace
 
-void register_data_plane(DeviceType type, DataPlaneFactory factory) {
+void register_data_plane(DeviceType type, const std::string& transport, DataPlaneFactory factory) {
   std::lock_guard lock(registry_mutex());
-  registry()[type] = std::move(factory);
+  registry()[{type, transport}] = std::move(factory);
 }
 
-std::unique_ptr<DataPlane> make_data_plane(Communicator& control, const ExecContext& context) {
+bool data_plane_available(DeviceType type, const std::string& transport) {
+  if (type == DeviceType::cpu) return true;
+  std::lock_guard lock(registry_mutex());
+  return registry().count({type, transport}) > 0;
+}
+
+std::unique_ptr<DataPlane> make_data_plane(Communicator& control, const ExecContext& context,
+                                           const std::string& transport) {
   if (context.is_cpu()) return std::make_unique<HostDataPlane>(control);
   DataPlaneFactory make;
   {
     std::lock_guard lock(registry_mutex());
-    auto it = registry().find(context.device().type);
+    auto it = registry().find({context.device().type, transport});
     if (it != registry().end()) make = it->second;
   }
   if (!make)
-    throw std::runtime_error("no data plane between " + context.device().str() +
-                             " ranks in this build (the CUDA build needs NCCL for several GPUs)");
+    throw std::runtime_error("no '" + transport + "' data plane between " + context.device().str() +
+                             " ranks in this build" +
+                             (transport == "nccl" ? " (it was built without NCCL; parallel.comm: peer needs none)"
+                                                  : std::string()));
   return make(control, context);
 }
 

@@ -13,8 +13,10 @@
 // Every byte is counted in the control plane's CommStats by purpose and peer, as host
 // messages are, so a run reports what moved between GPUs the way it reports host traffic.
 // HostDataPlane serves CPU tensors through the Communicator itself (the same messages the
-// dispatchers sent before there was a data plane); a device backend registers its own
-// (CUDA: NCCL, kernels/nccl_data_plane.h). make_data_plane picks by the context's device.
+// dispatchers sent before there was a data plane); a device backend registers its own by
+// transport (CUDA: "nccl", kernels/nccl_data_plane.h; "peer", copies between the GPUs of one
+// process, kernels/peer_data_plane.h). make_data_plane picks by the context's device and the
+// run's parallel.comm.
 // Calls are collectives: every rank calls them in the same order. On a GPU they are ordered
 // with the rank's compute stream and return before the data has arrived.
 
@@ -22,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "core/backend/exec_context.h"
 #include "core/parallel/communicator.h"
@@ -38,7 +41,7 @@ class DataPlane {
   Communicator& control() const { return control_; }
   int rank() const { return control_.rank(); }
   int size() const { return control_.size(); }
-  virtual const char* kind() const = 0;  // "host" | "nccl"
+  virtual const char* kind() const = 0;  // "host" | "nccl" | "peer"
 
   // send (Σ send_rows, …) in peer order: send_rows[p] rows to peer p. recv (Σ recv_rows, …)
   // in source order: recv_rows[s] rows from rank s, which must be what s sends here. Both of
@@ -80,13 +83,18 @@ class HostDataPlane final : public DataPlane {
 // size; a 1-D tensor's rows are its elements).
 int64_t row_bytes(const Tensor& t);
 
-// The data plane for ranks computing under `context` (a collective where the device's plane
-// must bootstrap, e.g. NCCL's id handed out over `control`). Throws std::runtime_error when
-// the device has none (a build without NCCL).
-std::unique_ptr<DataPlane> make_data_plane(Communicator& control, const ExecContext& context);
+// The data plane for ranks computing under `context` over `transport` (parallel.comm: on a
+// GPU "nccl" or "peer"; CPU ranks always get the host plane): a collective where the device's
+// plane must bootstrap, e.g. NCCL's id handed out over `control`. Throws std::runtime_error
+// when this build has no such transport for the device (a build without NCCL).
+std::unique_ptr<DataPlane> make_data_plane(Communicator& control, const ExecContext& context,
+                                           const std::string& transport);
 
-// Device backends register their data plane at start-up (kernels/cuda_backend.cpp).
+// Whether this build has a `transport` data plane for `type` devices (CPU: always).
+bool data_plane_available(DeviceType type, const std::string& transport);
+
+// Device backends register their data planes at start-up (kernels/cuda_backend.cpp).
 using DataPlaneFactory = std::function<std::unique_ptr<DataPlane>(Communicator&, const ExecContext&)>;
-void register_data_plane(DeviceType type, DataPlaneFactory factory);
+void register_data_plane(DeviceType type, const std::string& transport, DataPlaneFactory factory);
 
 MOK_NN_END

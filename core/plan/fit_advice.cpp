@@ -115,8 +115,9 @@ std::vector<std::string> rank_sets(const ExperimentConfig& config, int ranks) {
   std::vector<std::string> sets = {"parallel.ranks=" + std::to_string(ranks)};
   if (on.train.batch != config.train.batch) sets.push_back("train.batch=" + std::to_string(on.train.batch));
   if (!config.parallel.gpus.empty()) sets.push_back("parallel.gpus=\"\"");
-  // GPU ranks exchange over NCCL (the trainer refuses local or mpi between GPUs).
-  if (config.parallel.device == "cuda" && config.parallel.comm != "nccl") sets.push_back("parallel.comm=nccl");
+  // GPU ranks exchange over NCCL or peer copies (the trainer refuses local or mpi between GPUs).
+  if (config.parallel.device == "cuda" && config.parallel.comm != "nccl" && config.parallel.comm != "peer")
+    sets.push_back("parallel.comm=nccl");
   return sets;
 }
 

@@ -107,7 +107,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   tracker.reset_peaks();
   device.exec().allocator().reset_peak_reserved();
   std::unique_ptr<DataPlane> plane;
-  if (parallel && !device.exec().is_cpu()) plane = make_data_plane(*comm, device.exec());
+  if (parallel && !device.exec().is_cpu()) plane = make_data_plane(*comm, device.exec(), data_plane_transport(cfg));
 
   ModelOptions mo;
   mo.model = cfg.model;

@@ -14,6 +14,10 @@ DType compute_dtype_for(const ExperimentConfig& config) {
   return p == "fp32" ? DType::f32 : DType::bf16;
 }
 
+std::string data_plane_transport(const ExperimentConfig& config) {
+  return config.parallel.comm == "peer" ? "peer" : "nccl";
+}
+
 RankDevice plan_rank_device(const ExperimentConfig& config, int rank, int ranks, int local_rank) {
   RankDevice d;
   if (config.parallel.device != "cuda") return d;  // every rank on the host CPU

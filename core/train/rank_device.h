@@ -38,6 +38,10 @@ RankDevice plan_rank_device(const ExperimentConfig& config, int rank, int ranks,
 // not exist).
 RankDevice bind_rank_device(const ExperimentConfig& config, int rank, int ranks, int local_rank);
 
+// The data plane's transport between GPU ranks of this config (make_data_plane): "peer" when
+// parallel.comm says so, else "nccl" (whatever carries the host messages; CPU ranks ignore it).
+std::string data_plane_transport(const ExperimentConfig& config);
+
 // The compute dtype train.precision asks for on `device` ("auto": bf16 on a GPU, fp32 on the CPU).
 DType compute_dtype_for(const ExperimentConfig& config);
 

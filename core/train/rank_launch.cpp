@@ -26,9 +26,9 @@ RankContext rank_context(const ExperimentConfig& cfg, Communicator* comm, int lo
     }
   }
   rc.device = bind_rank_device(cfg, rc.rank, rc.ranks, local_rank);
-  // Rows and gradients move on the rank's device; a collective where the device's transport
-  // bootstraps (NCCL), so every rank of the run gets here.
-  if (comm) rc.data = make_data_plane(*comm, rc.device.exec());
+  // Rows and gradients move on the rank's device over parallel.comm's transport; a collective
+  // where the device's transport bootstraps (NCCL), so every rank of the run gets here.
+  if (comm) rc.data = make_data_plane(*comm, rc.device.exec(), data_plane_transport(cfg));
   return rc;
 }
 

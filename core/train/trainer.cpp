@@ -157,11 +157,15 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg) {
 
 std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::string& gpu_unavailable_reason) {
   const std::string& comm = cfg.parallel.comm;
-  if (comm != "local" && comm != "mpi" && comm != "nccl")
-    return "parallel.comm: '" + comm + "' is not a transport; use local or mpi (CPU ranks) or nccl (GPU ranks)";
+  if (comm != "local" && comm != "mpi" && comm != "nccl" && comm != "peer")
+    return "parallel.comm: '" + comm + "' is not a transport; use local or mpi (CPU ranks), nccl or peer (GPU ranks)";
   const bool gpu = cfg.parallel.device == "cuda";
-  if (comm == "nccl" && !gpu)
-    return "parallel.comm: nccl moves data between GPUs; set parallel.device: cuda, or use local or mpi on the CPU";
+  if ((comm == "nccl" || comm == "peer") && !gpu)
+    return "parallel.comm: " + comm +
+           " moves data between GPUs; set parallel.device: cuda, or use local or mpi on the CPU";
+  if (comm == "peer" && mpi_launch_detected())
+    return "parallel.comm: peer copies between the GPUs of one process, but this process was started by mpirun as "
+           "one rank of several: use parallel.comm: nccl under mpirun";
   if (gpu && cfg.parallel.ranks > 1 && comm == "local")
     return "parallel.comm: local moves host memory between CPU ranks; GPU ranks exchange over NCCL: set "
            "parallel.comm: nccl";

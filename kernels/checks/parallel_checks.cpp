@@ -1,6 +1,7 @@
-// Multi-GPU checks (group "parallel"): two GPUs as two ranks of one process, over the NCCL
-// data plane (kernels/nccl_data_plane.h), against what the host computes from the same
-// fresh random inputs.
+// Multi-rank GPU checks (group "parallel"): two ranks of one process, against what the host
+// computes from the same fresh random inputs, over each data plane there is hardware for:
+//   nccl   two GPUs, one rank each (kernels/nccl_data_plane.h)
+//   peer   peer copies (kernels/peer_data_plane.h): two GPUs, or both ranks on one GPU
 //   all_to_all_rows  f32 and bf16 rows, uneven and empty messages: bitwise the rows sent
 //   all_reduce_sum   f32, 1M + 3 values: bitwise the host's fixed-order sum, on both ranks
 //   broadcast        bitwise root's values
@@ -11,7 +12,7 @@
 //                    MoK shipping every row once per rank (shadow never), and MoK fetching
 //                    every remote expert instead (shadow always: weights out, their
 //                    gradients home)
-// With fewer than two GPUs the group says so and checks nothing.
+// With one GPU only the peer plane is checked (its ranks share the GPU), and the group says so.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -104,10 +105,13 @@ std::vector<mok::GroupedSwiGlu::ExpertSpec> expert_specs(int experts) {
 void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
-  if (devices < kRanks) {
-    std::printf("parallel: needs %d GPUs, this machine has %d: no multi-GPU check ran\n", kRanks, devices);
-    return;
-  }
+  if (devices < 1) return;
+  std::vector<std::string> transports = {"peer"};
+  if (devices >= kRanks && mok::data_plane_available(mok::DeviceType::cuda, "nccl"))
+    transports.insert(transports.begin(), "nccl");
+  else
+    std::printf("parallel: NCCL needs %d GPUs (this machine has %d) and a build with NCCL: the two ranks share "
+                "cuda:0 over peer copies only\n", kRanks, devices);
   const uint64_t seed = in.seed;
   constexpr int64_t kWidth = 96, kReduceN = 1'000'003;
   constexpr int kE = 8, kK = 2;
@@ -155,14 +159,16 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
     std::lock_guard lock(mutex);
     found.push_back({name, err, tol});
   };
-  mok::run_local_ranks(kRanks, [&](mok::Communicator& comm) {
+  for (const std::string& transport : transports) mok::run_local_ranks(kRanks, [&](mok::Communicator& comm) {
     const int me = comm.rank();
-    const std::string tag = " (rank " + std::to_string(me) + ")";
+    const int gpu = me % devices;  // with one GPU both ranks share it (peer copies only)
+    const std::string tag = " (rank " + std::to_string(me) + " on cuda:" + std::to_string(gpu) + ")";
+    const std::string& plane_name = transport;
     mok::MemoryTracker tracker;
     mok::ScopedMemoryTracker track(tracker);
-    std::unique_ptr<mok::ExecContext> cx = mok::make_exec_context(mok::Device::cuda(me), mok::DType::f32);
+    std::unique_ptr<mok::ExecContext> cx = mok::make_exec_context(mok::Device::cuda(gpu), mok::DType::f32);
     mok::ScopedExecContext scope(*cx);
-    std::unique_ptr<mok::DataPlane> plane = mok::make_data_plane(comm, *cx);
+    std::unique_ptr<mok::DataPlane> plane = mok::make_data_plane(comm, *cx, transport);
 
     // all_to_all_rows, f32 and bf16.
     for (mok::DType dtype : {mok::DType::f32, mok::DType::bf16}) {
@@ -192,7 +198,7 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
         cx->ops().convert(rt, r32);
       std::vector<float> got = to_host<float>(r32);
       if (dtype != mok::DType::f32) want = from_bf16(to_bf16(want));
-      report(std::string("nccl all_to_all_rows ") + mok::dtype_name(dtype) + tag, bitwise_error(got, want), 0.0);
+      report(plane_name + " all_to_all_rows " + mok::dtype_name(dtype) + tag, bitwise_error(got, want), 0.0);
     }
 
     // all_reduce_sum: the host rule, bitwise.
@@ -208,10 +214,10 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
       }
       mok::Tensor t = cx->upload(mine.data(), {kReduceN}, mok::DType::f32);
       plane->all_reduce_sum(t, mok::CommPurpose::gradients);
-      report("nccl all_reduce_sum f32, fixed order" + tag, bitwise_error(to_host<float>(t), want), 0.0);
+      report(plane_name + " all_reduce_sum f32, fixed order" + tag, bitwise_error(to_host<float>(t), want), 0.0);
       // With two ranks each sends the other's chunk, then its own reduced chunk: n values.
       const int64_t moved = comm.stats().remote_sent(mok::CommPurpose::gradients);
-      report("nccl all_reduce_sum counts " + std::to_string(moved) + " bytes sent" + tag,
+      report(plane_name + " all_reduce_sum counts " + std::to_string(moved) + " bytes sent" + tag,
              moved == kReduceN * 4 ? 0.0 : 1.0, 0.0);
     }
 
@@ -221,10 +227,10 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
       const std::vector<float> want = normal_values(seed, 251, 4099);
       mok::Tensor t = cx->upload(mine.data(), {4099}, mok::DType::f32);
       plane->broadcast(t, 1, mok::CommPurpose::weights);
-      report("nccl broadcast" + tag, bitwise_error(to_host<float>(t), want), 0.0);
+      report(plane_name + " broadcast" + tag, bitwise_error(to_host<float>(t), want), 0.0);
     }
 
-    // The dispatchers over the two GPUs: experts 0–3 on rank 0, 4–7 on rank 1.
+    // The dispatchers over the two ranks: experts 0–3 on rank 0, 4–7 on rank 1.
     for (const std::string which : {"classic", "mok shadow never", "mok shadow always"}) {
       const mok::ExpertPlacement place = mok::ExpertPlacement::contiguous(kE, kRanks);
       std::vector<bool> local(kE, false);
@@ -248,12 +254,12 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
       auto slice = [&](const std::vector<float>& v, int64_t width) {
         return std::vector<double>(v.begin() + me * kTokens * width, v.begin() + (me + 1) * kTokens * width);
       };
-      const std::string what = which + " dispatch";
-      report(what + " forward, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(y), slice(ref.y, kD)),
+      const std::string what = which + " dispatch over " + plane_name;
+      report(what + " forward, 2 ranks vs CPU" + tag, relative_error(to_host<float>(y), slice(ref.y, kD)),
              kFp32Tolerance);
-      report(what + " dx, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(dx), slice(ref.dx, kD)),
+      report(what + " dx, 2 ranks vs CPU" + tag, relative_error(to_host<float>(dx), slice(ref.dx, kD)),
              kFp32Tolerance);
-      report(what + " dgate, 2 GPUs vs CPU" + tag, relative_error(to_host<float>(dgate), slice(ref.dgate, kK)),
+      report(what + " dgate, 2 ranks vs CPU" + tag, relative_error(to_host<float>(dgate), slice(ref.dgate, kK)),
              kFp32Tolerance);
       double worst = 0.0;
       for (int e : place.experts_on(me)) {

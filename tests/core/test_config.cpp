@@ -191,6 +191,21 @@ class TestConfig : public QObject {
     QVERIFY(issue_at(c, "parallel.gpus"));
     c.parallel.gpus = "3";
     QVERIFY(!issue_at(c, "parallel.gpus"));
+    // Two ranks on one GPU: not over NCCL, which takes one rank per GPU; over peer copies.
+    c.parallel.ranks = 2;
+    c.parallel.gpus = "0,0";
+    c.parallel.comm = "nccl";
+    QVERIFY(issue_at(c, "parallel.gpus"));
+    c.parallel.comm = "peer";
+    QVERIFY(!issue_at(c, "parallel.gpus"));
+    c.parallel.gpus = "0,1";
+    QVERIFY(check_experiment_config(c).empty());
+    c.parallel.device = "cpu";  // peer copies move GPU memory
+    QVERIFY(issue_at(c, "parallel.comm"));
+    c.parallel.device = "cuda";
+    c.parallel.ranks = 1;
+    c.parallel.gpus = "3";
+    c.parallel.comm = "local";
     for (const char* bad : {"lots", "0", "-2GiB", "16 gigs"}) {
       c.parallel.device_memory_limit = bad;
       QVERIFY2(issue_at(c, "parallel.device_memory_limit"), bad);

@@ -38,7 +38,7 @@ class TestDataPlane : public QObject {
     std::vector<std::string> failures;
     run_local_ranks(kR, [&](Communicator& comm) {
       const int me = comm.rank();
-      std::unique_ptr<DataPlane> plane = make_data_plane(comm, cpu_context());
+      std::unique_ptr<DataPlane> plane = make_data_plane(comm, cpu_context(), "nccl");
       const bool host = std::string(plane->kind()) == "host";
       std::vector<int64_t> send_rows(kR), recv_rows(kR);
       std::vector<float> send, want;

@@ -159,6 +159,13 @@ class TestTrain : public QObject {
     QVERIFY(said(t, "set parallel.comm: nccl"));
     t.parallel.comm = "nccl";
     QVERIFY(Trainer::unsupported_reason(t, "").find("parallel.comm") == std::string::npos);
+    t.parallel.comm = "peer";  // copies between the GPUs of this process
+    QVERIFY(Trainer::unsupported_reason(t, "").find("parallel.comm") == std::string::npos);
+    t.parallel.device = "cpu";
+    QVERIFY(said(t, "parallel.comm: peer moves data between GPUs"));
+    t.parallel.device = "cuda";
+    t.parallel.comm = "carrier-pigeon";
+    QVERIFY(said(t, "nccl or peer (GPU ranks)"));
     mok::ExperimentConfig h = c;
     h.model.heads = 4;  // head width 16
     QVERIFY(said(h, "model.heads"));

@@ -247,6 +247,11 @@ class TestDeviceChooser : public QObject {
     QCOMPARE(e.value("parallel.comm"), QStringLiteral("local"));
     c.parallel.comm = "mpi";
     QCOMPARE(edit_map(device_placement_edits(c, -1, 0)).value("parallel.comm"), QStringLiteral("mpi"));
+    // Peer copies, where the config chose them, stay for several GPUs; the CPU has none.
+    c.parallel.comm = "peer";
+    QCOMPARE(edit_map(device_placement_edits(c, 0, 2)).value("parallel.comm"), QStringLiteral("peer"));
+    QCOMPARE(edit_map(device_placement_edits(c, 0, 1)).value("parallel.comm"), QStringLiteral("local"));
+    QCOMPARE(edit_map(device_placement_edits(c, -1, 0)).value("parallel.comm"), QStringLiteral("local"));
   }
 
   void two_gpus_chosen_on_the_setup_page_make_a_two_rank_nccl_run() {
@@ -344,8 +349,14 @@ class TestDeviceChooser : public QObject {
     QVERIFY2(issue_at("parallel.gpus").contains("names 1 GPU(s) ('1') for parallel.ranks 2: name one GPU per rank"),
              qPrintable(all()));
     QVERIFY(!editor.apply_yaml_text(with_parallel(editor, "cuda", 2, "nccl", "0,0"), &error));
-    QVERIFY2(issue_at("parallel.gpus").contains("names GPU 0 twice ('0,0'): each rank needs a GPU of its own"),
+    QVERIFY2(issue_at("parallel.gpus").contains("names GPU 0 twice ('0,0'): over NCCL each rank needs a GPU of its "
+                                                "own; parallel.comm: peer lets ranks share one"),
              qPrintable(all()));
+    // Over peer copies two ranks may share a GPU, and the note says so.
+    QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cuda", 2, "peer", "0,0"), &error), qPrintable(error));
+    QVERIFY2(editor.is_valid(), qPrintable(all()));
+    QCOMPARE(editor.device_chooser()->placement_note()->text(),
+             QStringLiteral("2 ranks sharing cuda:0, exchanging over peer copies"));
     // The same from the form: a GPU list typed into its field.
     QVERIFY2(editor.apply_yaml_text(with_parallel(editor, "cuda", 2, "nccl", ""), &error), qPrintable(error));
     QVERIFY(editor.is_valid());

@@ -19,6 +19,9 @@
 #   6. (part profile) each rank's op profile (MOK_OP_PROFILE, core/train/op_profile_window.h) of
 #      PROFILE_VARIANTS on each shape: device ms per op, NCCL calls by purpose, host gaps.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
+# TRANSPORT=nccl (default) or peer: the two ranks' data plane (parallel.comm); with peer on a
+# machine of one GPU both ranks share cuda:0 (parallel.gpus 0,0) — the same checks of the
+# two-rank path, where timings say nothing about two GPUs; part mpi needs nccl and is skipped.
 # Settings: PARTS=checks,training,mpi,generate,throughput,profile  GEN_BATCH=64  GEN_TOKENS=64  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
 #           TPUT_VARIANTS=1gpu,classic,mok,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
 #           MOK_TIMEOUT=300 (s per run)
@@ -32,6 +35,19 @@ STEPS="${STEPS:-20}"
 WARMUP="${WARMUP:-5}"
 PARTS="${PARTS:-checks,training,mpi,generate,throughput,profile}"
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
+TRANSPORT="${TRANSPORT:-nccl}"
+case "$TRANSPORT" in nccl|peer) ;; *) echo "TRANSPORT=$TRANSPORT: expected nccl or peer" >&2; exit 2 ;; esac
+# The overrides that put a run on two GPU ranks over TRANSPORT (sharing cuda:0 where it is the
+# only GPU and the transport allows it).
+TWO=(--set parallel.comm="$TRANSPORT")
+GEN2=()  # mok generate --ranks 2: its checkpoint's config says one rank, so the list needs ranks too
+if [ "$TRANSPORT" = peer ]; then
+  GEN2=(--set parallel.comm=peer)
+  if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -lt 2 ]; then
+    TWO+=(--set parallel.gpus=0,0)
+    GEN2+=(--set parallel.ranks=2 --set parallel.gpus=0,0)
+  fi
+fi
 mkdir -p "$OUT_DIR"
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -63,12 +79,12 @@ run() {  # name, then mok train arguments
 }
 run cpu2 --set parallel.device=cpu --set parallel.ranks=2 --set parallel.comm=local --set parallel.threads=4
 run gpu1_fp32 --set parallel.device=cuda --set train.precision=fp32
-run gpu2_fp32 --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=fp32
-run gpu2_bf16_a --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=bf16
-run gpu2_bf16_b --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=bf16
+run gpu2_fp32 --set parallel.device=cuda --set parallel.ranks=2 "${TWO[@]}" --set train.precision=fp32
+run gpu2_bf16_a --set parallel.device=cuda --set parallel.ranks=2 "${TWO[@]}" --set train.precision=bf16
+run gpu2_bf16_b --set parallel.device=cuda --set parallel.ranks=2 "${TWO[@]}" --set train.precision=bf16
 run cpu2_mok --set parallel.device=cpu --set parallel.ranks=2 --set parallel.comm=local --set parallel.threads=4 \
   --set routing.dispatcher=mok
-run gpu2_mok_fp32 --set parallel.device=cuda --set parallel.ranks=2 --set parallel.comm=nccl --set train.precision=fp32 \
+run gpu2_mok_fp32 --set parallel.device=cuda --set parallel.ranks=2 "${TWO[@]}" --set train.precision=fp32 \
   --set routing.dispatcher=mok
 
 python3 - "$OUT_DIR" <<'PY'
@@ -112,7 +128,9 @@ print("training checks:", "all passed" if not bad else f"{bad} FAILED")
 PY
 fi
 
-if want mpi; then
+if want mpi && [ "$TRANSPORT" = peer ]; then
+section "one process per GPU: skipped (TRANSPORT=peer copies within one process; mpirun needs nccl)"
+elif want mpi; then
 section "one process per GPU: mpirun -np 2 against two threads"
 # The machine's own Open MPI (mpirun and libmpi must match): the carried MPI libraries stay out.
 mkdir -p "$SCRATCH/libs"
@@ -156,11 +174,11 @@ yaml_for() {
 variant_args() {  # sets extra=(…): the mok train settings of a variant
   case "$1" in
     1gpu) extra=(--set train.batch=16) ;;
-    classic) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl) ;;
-    mok) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok) ;;
-    mok_ship) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok
+    classic) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}") ;;
+    mok) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok) ;;
+    mok_ship) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok
                      --set routing.shadow=never) ;;
-    mok_locality) extra=(--set train.batch=32 --set parallel.ranks=2 --set parallel.comm=nccl --set routing.dispatcher=mok
+    mok_locality) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok
                          --set routing.policy=locality --set routing.locality_margin=0.05) ;;
   esac
 }
@@ -183,8 +201,8 @@ gen() {  # name, then mok generate arguments
 COMMON=(--batch 8 --tokens 48 --prompts-from-data 32 --temperature 0)
 gen gen_cpu "$Q" "${COMMON[@]}" --set parallel.device=cpu
 gen gen_gpu1 "$Q" "${COMMON[@]}" --set parallel.device=cuda --set train.precision=fp32
-gen gen_gpu2_classic "$Q" "${COMMON[@]}" --ranks 2 --dispatcher classic --set parallel.device=cuda --set train.precision=fp32
-gen gen_gpu2_mok "$Q" "${COMMON[@]}" --ranks 2 --dispatcher mok --set parallel.device=cuda --set train.precision=fp32
+gen gen_gpu2_classic "$Q" "${COMMON[@]}" --ranks 2 --dispatcher classic --set parallel.device=cuda "${GEN2[@]}" --set train.precision=fp32
+gen gen_gpu2_mok "$Q" "${COMMON[@]}" --ranks 2 --dispatcher mok --set parallel.device=cuda "${GEN2[@]}" --set train.precision=fp32
 python3 - "$OUT_DIR" <<'PY'
 import json, sys
 out = sys.argv[1]
@@ -206,9 +224,9 @@ for shape in "${SHAPE_LIST[@]}"; do
   C="$(ls -d "$G/$shape"/*/ 2>/dev/null | head -n 1)"
   ARGS=(--batch "${GEN_BATCH:-64}" --tokens "${GEN_TOKENS:-64}" --prompts-from-data 128 --set parallel.device=cuda)
   gen "gen_${shape}_1gpu" "$C" "${ARGS[@]}"
-  gen "gen_${shape}_classic" "$C" "${ARGS[@]}" --ranks 2 --dispatcher classic
-  gen "gen_${shape}_mok" "$C" "${ARGS[@]}" --ranks 2 --dispatcher mok
-  gen "gen_${shape}_mok_locality" "$C" "${ARGS[@]}" --ranks 2 --dispatcher mok --set routing.policy=locality \
+  gen "gen_${shape}_classic" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher classic
+  gen "gen_${shape}_mok" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok
+  gen "gen_${shape}_mok_locality" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --set routing.policy=locality \
     --set routing.locality_margin=0.05
 done
 fi

@@ -37,7 +37,7 @@ QList<QPair<QString, QString>> device_placement_edits(const ExperimentConfig& co
     const std::string& comm = config.parallel.comm;
     return {{"parallel.device", "cpu"},
             {"parallel.gpus", QString()},
-            {"parallel.comm", comm == "nccl" ? QStringLiteral("local") : QString::fromStdString(comm)}};
+            {"parallel.comm", comm == "nccl" || comm == "peer" ? QStringLiteral("local") : QString::fromStdString(comm)}};
   }
   const int n = std::max(1, gpu_count);
   QStringList ids;
@@ -45,7 +45,10 @@ QList<QPair<QString, QString>> device_placement_edits(const ExperimentConfig& co
   return {{"parallel.device", "cuda"},
           {"parallel.gpus", first_gpu == 0 ? QString() : ids.join(',')},
           {"parallel.ranks", QString::number(n)},
-          {"parallel.comm", n > 1 ? QStringLiteral("nccl") : QStringLiteral("local")}};
+          // Several GPUs exchange over NCCL, or over peer copies where the config chose them.
+          {"parallel.comm", n == 1                           ? QStringLiteral("local")
+                            : config.parallel.comm == "peer" ? QStringLiteral("peer")
+                                                             : QStringLiteral("nccl")}};
 }
 
 DeviceChooser::DeviceChooser(QWidget* parent) : QWidget(parent) {
@@ -152,7 +155,9 @@ void DeviceChooser::show_placement(const ExperimentConfig& config) {
   gpu_count_->setValue(gpu ? ranks : 1);
   gpu_count_->setEnabled(gpu && catalog_.has_gpu() && entry_enabled(combo_, combo_->currentIndex()));
   QString text;
-  const QString comm = config.parallel.comm == "nccl" ? QStringLiteral("NCCL") : QString::fromStdString(config.parallel.comm);
+  const QString comm = config.parallel.comm == "nccl"   ? QStringLiteral("NCCL")
+                       : config.parallel.comm == "peer" ? tr("peer copies")
+                                                        : QString::fromStdString(config.parallel.comm);
   if (gpu && ranks > 1) {
     QStringList where;
     try {
@@ -160,7 +165,9 @@ void DeviceChooser::show_placement(const ExperimentConfig& config) {
     } catch (const std::runtime_error&) {
       where.clear();  // parallel.gpus does not name one GPU per rank: the editor says so
     }
+    const bool shared = where.removeDuplicates() > 0;  // peer copies let ranks share a GPU
     text = where.isEmpty() ? tr("%1 ranks on GPUs, exchanging over %2").arg(ranks).arg(comm)
+           : shared        ? tr("%1 ranks sharing %2, exchanging over %3").arg(ranks).arg(where.join(", "), comm)
                            : tr("%1 ranks, one per GPU (%2), exchanging over %3").arg(ranks).arg(where.join(", "), comm);
   } else if (!gpu && ranks > 1) {
     text = tr("%1 ranks on the CPU, exchanging over %2").arg(ranks).arg(comm);

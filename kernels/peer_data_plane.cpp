@@ -1,0 +1,295 @@
+#include "kernels/peer_data_plane.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/backend/exec_context.h"
+#include "core/parallel/data_plane.h"
+#include "kernels/collective_timing.h"
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_ops.h"
+#include "kernels/rank_order_sum.h"
+
+namespace mok::cuda {
+
+namespace {
+
+// What one rank posts at a rendezvous: its buffer, its device, an event on its stream, and per
+// peer the (offset, bytes) of the buffer that peer takes.
+struct Post {
+  const uint8_t* base = nullptr;
+  int device = 0;
+  cudaEvent_t event = nullptr;
+  std::vector<std::pair<int64_t, int64_t>> offer;
+};
+
+// The meeting point of the R rank threads of one group: post() returns when every rank has
+// posted in this round, with every rank's post. Rounds alternate between two sets of posts, so
+// a rank may read a round's posts until it posts again: the next round but one, which no rank
+// can begin before this rank has posted the next.
+class Rendezvous {
+ public:
+  explicit Rendezvous(int ranks) : ranks_(ranks) {
+    for (auto& p : posts_) p.resize(static_cast<size_t>(ranks));
+  }
+
+  const std::vector<Post>& post(int rank, Post mine) {
+    std::unique_lock lock(mutex_);
+    if (aborted_) throw mok::CommAborted("peer data plane: the run was aborted because another rank failed");
+    const int64_t round = round_;
+    std::vector<Post>& posts = posts_[round & 1];
+    posts[static_cast<size_t>(rank)] = std::move(mine);
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      ++round_;
+      wake_.notify_all();
+    } else {
+      wake_.wait(lock, [&] { return round_ != round || aborted_; });
+      if (round_ == round) throw mok::CommAborted("peer data plane: the run was aborted because another rank failed");
+    }
+    return posts;
+  }
+
+  void abort() {
+    std::lock_guard lock(mutex_);
+    aborted_ = true;
+    wake_.notify_all();
+  }
+
+ private:
+  const int ranks_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  int arrived_ = 0;
+  int64_t round_ = 0;
+  bool aborted_ = false;
+  std::vector<Post> posts_[2];
+};
+
+class PeerDataPlane final : public mok::DataPlane {
+ public:
+  PeerDataPlane(mok::Communicator& control, const mok::ExecContext& context)
+      : DataPlane(control),
+        context_(context),
+        ops_(&cuda_ops_of(context, "PeerDataPlane")),
+        device_(context.device().index),
+        timer_(ops_->stream()) {
+    if (std::strcmp(control.kind(), "local") != 0)
+      throw std::runtime_error(std::string("parallel.comm: peer copies between the GPUs of one process, but the ranks "
+                                           "exchange over ") +
+                               control.kind() + ": use parallel.comm: nccl for ranks in processes of their own");
+    ops_->bind_thread();
+    // Rank 0 makes the group's rendezvous and hands its address to the others (one process).
+    auto* made = control.rank() == 0 ? new std::shared_ptr<Rendezvous>(std::make_shared<Rendezvous>(size())) : nullptr;
+    uintptr_t address = reinterpret_cast<uintptr_t>(made);
+    control.broadcast(&address, sizeof address, 0, mok::CommPurpose::control);
+    rendezvous_ = *reinterpret_cast<std::shared_ptr<Rendezvous>*>(address);
+    control.barrier();  // every rank holds its own reference now
+    delete made;
+    // Direct copies between distinct GPUs where the hardware allows (else CUDA stages them
+    // through the host: correct, slower).
+    std::vector<int64_t> devices(static_cast<size_t>(size()));
+    const int64_t mine = device_;
+    control.all_gather(&mine, sizeof mine, devices.data(), mok::CommPurpose::control);
+    for (int64_t d : devices) {
+      if (d == device_) continue;
+      int can = 0;
+      MOK_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device_, static_cast<int>(d)));
+      if (!can) continue;
+      const cudaError_t status = cudaDeviceEnablePeerAccess(static_cast<int>(d), 0);
+      if (status == cudaErrorPeerAccessAlreadyEnabled)
+        cudaGetLastError();
+      else
+        MOK_CUDA_CHECK(status);
+    }
+    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    control.add_abort_hook(this, [r = rendezvous_] { r->abort(); });
+  }
+
+  ~PeerDataPlane() override {
+    control().remove_abort_hook(this);
+    if (std::uncaught_exceptions() > 0) {
+      control().abort_group();  // peers may be waiting for this rank at a rendezvous
+    } else {
+      cudaStreamSynchronize(ops_->stream());  // peers' copies out of this rank's memory included
+    }
+    cudaEventDestroy(ready_);
+    cudaEventDestroy(done_);
+  }
+
+  const char* kind() const override { return "peer"; }
+
+  void settle() override { control().add_wall_seconds(timer_.seconds()); }
+
+  void all_reduce_sum(mok::Tensor& data, mok::CommPurpose purpose) override {
+    if (data.device() != context_.device())
+      throw std::logic_error("PeerDataPlane: " + data.describe() + " is not on " + context_.device().str());
+    const int R = size(), me = rank();
+    const int64_t n = data.numel();
+    if (R == 1 || n == 0) return;
+    if (data.dtype() != mok::DType::f32 && data.dtype() != mok::DType::f64)
+      throw std::invalid_argument("DataPlane::all_reduce_sum: f32 or f64, not " + data.describe());
+    const int64_t esize = mok::dtype_size(data.dtype());
+    auto begin = [&](int c) { return n * c / R; };
+    auto len = [&](int c) { return begin(c + 1) - begin(c); };
+    const int64_t my_len = len(me);
+    auto* base = static_cast<uint8_t*>(data.raw());
+    mok::Tensor parts = context_.empty({static_cast<int64_t>(R) * my_len}, data.dtype());
+    auto* pbase = static_cast<uint8_t*>(parts.raw());
+    const cudaStream_t stream = ops_->stream();
+    const auto profiled = profile_collective(ops_->profiler(), "peer_all_reduce", purpose);
+    const auto timed = timer_.scope();
+
+    // 1. reduce-scatter: each rank takes its chunk from every peer; the own chunk is a copy.
+    std::vector<std::pair<int64_t, int64_t>> offer(R);
+    std::vector<uint8_t*> into(R);
+    std::vector<int64_t> sb(R), rb(R);
+    for (int p = 0; p < R; ++p) {
+      offer[p] = {begin(p) * esize, p == me ? 0 : len(p) * esize};
+      into[p] = pbase + p * my_len * esize;
+      sb[p] = len(p) * esize;
+      rb[p] = my_len * esize;
+    }
+    if (my_len)
+      MOK_CUDA_CHECK(cudaMemcpyAsync(pbase + me * my_len * esize, base + begin(me) * esize, my_len * esize,
+                                     cudaMemcpyDeviceToDevice, stream));
+    std::vector<int64_t> want = rb;
+    want[me] = 0;
+    pull(base, offer, into, want);
+    control().count_transfer(sb, rb, purpose, 0.0);  // time: settle()
+
+    // 2. the owner adds the copies in rank order.
+    if (data.dtype() == mok::DType::f32)
+      sum_rank_parts(static_cast<const float*>(parts.raw()), R, my_len,
+                     reinterpret_cast<float*>(base + begin(me) * esize), stream);
+    else
+      sum_rank_parts(static_cast<const double*>(parts.raw()), R, my_len,
+                     reinterpret_cast<double*>(base + begin(me) * esize), stream);
+
+    // 3. all-gather: every rank takes each owner's reduced chunk.
+    for (int p = 0; p < R; ++p) {
+      offer[p] = {begin(me) * esize, p == me ? 0 : my_len * esize};
+      into[p] = base + begin(p) * esize;
+      want[p] = p == me ? 0 : len(p) * esize;
+      sb[p] = p == me ? 0 : my_len * esize;
+    }
+    pull(base, offer, into, want);
+    control().count_transfer(sb, want, purpose, 0.0);
+  }
+
+  void broadcast(mok::Tensor& data, int root, mok::CommPurpose purpose) override {
+    const int R = size(), me = rank();
+    if (root < 0 || root >= R) throw std::invalid_argument("broadcast: root out of range");
+    const int64_t bytes = data.bytes();
+    const auto profiled = profile_collective(ops_->profiler(), "peer_broadcast", purpose);
+    const auto timed = timer_.scope();
+    std::vector<std::pair<int64_t, int64_t>> offer(R, {0, 0});
+    std::vector<uint8_t*> into(R, nullptr);
+    std::vector<int64_t> sb(R, 0), rb(R, 0);
+    auto* base = static_cast<uint8_t*>(data.raw());
+    if (me == root) {
+      for (int p = 0; p < R; ++p) {
+        if (p == me) continue;
+        offer[p] = {0, bytes};
+        sb[p] = bytes;
+      }
+    } else {
+      into[root] = base;
+      rb[root] = bytes;
+    }
+    pull(base, offer, into, rb);
+    control().count_transfer(sb, rb, purpose, 0.0);
+  }
+
+ protected:
+  void exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
+                std::span<const int64_t> recv_bytes, mok::CommPurpose purpose) override {
+    const int R = size(), me = rank();
+    if (send_bytes[me] != recv_bytes[me])
+      throw std::logic_error("DataPlane: the own block is " + std::to_string(send_bytes[me]) + " bytes to send but " +
+                             std::to_string(recv_bytes[me]) + " to receive");
+    const auto profiled = profile_collective(ops_->profiler(), "peer_all_to_all", purpose);
+    const auto timed = timer_.scope();
+    std::vector<std::pair<int64_t, int64_t>> offer(R);
+    std::vector<uint8_t*> into(R);
+    std::vector<int64_t> want(recv_bytes.begin(), recv_bytes.end());
+    int64_t soff = 0, roff = 0;
+    for (int p = 0; p < R; ++p) {
+      offer[p] = {soff, p == me ? 0 : send_bytes[p]};
+      into[p] = recv + roff;
+      soff += send_bytes[p];
+      roff += recv_bytes[p];
+    }
+    if (send_bytes[me])
+      MOK_CUDA_CHECK(cudaMemcpyAsync(into[me], send + offer[me].first, send_bytes[me], cudaMemcpyDeviceToDevice,
+                                     ops_->stream()));
+    want[me] = 0;
+    pull(send, offer, into, want);
+    control().count_transfer(send_bytes, recv_bytes, purpose, 0.0);
+  }
+
+ private:
+  // Offers offer[p] of `base` to each peer p and copies want[s] bytes of what each peer s
+  // offers this rank into into[s] (steps 1–3 at the top of the header). The own entries are
+  // the caller's (offer[me] and want[me] are 0).
+  void pull(const uint8_t* base, std::span<const std::pair<int64_t, int64_t>> offer, std::span<uint8_t* const> into,
+            std::span<const int64_t> want) {
+    const int R = size(), me = rank();
+    const cudaStream_t stream = ops_->stream();
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    MOK_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone)
+      throw std::runtime_error("peer data plane: a collective cannot be recorded into a CUDA graph");
+    MOK_CUDA_CHECK(cudaEventRecord(ready_, stream));
+    const std::vector<Post>& offers =
+        rendezvous_->post(me, Post{base, device_, ready_, std::vector<std::pair<int64_t, int64_t>>(offer.begin(), offer.end())});
+    for (int s = 0; s < R; ++s) {
+      if (s == me) continue;
+      const Post& from = offers[static_cast<size_t>(s)];
+      const auto [offset, bytes] = from.offer[static_cast<size_t>(me)];
+      if (bytes != want[s]) {
+        rendezvous_->abort();  // the peers would wait for this rank's done event forever
+        throw std::logic_error("PeerDataPlane: rank " + std::to_string(s) + " offers " + std::to_string(bytes) +
+                               " bytes to rank " + std::to_string(me) + ", which expects " + std::to_string(want[s]));
+      }
+      if (bytes == 0) continue;
+      MOK_CUDA_CHECK(cudaStreamWaitEvent(stream, from.event, 0));
+      if (from.device == device_)
+        MOK_CUDA_CHECK(cudaMemcpyAsync(into[s], from.base + offset, bytes, cudaMemcpyDeviceToDevice, stream));
+      else
+        MOK_CUDA_CHECK(cudaMemcpyPeerAsync(into[s], device_, from.base + offset, from.device, bytes, stream));
+    }
+    MOK_CUDA_CHECK(cudaEventRecord(done_, stream));
+    const std::vector<Post>& dones = rendezvous_->post(me, Post{nullptr, device_, done_, {}});
+    for (int p = 0; p < R; ++p)
+      if (p != me && offer[p].second > 0) MOK_CUDA_CHECK(cudaStreamWaitEvent(stream, dones[static_cast<size_t>(p)].event, 0));
+  }
+
+  const mok::ExecContext& context_;
+  CudaOps* ops_;
+  int device_;
+  CollectiveTimer timer_;  // the collectives since the last settle()
+  std::shared_ptr<Rendezvous> rendezvous_;
+  cudaEvent_t ready_ = nullptr;  // after the work that produced this rank's offer
+  cudaEvent_t done_ = nullptr;   // after this rank's copies out of its peers' memory
+};
+
+}  // namespace
+
+void register_peer_data_plane() {
+  mok::register_data_plane(mok::DeviceType::cuda, "peer", [](mok::Communicator& control, const mok::ExecContext& context) {
+    return std::unique_ptr<mok::DataPlane>(new PeerDataPlane(control, context));
+  });
+}
+
+}  // namespace mok::cuda
