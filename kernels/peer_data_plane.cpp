@@ -1,11 +1,9 @@
 #include "kernels/peer_data_plane.h"
 
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -14,6 +12,7 @@
 
 #include "core/backend/exec_context.h"
 #include "core/parallel/data_plane.h"
+#include "core/parallel/rank_rendezvous.h"
 #include "kernels/collective_timing.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_ops.h"
@@ -23,57 +22,15 @@ namespace mok::cuda {
 
 namespace {
 
-// What one rank posts at a rendezvous: its buffer, its device, an event on its stream, and per
-// peer the (offset, bytes) of the buffer that peer takes.
+// What one rank posts at a rendezvous (core/parallel/rank_rendezvous.h): its buffer, its
+// device, an event on its stream, and per peer the (offset, bytes) of the buffer that peer takes.
 struct Post {
   const uint8_t* base = nullptr;
   int device = 0;
   cudaEvent_t event = nullptr;
   std::vector<std::pair<int64_t, int64_t>> offer;
 };
-
-// The meeting point of the R rank threads of one group: post() returns when every rank has
-// posted in this round, with every rank's post. Rounds alternate between two sets of posts, so
-// a rank may read a round's posts until it posts again: the next round but one, which no rank
-// can begin before this rank has posted the next.
-class Rendezvous {
- public:
-  explicit Rendezvous(int ranks) : ranks_(ranks) {
-    for (auto& p : posts_) p.resize(static_cast<size_t>(ranks));
-  }
-
-  const std::vector<Post>& post(int rank, Post mine) {
-    std::unique_lock lock(mutex_);
-    if (aborted_) throw mok::CommAborted("peer data plane: the run was aborted because another rank failed");
-    const int64_t round = round_;
-    std::vector<Post>& posts = posts_[round & 1];
-    posts[static_cast<size_t>(rank)] = std::move(mine);
-    if (++arrived_ == ranks_) {
-      arrived_ = 0;
-      ++round_;
-      wake_.notify_all();
-    } else {
-      wake_.wait(lock, [&] { return round_ != round || aborted_; });
-      if (round_ == round) throw mok::CommAborted("peer data plane: the run was aborted because another rank failed");
-    }
-    return posts;
-  }
-
-  void abort() {
-    std::lock_guard lock(mutex_);
-    aborted_ = true;
-    wake_.notify_all();
-  }
-
- private:
-  const int ranks_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  int arrived_ = 0;
-  int64_t round_ = 0;
-  bool aborted_ = false;
-  std::vector<Post> posts_[2];
-};
+using Rendezvous = mok::RankRendezvous<Post>;
 
 class PeerDataPlane final : public mok::DataPlane {
  public:

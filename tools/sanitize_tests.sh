@@ -50,7 +50,7 @@ case "$mode" in
     fi ;;
   thread)
     # The suites whose code runs on several threads; only these are built. The thread pool
-    # (parallel.threads 2), rank threads and the communicators, the MoK dispatcher's
+    # (parallel.threads 2), rank threads and the communicators and their rendezvous, the MoK dispatcher's
     # communication worker, the store's background metric writer (every training run), the
     # trainer's pause and stop from another thread, and `mok train` itself. Left out:
     # test_cli_interrupt, whose long steps pass Qt Test's 5-minute limit under TSan (28 s
@@ -59,7 +59,7 @@ case "$mode" in
     # process (which has a watchdog thread): TSan cannot follow threads started after a fork
     # of a threaded process (test_store runs the background metric writer).
     sanitizers="thread"; build="${MOK_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
-    targets=(test_thread_pool test_communicator test_comm_worker test_data_plane test_parallel_train
+    targets=(test_thread_pool test_communicator test_comm_worker test_rank_rendezvous test_data_plane test_parallel_train
              test_parallel_generation test_mok_training test_mok_dispatcher test_locality_loss_train
              test_model_determinism test_step_cancellation test_slow_step_notice test_train
              test_resume_branch test_store test_store_checkpoint_commit test_cli_train
