@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "core/plan/parameter_block_rounding.h"
 #include "core/plan/planned_shape.h"
+#include "core/tensor/size_class.h"
 #include "core/train/rank_device.h"
 
 namespace mok {
@@ -59,6 +61,11 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
                {"kv_cache", kv},
                {"workspace", workspace},
                {"communication", comm}};
+  // A GPU's caching allocator rounds each block up to its size class and a device memory limit
+  // holds the blocks: the parameter values' rounding, as in training's plan.
+  if (c.parallel.device == "cuda")
+    if (const double r = parameter_block_rounding(c, kDeviceBlockAlign, bf16, ParameterState::forward_only); r > 0.0)
+      est.parts.push_back({"allocator_rounding", r});
   return g;
 }
 

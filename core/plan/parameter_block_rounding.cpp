@@ -8,7 +8,9 @@
 
 namespace mok {
 
-double parameter_block_rounding(const ExperimentConfig& c, int64_t small_align, bool compute_copies) {
+double parameter_block_rounding(const ExperimentConfig& c, int64_t small_align, bool compute_copies,
+                                ParameterState state) {
+  const bool training = state == ParameterState::training;
   const int64_t d = std::max(1, c.model.d_model);
   const int64_t vocab = planned_vocab(c);
   const int layers = std::max(0, c.model.layers);
@@ -24,14 +26,19 @@ double parameter_block_rounding(const ExperimentConfig& c, int64_t small_align, 
     const int64_t bytes = elements * element_bytes;
     return bytes > 0 ? double(size_class_bytes(bytes, small_align) - bytes) : 0.0;
   };
-  // A dense parameter: value, gradient, two Adam moments, and the compute copy.
-  auto dense = [&](int64_t elements) { return 4.0 * extra(elements, 4) + (compute_copies ? extra(elements, 2) : 0.0); };
-  // One projection of the routed experts: stacked value, gradient and compute copy, and each
-  // expert's two Adam moments.
+  // A dense parameter: value (training: a gradient and two Adam moments too), and the compute
+  // copy.
+  const double fp32_blocks = training ? 4.0 : 1.0;
+  auto dense = [&](int64_t elements) {
+    return fp32_blocks * extra(elements, 4) + (compute_copies ? extra(elements, 2) : 0.0);
+  };
+  // One projection of the routed experts: stacked value (training: and gradient) and compute
+  // copy, and in training each expert's two Adam moments.
   auto stacked = [&](int64_t per_expert) {
     if (local_experts == 0) return 0.0;
-    return 2.0 * extra(local_experts * per_expert, 4) + (compute_copies ? extra(local_experts * per_expert, 2) : 0.0) +
-           2.0 * double(local_experts) * extra(per_expert, 4);
+    return (training ? 2.0 : 1.0) * extra(local_experts * per_expert, 4) +
+           (compute_copies ? extra(local_experts * per_expert, 2) : 0.0) +
+           (training ? 2.0 * double(local_experts) * extra(per_expert, 4) : 0.0);
   };
 
   double sum = dense(vocab * d) + (c.model.tie_embeddings ? 0.0 : dense(vocab * d)) + dense(d);  // embedding, head, final norm

@@ -10,6 +10,8 @@
 // core/train/adamw.cpp): every dense parameter has a master value, a gradient and two Adam
 // moments (fp32), and on a bf16 run a compute copy; a MoE layer's routed experts share one
 // stacked value, gradient and compute copy per projection, with Adam moments per expert.
+// Generation builds the values and compute copies only (ForwardOnlyParameters: no gradients,
+// no optimizer): for a 7B preset cut to 18 experts that is still 540 MiB.
 
 #include <cstdint>
 
@@ -17,8 +19,12 @@
 
 namespace mok {
 
+// What the parameter state holds: everything training keeps, or generation's values alone.
+enum class ParameterState { training, forward_only };
+
 // Bytes the blocks of one rank's parameter state hold beyond their tensors, for blocks of
 // size_class_bytes(·, small_align); compute_copies: the bf16 copies exist (a GPU's bf16 run).
-double parameter_block_rounding(const ExperimentConfig& config, int64_t small_align, bool compute_copies);
+double parameter_block_rounding(const ExperimentConfig& config, int64_t small_align, bool compute_copies,
+                                ParameterState state = ParameterState::training);
 
 }  // namespace mok

@@ -2,10 +2,15 @@
 // against the host's block cache, which rounds with the same classes: after building a model
 // and its AdamW state, the cache's live block bytes exceed the tracker's tensor bytes by what
 // the plan says (dense and MoE layers, a shared expert, an untied head, experts over ranks),
-// and a GPU plan shows the rounding as its own part only where there is some.
+// and a GPU plan shows the rounding as its own part only where there is some; the same for
+// generation's parameter values alone (no gradients, no optimizer).
 #include <QtTest>
 
+#include <optional>
+
+#include "core/model/init.h"
 #include "core/model/language_model.h"
+#include "core/plan/generation_plan.h"
 #include "core/plan/memory_plan.h"
 #include "core/plan/parameter_block_rounding.h"
 #include "core/tensor/block_cache.h"
@@ -35,8 +40,9 @@ ExperimentConfig awkward(int ranks) {
   return c;
 }
 
-// Block bytes beyond tensor bytes of a model and its AdamW state, one rank's share.
-double measured_rounding(const ExperimentConfig& c) {
+// Block bytes beyond tensor bytes of a model and its AdamW state (forward_only: the values
+// alone, as generation builds them), one rank's share.
+double measured_rounding(const ExperimentConfig& c, bool forward_only = false) {
   ModelOptions o;
   o.model = c.model;
   o.vocab_size = 256;
@@ -49,8 +55,11 @@ double measured_rounding(const ExperimentConfig& c) {
   ScopedMemoryTracker scope(tracker);
   BlockCache::trim();
   const int64_t before = BlockCache::live_bytes();
+  std::optional<ForwardOnlyParameters> no_gradients;
+  if (forward_only) no_gradients.emplace();
   LanguageModel model(o);
-  AdamW adam(model.parameters(), AdamWOptions{});
+  std::optional<AdamW> adam;
+  if (!forward_only) adam.emplace(model.parameters(), AdamWOptions{});
   // The RoPE table and other model-level tensors are tracked too: everything live is.
   return double(BlockCache::live_bytes() - before - tracker.live_total());
 }
@@ -72,6 +81,28 @@ class TestParameterBlockRounding : public QObject {
       QVERIFY2(measured >= planned && measured - planned <= 8 * 1024,
                qPrintable(QString("ranks %1: planned %2, measured %3").arg(ranks).arg(planned).arg(measured)));
     }
+  }
+
+  void generationPlanMatchesTheHostCache() {
+    if (!BlockCache::reuses_across_sizes()) QSKIP("the cache's accounting is the same, but this build maps no large blocks");
+    for (int ranks : {1, 2}) {
+      const ExperimentConfig c = awkward(ranks);
+      const double planned = parameter_block_rounding(c, 64, false, ParameterState::forward_only);
+      const double measured = measured_rounding(c, true);
+      qInfo("generation, ranks %d: planned %.0f bytes of rounding, measured %.0f", ranks, planned, measured);
+      QVERIFY2(planned > 4 * 1024, qPrintable(QString("planned %1").arg(planned)));
+      QVERIFY(planned < parameter_block_rounding(c, 64, false));  // no gradients, no moments
+      QVERIFY2(measured >= planned && measured - planned <= 8 * 1024,
+               qPrintable(QString("ranks %1: planned %2, measured %3").arg(ranks).arg(planned).arg(measured)));
+    }
+    // A GPU's generation plan shows it as its own part; the CPU's has none.
+    ExperimentConfig g = awkward(1);
+    g.parallel.device = "cuda";
+    const GenerationShape shape;
+    QCOMPARE(estimate_generation_memory(g, shape).memory.bytes_of("allocator_rounding"),
+             parameter_block_rounding(g, kDeviceBlockAlign, true, ParameterState::forward_only));
+    g.parallel.device = "cpu";
+    QCOMPARE(estimate_generation_memory(g, shape).memory.bytes_of("allocator_rounding"), 0.0);
   }
 
   void gpuPlanShowsItsOwnPart() {
