@@ -16,7 +16,9 @@
 #   VARIANTS=exact,kitten (none: quality alone)  CAP_VARIANTS=exact,kitten  QUALITY_STEPS=0
 #   QUALITY_VARIANTS=$VARIANTS  QUALITY_SEEDS=A-B (each quality variant for seeds A … B, seed
 #   by seed, so that a run cut short still holds pairs: exact,kitten with 1-3 runs exact,
-#   kitten, exact_seed2, kitten_seed2, exact_seed3, kitten_seed3)
+#   kitten, exact_seed2, kitten_seed2, exact_seed3, kitten_seed3)  QUALITY_PARALLEL=1 (N: N
+#   quality runs side by side on the GPU, a seed's runs in one lane; about 1.2–1.4× the runs an
+#   hour for N = 2–3 on an H200 at these shapes; step times are then left out)
 # Variants:
 #   exact          every saved tensor as it is
 #   checkpoint     plain activation checkpointing: each block's input, the block run again
@@ -45,6 +47,11 @@ STEPS="${STEPS:-4}"
 # Checked before any run, so that a typo costs no device time.
 if [[ -n "${QUALITY_SEEDS:-}" && ! "$QUALITY_SEEDS" =~ ^[0-9]+-[0-9]+$ ]]; then
   echo "QUALITY_SEEDS=$QUALITY_SEEDS: expected A-B, e.g. 1-6" >&2
+  exit 2
+fi
+QUALITY_PARALLEL="${QUALITY_PARALLEL:-1}"
+if [[ ! "$QUALITY_PARALLEL" =~ ^[1-9][0-9]*$ ]]; then
+  echo "QUALITY_PARALLEL=$QUALITY_PARALLEL: expected a count of runs side by side, e.g. 3" >&2
   exit 2
 fi
 mkdir -p "$OUT_DIR"
@@ -136,11 +143,14 @@ if [[ -n "${QUALITY_SEEDS:-}" ]]; then  # "A-B": every variant for seeds A … B
     done
   done
 fi
-if (( QUALITY_STEPS > 0 )); then
-  IFS=',' read -r -a QV_LIST <<< "$QUALITY_VARIANTS"
+quality_lane() {  # lane j of QUALITY_PARALLEL: the runs of every QUALITY_PARALLEL-th group
+  local lane="$1" i group
   for shape in "${SHAPE_LIST[@]}"; do
     yaml="$(yaml_for "$shape")"
-    for variant in "${QV_LIST[@]}"; do
+    for ((i = 0; i < ${#QV_LIST[@]}; ++i)); do
+      group=$((i / GROUP))
+      ((group % QUALITY_PARALLEL == lane)) || continue
+      variant="${QV_LIST[$i]}"
       # shellcheck disable=SC2046
       MOK_TIMEOUT="${QUALITY_TIMEOUT:-400}" WARMUP=0 STEPS="$QUALITY_STEPS" \
         train "q_${shape}_${variant}" "$yaml" --set train.batch=16 --set "train.lr=${QUALITY_LR:-1e-3}" \
@@ -150,12 +160,24 @@ if (( QUALITY_STEPS > 0 )); then
       echo "q_${shape}_${variant}: exit $?"
     done
   done
+}
+if (( QUALITY_STEPS > 0 )); then
+  IFS=',' read -r -a QV_LIST <<< "$QUALITY_VARIANTS"
+  # QUALITY_PARALLEL=N runs N lanes side by side on the one GPU, a seed's runs (with
+  # QUALITY_SEEDS) in one lane one after the other, so that a call cut short still holds pairs.
+  # A run's result does not depend on its timing; its step time then means nothing.
+  GROUP=1
+  if [[ -n "${QUALITY_SEEDS:-}" ]]; then GROUP=${#QV_BASE[@]}; fi
+  for ((lane = 0; lane < QUALITY_PARALLEL; ++lane)); do quality_lane "$lane" & done
+  wait
 fi
 
-python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" "$CAP" "${VARIANTS:-exact,kitten}" "$QUALITY_VARIANTS" "$QUALITY_STEPS" <<'PY'
+python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" "$CAP" "${VARIANTS:-exact,kitten}" "$QUALITY_VARIANTS" "$QUALITY_STEPS" \
+  "$QUALITY_PARALLEL" <<'PY'
 import csv, json, os, sys
 out, shapes, warmup, cap = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4]
 variants, quality_variants, quality_steps = sys.argv[5].split(","), sys.argv[6].split(","), int(sys.argv[7])
+shared_gpu = int(sys.argv[8]) > 1  # quality runs side by side: their step times mean nothing
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if v else float("nan")
@@ -203,7 +225,8 @@ for s in shapes:
             if v.startswith("kitten"):
                 print(f"{s:6s} {v + ' / ckpt':13s} {tps(f'b16_{s}_{v}') / tps(f'b16_{s}_checkpoint'):12.2f}")
 if quality_steps > 0:
-    step_ms = lambda name: run_median(name, "perf/step_ms", 5)  # after the run's first 5 steps
+    # After the run's first 5 steps; none where runs shared the GPU.
+    step_ms = lambda name: float("nan") if shared_gpu else run_median(name, "perf/step_ms", 5)
     print(f"\nquality after {quality_steps} steps (16 x 1024 tokens each):")
     print(f"{'shape':6s} {'variant':13s} {'val bpb':>9s} {'vs exact':>9s} {'saved GiB':>10s} {'of exact':>9s}"
           f" {'step ms':>8s} {'vs exact':>9s}")
@@ -224,7 +247,7 @@ if quality_steps > 0:
                 rel = (bpb / e["val_bpb"] - 1) * 100 if e.get("val_bpb") else float("nan")
                 frac = saved / e["peak_saved_activation_bytes"] if e.get("peak_saved_activation_bytes") else float("nan")
                 print(f"{s:6s} {v:13s} {bpb:9.4f} {rel:+8.2f}% {saved / G:10.2f} {frac:9.2f} {ms:8.1f} {ms / e_ms:9.2f}")
-                w.writerow([s, v, bpb, saved, ms])
+                w.writerow([s, v, bpb, saved, "" if shared_gpu else ms])
     # Seeds paired: NAME_seedN against exact_seedN (NAME and exact alone: seed 1), the difference
     # in % per seed, then its mean and standard error over the seeds both have.
     def seeded(v):
