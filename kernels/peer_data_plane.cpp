@@ -46,12 +46,12 @@ class PeerDataPlane final : public mok::DataPlane {
                                control.kind() + ": use parallel.comm: nccl for ranks in processes of their own");
     ops_->bind_thread();
     // Rank 0 makes the group's rendezvous and hands its address to the others (one process).
-    auto* made = control.rank() == 0 ? new std::shared_ptr<Rendezvous>(std::make_shared<Rendezvous>(size())) : nullptr;
-    uintptr_t address = reinterpret_cast<uintptr_t>(made);
+    std::unique_ptr<std::shared_ptr<Rendezvous>> made;
+    if (control.rank() == 0) made = std::make_unique<std::shared_ptr<Rendezvous>>(std::make_shared<Rendezvous>(size()));
+    uintptr_t address = reinterpret_cast<uintptr_t>(made.get());
     control.broadcast(&address, sizeof address, 0, mok::CommPurpose::control);
     rendezvous_ = *reinterpret_cast<std::shared_ptr<Rendezvous>*>(address);
-    control.barrier();  // every rank holds its own reference now
-    delete made;
+    control.barrier();  // every rank holds its own reference before rank 0 lets its holder go
     // Direct copies between distinct GPUs where the hardware allows (else CUDA stages them
     // through the host: correct, slower).
     std::vector<int64_t> devices(static_cast<size_t>(size()));
@@ -76,7 +76,8 @@ class PeerDataPlane final : public mok::DataPlane {
   ~PeerDataPlane() override {
     control().remove_abort_hook(this);
     if (std::uncaught_exceptions() > 0) {
-      control().abort_group();  // peers may be waiting for this rank at a rendezvous
+      rendezvous_->abort();     // peers may be waiting for this rank at a rendezvous
+      control().abort_group();  // or in a host collective
     } else {
       cudaStreamSynchronize(ops_->stream());  // peers' copies out of this rank's memory included
     }
