@@ -7,11 +7,13 @@
 //   mok runs archive ID [--undo] [--db PATH] [--json]
 //   mok runs delete ID --yes [--db PATH] [--json]
 //   mok runs compare ID ID... [--metrics A,B,...] [--skip N] [--db PATH] [--json|--markdown]
+//   mok runs paired BASE OTHER [--metric M] [--skip N] [--db PATH] [--json]
 //   mok runs record ID NAME=VALUE... [--step S] [--db PATH] [--json]
 //   mok runs import OTHER.db [--run ID]... [--db PATH] [--json]
 // Browsing opens the store read-only (never writes, never creates); editing opens it
 // read-write; importing reads the other store only and writes this one. Exit codes: 0 ok, 1 store error (message on stderr), 2 bad usage.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "core/store/paired_comparison.h"
 #include "core/store/run_comparison.h"
 #include "core/store/run_import.h"
 #include "core/store/run_store.h"
@@ -50,6 +53,11 @@ const char* kUsage =
     "                                                       mean over steps after the first N (default 1);\n"
     "                                                       val/* and infer/* metrics: their last value;\n"
     "                                                       a note names runs from other hardware\n"
+    "  paired BASE OTHER [--metric M] [--skip N]            two settings over seeds, each run paired with the\n"
+    "                                                       other setting's run of the same seed: each pair's\n"
+    "                                                       difference in % of BASE, their mean, standard\n"
+    "                                                       error and 95 % interval (M: val/bpb by default);\n"
+    "                                                       a group is run IDs (1,3,5) or tag:NAME\n"
     "  record ID NAME=VALUE... [--step S]                   add measured figures to a run (e.g. infer/*),\n"
     "                                                       at step S (default: the run's last step)\n"
     "  import OTHER.db [--run ID]...                        copy runs of another store (a cluster's) with their\n"
@@ -635,6 +643,108 @@ int runs_compare(int argc, char** argv) {
   return 0;
 }
 
+// A group of `mok runs paired`: "1,3,5" or "tag:NAME" (every run with that tag, archived too).
+std::vector<int64_t> run_group(RunStore& store, const std::string& text) {
+  std::vector<int64_t> ids;
+  if (text.rfind("tag:", 0) == 0) {
+    const std::string tag = text.substr(4);
+    if (tag.empty()) throw UsageError{"'tag:' needs a tag name, e.g. tag:kitten"};
+    RunFilter all;
+    all.include_archived = true;
+    for (const RunSummary& s : store.list_runs(all))
+      if (std::find(s.tags.begin(), s.tags.end(), tag) != s.tags.end()) ids.push_back(s.id);
+    if (ids.empty()) throw UsageError{"no run has the tag '" + tag + "' (add one with 'mok runs tag ID " + tag + "')"};
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+  for (const std::string& word : split_list(text)) ids.push_back(parse_id_text(word));
+  if (ids.empty()) throw UsageError{"a group is run IDs separated by commas (1,3,5) or tag:NAME, not '" + text + "'"};
+  return ids;
+}
+
+std::string percent(double v, bool sign = true) {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, sign ? "%+.2f %%" : "%.2f %%", v);
+  return buf;
+}
+
+int runs_paired(int argc, char** argv) {
+  const Args a = parse_args(argc, argv, {"db", "metric", "skip"}, {"json"});
+  if (a.words.size() != 2)
+    throw UsageError{"give two groups of runs, BASE and OTHER: run IDs (1,3,5) or tag:NAME each"};
+  const std::string metric = a.get("metric", "val/bpb");
+  const int64_t skip = parse_count("skip", a.get("skip", "1"));
+  RunStore store = RunStore::open_snapshot(a.get("db", kDefaultDb));
+  const std::vector<int64_t> base = run_group(store, a.words[0]), other = run_group(store, a.words[1]);
+  PairedComparison c;
+  try {
+    c = compare_paired(store, base, other, metric, skip);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError{e.what()};
+  }
+  if (c.pairs.empty())
+    throw UsageError{"no seed has a run with " + metric + " in both groups: pairs are runs of the same config seed"};
+
+  if (a.has("json")) {
+    JsonWriter j;
+    auto num = [&](const char* key, double v) {
+      j.key(key);
+      if (std::isnan(v)) j.null(); else j.value(v);
+    };
+    j.begin_object().key("metric").value(metric).key("skip").value(skip).key("pairs").begin_array();
+    for (const RunPair& p : c.pairs) {
+      j.begin_object().key("seed").value(p.seed).key("base_run").value(p.base_run).key("other_run").value(p.other_run);
+      num("base", p.base);
+      num("other", p.other);
+      num("diff_percent", p.diff_percent);
+      j.end_object();
+    }
+    j.end_array();
+    j.key("unpaired_base").begin_array();
+    for (int64_t id : c.unpaired_base) j.value(id);
+    j.end_array().key("unpaired_other").begin_array();
+    for (int64_t id : c.unpaired_other) j.value(id);
+    j.end_array();
+    num("mean_percent", c.mean_percent);
+    num("standard_error_percent", c.standard_error_percent);
+    num("low95_percent", c.low95_percent);
+    num("high95_percent", c.high95_percent);
+    num("median_percent", c.median_percent);
+    j.key("other_above").value(static_cast<int64_t>(c.other_above));
+    j.end_object();
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+  std::printf("%s paired by seed: %zu pair(s), base %s, other %s\n", metric.c_str(), c.pairs.size(),
+              a.words[0].c_str(), a.words[1].c_str());
+  std::vector<std::vector<std::string>> rows = {{"seed", "base run", metric, "other run", metric, "other vs base"}};
+  for (const RunPair& p : c.pairs)
+    rows.push_back({std::to_string(p.seed), "#" + std::to_string(p.base_run), format_num(p.base, 5),
+                    "#" + std::to_string(p.other_run), format_num(p.other, 5), percent(p.diff_percent)});
+  print_table(rows, {true, true, true, true, true, true});
+  const size_t n = c.pairs.size();
+  if (n >= 2) {
+    std::printf("other vs base: mean %s ± %s (standard error), 95 %% interval %s to %s (t, %zu degree%s of freedom); "
+                "median %s; other higher in %d of %zu\n",
+                percent(c.mean_percent).c_str(), percent(c.standard_error_percent, false).c_str(),
+                percent(c.low95_percent).c_str(), percent(c.high95_percent).c_str(), n - 1, n == 2 ? "" : "s",
+                percent(c.median_percent).c_str(), c.other_above, n);
+  } else {
+    std::printf("other vs base: %s from one pair: no spread to judge it by (pair more seeds)\n",
+                percent(c.mean_percent).c_str());
+  }
+  auto list = [](const std::vector<int64_t>& ids) {
+    std::string s;
+    for (int64_t id : ids) s += (s.empty() ? "#" : ", #") + std::to_string(id);
+    return s;
+  };
+  if (!c.unpaired_base.empty()) std::printf("left out of base (no pair, or no %s): %s\n", metric.c_str(), list(c.unpaired_base).c_str());
+  if (!c.unpaired_other.empty())
+    std::printf("left out of other (no pair, or no %s): %s\n", metric.c_str(), list(c.unpaired_other).c_str());
+  return 0;
+}
+
 int runs_record(int argc, char** argv) {
   const Args a = parse_args(argc, argv, {"db", "step"}, {"json"});
   const int64_t id = parse_id(a, 0);
@@ -735,6 +845,7 @@ int cmd_runs(int argc, char** argv) {
   const std::map<std::string, Fn> subs = {{"list", runs_list},     {"show", runs_show},  {"export-csv", runs_export_csv},
                                           {"tag", runs_tag},       {"note", runs_note},  {"archive", runs_archive},
                                           {"delete", runs_delete}, {"compare", runs_compare},
+                                          {"paired", runs_paired},
                                           {"record", runs_record},   {"import", runs_import}};
   auto it = subs.find(sub);
   if (it == subs.end()) {

@@ -1,5 +1,5 @@
 // `mok runs` over a database filled through RunStore: list (table and --json), show,
-// export-csv, tag, note, archive, delete, and the exit codes and messages for bad usage
+// export-csv, tag, note, archive, delete, paired (runs of two settings paired by seed), and the exit codes and messages for bad usage
 // (2) and store errors (1), including a non-database file that must stay unchanged.
 #include <QtTest>
 
@@ -348,6 +348,77 @@ class TestCliRuns : public QObject {
     const Result again = mok_cli({"runs", "delete", id, "--yes", "--db", db_});
     QCOMPARE(again.code, 1);
     QVERIFY(again.err.contains("does not exist"));
+  }
+
+  void pairedBySeed() {
+    // Two settings over seeds in a store of their own: base (tag exact) seeds 1-4 and a run
+    // without val/bpb; other (tag kitten) seeds 1-4 and seed 9, which base lacks.
+    const QString db = dir_.path() + "/paired.db";
+    RunStore store = RunStore::open(db.toStdString());
+    const double base_bpb[] = {2.00, 2.02, 1.98, 2.01}, other_bpb[] = {2.01, 2.01, 2.00, 2.03};
+    auto run = [&](const char* tag, int seed, double bpb) {
+      const int64_t id = store.create_run({.name = tag, .config_yaml = "seed: " + std::to_string(seed) + "\n"});
+      if (!std::isnan(bpb)) store.append_metrics(id, row(10, {{"val/bpb", bpb}}));
+      store.add_tag(id, tag);
+      return id;
+    };
+    std::vector<int64_t> base_ids, other_ids;
+    for (int s = 0; s < 4; ++s) {
+      base_ids.push_back(run("exact", s + 1, base_bpb[s]));
+      other_ids.push_back(run("kitten", s + 1, other_bpb[s]));
+    }
+    const int64_t no_figure = run("exact", 5, NAN);
+    const int64_t lone = run("kitten", 9, 2.5);
+
+    Result r = mok_cli({"runs", "paired", "tag:exact", "tag:kitten", "--db", db, "--json"});
+    QCOMPARE(r.code, 0);
+    const QJsonObject o = r.json();
+    const QJsonArray pairs = o["pairs"].toArray();
+    QCOMPARE(pairs.size(), 4);
+    double d[4], mean = 0.0;
+    for (int s = 0; s < 4; ++s) {
+      const QJsonObject p = pairs[s].toObject();
+      QCOMPARE(p["seed"].toInt(), s + 1);
+      QCOMPARE(p["base_run"].toInteger(), base_ids[size_t(s)]);
+      QCOMPARE(p["other_run"].toInteger(), other_ids[size_t(s)]);
+      d[s] = (other_bpb[s] / base_bpb[s] - 1.0) * 100.0;
+      QVERIFY(std::abs(p["diff_percent"].toDouble() - d[s]) < 1e-9);
+      mean += d[s] / 4.0;
+    }
+    double ss = 0.0;
+    for (double x : d) ss += (x - mean) * (x - mean);
+    const double se = std::sqrt(ss / 3.0 / 4.0);
+    QVERIFY(std::abs(o["mean_percent"].toDouble() - mean) < 1e-9);
+    QVERIFY(std::abs(o["standard_error_percent"].toDouble() - se) < 1e-9);
+    QVERIFY(std::abs(o["low95_percent"].toDouble() - (mean - 3.182 * se)) < 1e-9);  // t, 3 degrees of freedom
+    QVERIFY(std::abs(o["high95_percent"].toDouble() - (mean + 3.182 * se)) < 1e-9);
+    QCOMPARE(o["other_above"].toInt(), 3);  // seed 2 is lower
+    QCOMPARE(o["unpaired_base"].toArray().size(), 1);
+    QCOMPARE(o["unpaired_base"].toArray()[0].toInteger(), no_figure);
+    QCOMPARE(o["unpaired_other"].toArray()[0].toInteger(), lone);
+
+    // The table: one row per pair, the summary line, the runs left out.
+    r = mok_cli({"runs", "paired", QString("%1,%2").arg(base_ids[0]).arg(base_ids[1]),
+                 QString("%1,%2").arg(other_ids[0]).arg(other_ids[1]), "--db", db});
+    QCOMPARE(r.code, 0);
+    // +0.50 % and −0.50 %: mean 0, standard error 0.50 %, t for one degree of freedom 12.706.
+    QVERIFY2(r.out.contains("2 pair(s)") && r.out.contains("95 % interval -6.32 % to +6.32 % (t, 1 degree of freedom)"),
+             qPrintable(r.out));
+
+    // Bad groups exit 2 with what is wrong.
+    const QString b0 = QString::number(base_ids[0]), b1 = QString::number(base_ids[1]);
+    r = mok_cli({"runs", "paired", b0, b0 + "," + b1, "--db", db});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("is in both groups"), qPrintable(r.err));
+    r = mok_cli({"runs", "paired", b0 + "," + QString::number(run("exact", 1, 2.0)), "tag:kitten", "--db", db});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("both have seed 1"), qPrintable(r.err));
+    r = mok_cli({"runs", "paired", "tag:exact", "tag:nosuch", "--db", db});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("no run has the tag 'nosuch'"), qPrintable(r.err));
+    r = mok_cli({"runs", "paired", b0, QString::number(lone), "--db", db});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("no seed has a run with val/bpb in both groups"), qPrintable(r.err));
   }
 
   void usageErrorsExitTwo() {
