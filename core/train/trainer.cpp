@@ -163,9 +163,9 @@ std::string Trainer::unsupported_reason(const ExperimentConfig& cfg, const std::
   if ((comm == "nccl" || comm == "peer") && !gpu)
     return "parallel.comm: " + comm +
            " moves data between GPUs; set parallel.device: cuda, or use local or mpi on the CPU";
-  if (comm == "peer" && mpi_launch_detected())
-    return "parallel.comm: peer copies between the GPUs of one process, but this process was started by mpirun as "
-           "one rank of several: use parallel.comm: nccl under mpirun";
+  if (comm == "peer" && launched_task_count() > 1)
+    return "parallel.comm: peer copies between the GPUs of one process, but this process is one of " +
+           std::to_string(launched_task_count()) + " started by mpirun or srun: use parallel.comm: nccl there";
   if (gpu && cfg.parallel.ranks > 1 && comm == "local")
     return "parallel.comm: local moves host memory between CPU ranks; GPU ranks exchange over NCCL: set "
            "parallel.comm: nccl";

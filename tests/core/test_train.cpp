@@ -161,6 +161,9 @@ class TestTrain : public QObject {
     QVERIFY(Trainer::unsupported_reason(t, "").find("parallel.comm") == std::string::npos);
     t.parallel.comm = "peer";  // copies between the GPUs of this process
     QVERIFY(Trainer::unsupported_reason(t, "").find("parallel.comm") == std::string::npos);
+    qputenv("OMPI_COMM_WORLD_SIZE", "2");  // as one of two processes mpirun started: not peer
+    QVERIFY(said(t, "one of 2 started by mpirun or srun: use parallel.comm: nccl there"));
+    qunsetenv("OMPI_COMM_WORLD_SIZE");
     t.parallel.device = "cpu";
     QVERIFY(said(t, "parallel.comm: peer moves data between GPUs"));
     t.parallel.device = "cuda";
