@@ -246,7 +246,8 @@ if quality_steps > 0:
                 ms = step_ms(f"q_{s}_{v}")
                 rel = (bpb / e["val_bpb"] - 1) * 100 if e.get("val_bpb") else float("nan")
                 frac = saved / e["peak_saved_activation_bytes"] if e.get("peak_saved_activation_bytes") else float("nan")
-                print(f"{s:6s} {v:13s} {bpb:9.4f} {rel:+8.2f}% {saved / G:10.2f} {frac:9.2f} {ms:8.1f} {ms / e_ms:9.2f}")
+                times = f"{ms:8.1f} {ms / e_ms:9.2f}" if not shared_gpu else f"{'shared':>8s} {'-':>9s}"
+                print(f"{s:6s} {v:13s} {bpb:9.4f} {rel:+8.2f}% {saved / G:10.2f} {frac:9.2f} {times}")
                 w.writerow([s, v, bpb, saved, "" if shared_gpu else ms])
     # Seeds paired: NAME_seedN against exact_seedN (NAME and exact alone: seed 1), the difference
     # in % per seed, then its mean and standard error over the seeds both have.
