@@ -26,6 +26,53 @@ int64_t seed_from_yaml(const std::string& config_yaml) {
   }
 }
 
+std::string setting_key(const std::string& config_yaml) {
+  try {
+    YAML::Node root = YAML::Load(config_yaml);
+    if (!root.IsMap()) return config_yaml;
+    for (const char* key : {"seed", "name", "logging"}) root.remove(key);
+    YAML::Emitter out;
+    out << root;
+    return out.c_str();
+  } catch (const std::exception&) {
+    return config_yaml;
+  }
+}
+
+std::vector<SettingComparison> compare_settings_by_seed(RunStore& store, const std::vector<int64_t>& runs,
+                                                        int64_t baseline, const std::string& metric, int64_t skip) {
+  std::vector<std::string> keys;
+  std::vector<SettingComparison> groups;
+  std::string base_key;
+  for (int64_t id : runs) {
+    const std::string key = setting_key(store.get_run(id).config_yaml);
+    if (id == baseline) base_key = key;
+    const auto at = std::find(keys.begin(), keys.end(), key);
+    if (at == keys.end()) {
+      keys.push_back(key);
+      groups.push_back({id, {id}, {}});
+    } else {
+      SettingComparison& g = groups[size_t(at - keys.begin())];
+      g.runs.push_back(id);
+      g.first_run = std::min(g.first_run, id);
+    }
+  }
+  const auto base_at = std::find(keys.begin(), keys.end(), base_key);
+  if (base_key.empty() || base_at == keys.end()) return {};
+  const std::vector<int64_t> base_runs = groups[size_t(base_at - keys.begin())].runs;
+  std::vector<SettingComparison> out;
+  for (SettingComparison& g : groups) {
+    if (g.runs == base_runs) continue;
+    try {
+      g.paired = compare_paired(store, base_runs, g.runs, metric, skip);
+    } catch (const std::invalid_argument&) {
+      continue;  // a seed twice in a setting: no pairing to show
+    }
+    if (!g.paired.pairs.empty()) out.push_back(std::move(g));
+  }
+  return out;
+}
+
 double t_quantile_975(int dof) {
   // Two-sided 95 % points of Student's t; between the rows the next lower row's (a slightly
   // wider interval).

@@ -47,6 +47,22 @@ PairedComparison compare_paired(RunStore& store, const std::vector<int64_t>& bas
 // The seed of a run's config YAML (the config's default when it names none).
 int64_t seed_from_yaml(const std::string& config_yaml);
 
+// What makes two runs the same setting: their config YAML without `seed`, `name` and
+// `logging` (where it is stored), as text. Runs whose keys are equal differ only by seed.
+std::string setting_key(const std::string& config_yaml);
+
+// The runs of `runs` grouped by setting_key, and each group other than the baseline's paired
+// with it by seed (compare_paired): what the workbench's Compare page shows for the checked
+// runs. `first_run` names each group: its oldest run (the lowest id).
+struct SettingComparison {
+  int64_t first_run = 0;
+  std::vector<int64_t> runs;
+  PairedComparison paired;
+};
+std::vector<SettingComparison> compare_settings_by_seed(RunStore& store, const std::vector<int64_t>& runs,
+                                                        int64_t baseline, const std::string& metric,
+                                                        int64_t skip = 1);
+
 // Student's t quantile at 0.975 for `dof` degrees of freedom (≥ 1): 12.706 for 1, 1.960 in
 // the limit.
 double t_quantile_975(int dof);

@@ -8,6 +8,9 @@
 #include <QtTest>
 #include <qcustomplot.h>
 
+// Designated initializers leave the other members at their defaults, on purpose.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #include "core/store/run_store.h"
 #include "widgets/dashboard/live_dashboard.h"
 #include "widgets/plot/layer_bar_plot.h"

@@ -16,6 +16,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "core/store/paired_comparison.h"
 #include "core/store/run_store.h"
 #include "widgets/models/compare_summary_model.h"
 #include "widgets/models/config_diff_model.h"
@@ -70,6 +71,12 @@ ComparePage::ComparePage(RunManager* runs, QWidget* parent) : QWidget(parent), r
   hardware_note_->setStyleSheet("QLabel { background: #fff4d6; border: 1px solid #e0b44c; padding: 4px; }");
   hardware_note_->setVisible(false);
   rl->addWidget(hardware_note_);
+  seeds_note_ = new QLabel;
+  seeds_note_->setWordWrap(true);
+  seeds_note_->setTextFormat(Qt::PlainText);
+  seeds_note_->setStyleSheet("QLabel { background: #e8f1fb; border: 1px solid #8fb3dd; padding: 4px; }");
+  seeds_note_->setVisible(false);
+  rl->addWidget(seeds_note_);
   auto* vsplit = new QSplitter(Qt::Vertical);
   plot_ = new StreamingPlot;
   plot_->set_legend_visible(true);
@@ -234,7 +241,45 @@ void ComparePage::rebuild() {
   plot_->set_y_label(metric_unit(metric_->currentText()).axis_label(metric_->currentText()));
   plot_->reset_view();
   update_hardware_note(environments, base_row);
+  update_seeds_note(ids, base_row < baseline_->count() ? baseline_->itemData(base_row).toLongLong() : 0);
   rebuilding_ = false;
+}
+
+void ComparePage::update_seeds_note(const QList<qint64>& ids, qint64 base_id) {
+  QStringList lines;
+  const QString metric = metric_->currentText();
+  try {
+    RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
+    const std::vector<int64_t> runs(ids.begin(), ids.end());
+    auto percent = [](double v) { return QString::asprintf("%+.2f %%", v); };
+    for (const mok::SettingComparison& s :
+         mok::compare_settings_by_seed(store, runs, base_id, metric.toStdString())) {
+      const mok::PairedComparison& c = s.paired;
+      const QString who = tr("%1 (and the other runs of its setting: %n in all)", "", int(s.runs.size()))
+                              .arg(run_label(QString::fromStdString(store.get_run(s.first_run).summary.name), s.first_run));
+      if (c.pairs.size() >= 2)
+        lines << tr("%1: %2 ± %3 (standard error) over %4 seeds, 95 % interval %5 to %6; higher than the "
+                    "baseline's run on %7 of them")
+                     .arg(who, percent(c.mean_percent), QString::asprintf("%.2f %%", c.standard_error_percent))
+                     .arg(c.pairs.size())
+                     .arg(percent(c.low95_percent), percent(c.high95_percent))
+                     .arg(c.other_above);
+      else
+        lines << tr("%1: %2 on one seed (no spread to judge it by)")
+                     .arg(who, percent(c.mean_percent));
+    }
+  } catch (...) {
+    lines.clear();
+  }
+  seeds_note_->setVisible(!lines.isEmpty());
+  if (lines.isEmpty()) {
+    seeds_note_->clear();
+    return;
+  }
+  seeds_note_->setText(tr("%1 against the baseline's setting, paired by seed (runs that differ only by seed are one "
+                          "setting):\n")
+                           .arg(metric) +
+                       lines.join('\n'));
 }
 
 void ComparePage::update_hardware_note(const std::vector<std::pair<QString, mok::RunEnvironment>>& runs, int base_row) {

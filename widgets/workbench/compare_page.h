@@ -45,11 +45,15 @@ class ComparePage : public QWidget {
   CompareSummaryModel* summary() const { return summary_; }
   ConfigDiffModel* diff() const { return diff_; }
   QLabel* hardware_note() const { return hardware_note_; }  // shown only when hardware differs
+  // Shown when checked runs of another setting share seeds with the baseline's setting: the
+  // metric's difference paired by seed (core/store/paired_comparison.h).
+  QLabel* seeds_note() const { return seeds_note_; }
 
  private:
   void rebuild();
   // Shows the note when any run's environment differs from the baseline's (runs[base_row]).
   void update_hardware_note(const std::vector<std::pair<QString, mok::RunEnvironment>>& runs, int base_row);
+  void update_seeds_note(const QList<qint64>& ids, qint64 base_id);
 
   RunManager* runs_;
   QListWidget* list_ = nullptr;
@@ -57,6 +61,7 @@ class ComparePage : public QWidget {
   QComboBox* metric_ = nullptr;
   QCheckBox* only_diff_ = nullptr;
   QLabel* hardware_note_ = nullptr;
+  QLabel* seeds_note_ = nullptr;
   PlotGroup* group_ = nullptr;
   StreamingPlot* plot_ = nullptr;
   CompareSummaryModel* summary_ = nullptr;
