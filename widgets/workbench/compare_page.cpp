@@ -255,7 +255,7 @@ void ComparePage::update_seeds_note(const QList<qint64>& ids, qint64 base_id) {
     for (const mok::SettingComparison& s :
          mok::compare_settings_by_seed(store, runs, base_id, metric.toStdString())) {
       const mok::PairedComparison& c = s.paired;
-      const QString who = tr("%1 (and the other runs of its setting: %n in all)", "", int(s.runs.size()))
+      const QString who = tr("the setting of %1 (%n run(s))", "", int(s.runs.size()))
                               .arg(run_label(QString::fromStdString(store.get_run(s.first_run).summary.name), s.first_run));
       if (c.pairs.size() >= 2)
         lines << tr("%1: %2 ± %3 (standard error) over %4 seeds, 95 % interval %5 to %6; higher than the "
