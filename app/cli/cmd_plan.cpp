@@ -12,11 +12,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "core/config/config_check.h"
 #include "core/config/config_io.h"
 #include "core/plan/card_count.h"
 #include "core/plan/fit_advice.h"
@@ -259,6 +261,13 @@ int cmd_plan(int argc, char** argv) {
   const double total = est.total_bytes();
   const bool fits = !known || total <= capacity.bytes;
   const int batch = generate ? gen.batch : config.train.batch;
+  // Ranks that share a GPU (peer copies, parallel.gpus "0,0"): every figure here is one rank's,
+  // and that GPU holds the bytes of all the ranks placed on it.
+  int ranks_per_gpu = 1;
+  if (config.parallel.device == "cuda" && !config.parallel.gpus.empty()) {
+    std::map<int, int> on;
+    for (int g : parse_gpu_list(config.parallel.gpus)) ranks_per_gpu = std::max(ranks_per_gpu, ++on[g]);
+  }
 
   if (json) {
     JsonWriter j;
@@ -269,6 +278,8 @@ int cmd_plan(int argc, char** argv) {
     for (const MemoryEstimate::Part& p : est.parts) j.key(p.category).value(p.bytes);
     j.end_object();
     j.key("total_bytes").value(total);
+    j.key("ranks_per_gpu").value(static_cast<int64_t>(ranks_per_gpu));
+    j.key("bytes_per_gpu").value(total * ranks_per_gpu);
     // Kitten warm-up: the bytes above are the steady state; the first steps keep everything exact.
     j.key("kitten_warmup_steps").value(static_cast<int64_t>(est.kitten_warmup_steps));
     if (est.kitten_warmup_steps > 0) {
@@ -312,6 +323,11 @@ int cmd_plan(int argc, char** argv) {
   std::printf("  %-20s %12s\n", "per rank", "MiB");
   for (const MemoryEstimate::Part& p : est.parts) std::printf("  %-20s %12s\n", p.category.c_str(), mib(p.bytes).c_str());
   std::printf("  %-20s %12s\n", "total", mib(total).c_str());
+  if (ranks_per_gpu > 1)
+    std::printf("parallel.gpus '%s' puts %d ranks on one GPU: the figures are per rank, and that GPU holds %d × %s "
+                "= %s MiB\n",
+                config.parallel.gpus.c_str(), ranks_per_gpu, ranks_per_gpu, mib(total).c_str(),
+                mib(total * ranks_per_gpu).c_str());
   if (generate)
     std::printf("kv_cache: %s MiB per sequence (%d positions); no gradients or optimizer state\n",
                 mib(gen.kv_cache_bytes_per_sequence).c_str(), gen.context);

@@ -221,6 +221,24 @@ class TestCliPlan : public QObject {
     QVERIFY2(text.out.contains("steady state") && text.out.contains("warm-up"), qPrintable(text.out));
   }
 
+  void ranksSharingAGpuAreNamed() {
+    // Peer copies let two ranks share cuda:0: the figures stay per rank, the GPU holds both.
+    const QStringList shared = {"--set", "parallel.device=cuda", "--set", "parallel.ranks=2", "--set",
+                                "parallel.comm=peer", "--set", "parallel.gpus=0,0"};
+    const Result plan = run_mok(QStringList{"plan", config_, "--json"} + shared, tmp_.path());
+    QCOMPARE(plan.exit_code, 0);
+    QCOMPARE(plan.json["ranks_per_gpu"].toInt(), 2);
+    QCOMPARE(plan.json["bytes_per_gpu"].toDouble(), 2.0 * plan.json["total_bytes"].toDouble());
+    const Result text = run_mok(QStringList{"plan", config_} + shared, tmp_.path());
+    QVERIFY2(text.out.contains("parallel.gpus '0,0' puts 2 ranks on one GPU"), qPrintable(text.out));
+    // One rank per GPU: nothing to say.
+    const Result apart = run_mok({"plan", config_, "--json", "--set", "parallel.device=cuda", "--set",
+                                  "parallel.ranks=2", "--set", "parallel.comm=nccl", "--set", "parallel.gpus=0,1"},
+                                 tmp_.path());
+    QCOMPARE(apart.exit_code, 0);
+    QCOMPARE(apart.json["ranks_per_gpu"].toInt(), 1);
+  }
+
   void planIsWithinFivePercentOfTheMeasuredPeak() {
     for (int batch : {16, 48}) {
       const QString b = QString("train.batch=%1").arg(batch);
