@@ -431,6 +431,9 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
   result.device = rc.device.name;
   result.precision = rc.device.precision;
   if (rc.device.kind != "cpu") event("device: " + rc.device.name + ", " + rc.device.precision);
+  // Which transport moves rows and gradients between GPU ranks (NCCL or peer copies).
+  if (rc.device.kind != "cpu" && rc.data)
+    event(std::string("data plane: ") + rc.data->kind() + " between " + std::to_string(rc.ranks) + " GPU ranks");
   RunCheckpointer::Identity identity;
   identity.run_id = s.run_id;
   if (!s.resume_dir.empty()) {
