@@ -12,7 +12,7 @@
 #include "kernels/collective_timing.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_ops.h"
-#include "kernels/rank_order_sum.h"
+#include "kernels/rank_order_all_reduce.h"
 
 #if MOK_HAVE_NCCL
 #include <nccl.h>
@@ -65,63 +65,32 @@ class NcclDataPlane final : public mok::DataPlane {
   void settle() override { control().add_wall_seconds(timer_.seconds()); }
 
   void all_reduce_sum(mok::Tensor& data, mok::CommPurpose purpose) override {
-    if (data.device() != context_.device())
-      throw std::logic_error("NcclDataPlane: " + data.describe() + " is not on " + context_.device().str());
-    const int R = size(), me = rank();
-    const int64_t n = data.numel();
-    if (R == 1 || n == 0) return;
-    const int64_t esize = mok::dtype_size(data.dtype());
-    if (data.dtype() != mok::DType::f32 && data.dtype() != mok::DType::f64)
-      throw std::invalid_argument("DataPlane::all_reduce_sum: f32 or f64, not " + data.describe());
-    auto begin = [&](int c) { return n * c / R; };
-    const int64_t my_begin = begin(me), my_len = begin(me + 1) - my_begin;
-    auto* base = static_cast<uint8_t*>(data.raw());
-    mok::Tensor parts = context_.empty({static_cast<int64_t>(R) * my_len}, data.dtype());
-    auto* pbase = static_cast<uint8_t*>(parts.raw());
     const cudaStream_t stream = ops_->stream();
-    const ncclComm_t comm = live_comm();
-    const auto profiled = profile("nccl_all_reduce", purpose);
-    const auto timed = timer_.scope();
-
-    // 1. reduce-scatter: chunk c of every rank to rank c; the own chunk is a local copy.
-    std::vector<int64_t> sb(R), rb(R);
-    for (int p = 0; p < R; ++p) {
-      sb[p] = (begin(p + 1) - begin(p)) * esize;
-      rb[p] = my_len * esize;
-    }
-    if (my_len)
-      MOK_CUDA_CHECK(cudaMemcpyAsync(pbase + me * my_len * esize, base + my_begin * esize, my_len * esize,
-                                     cudaMemcpyDeviceToDevice, stream));
-    MOK_NCCL_CHECK(ncclGroupStart());
-    for (int p = 0; p < R; ++p) {
-      if (p == me) continue;
-      if (sb[p]) MOK_NCCL_CHECK(ncclSend(base + begin(p) * esize, sb[p], ncclUint8, p, comm, stream));
-      if (rb[p]) MOK_NCCL_CHECK(ncclRecv(pbase + p * my_len * esize, rb[p], ncclUint8, p, comm, stream));
-    }
-    MOK_NCCL_CHECK(ncclGroupEnd());
-    control().count_transfer(sb, rb, purpose, 0.0);  // time: settle()
-
-    // 2. the owner adds the copies in rank order.
-    if (data.dtype() == mok::DType::f32)
-      sum_rank_parts(static_cast<const float*>(parts.raw()), R, my_len,
-                     reinterpret_cast<float*>(base + my_begin * esize), stream);
-    else
-      sum_rank_parts(static_cast<const double*>(parts.raw()), R, my_len,
-                     reinterpret_cast<double*>(base + my_begin * esize), stream);
-
-    // 3. all-gather: the owner's reduced chunk to everyone.
-    for (int p = 0; p < R; ++p) {
-      sb[p] = p == me ? 0 : my_len * esize;
-      rb[p] = p == me ? 0 : (begin(p + 1) - begin(p)) * esize;
-    }
-    MOK_NCCL_CHECK(ncclGroupStart());
-    for (int p = 0; p < R; ++p) {
-      if (p == me) continue;
-      if (sb[p]) MOK_NCCL_CHECK(ncclSend(base + my_begin * esize, sb[p], ncclUint8, p, comm, stream));
-      if (rb[p]) MOK_NCCL_CHECK(ncclRecv(base + begin(p) * esize, rb[p], ncclUint8, p, comm, stream));
-    }
-    MOK_NCCL_CHECK(ncclGroupEnd());
-    control().count_transfer(sb, rb, purpose, 0.0);
+    // Each move one NCCL group of send/recv pairs.
+    auto scatter = [&](const uint8_t* base, uint8_t* parts, const RankChunks& c) {
+      const ncclComm_t comm = live_comm();
+      MOK_NCCL_CHECK(ncclGroupStart());
+      for (int p = 0; p < c.ranks; ++p) {
+        if (p == c.me) continue;
+        if (c.bytes(p)) MOK_NCCL_CHECK(ncclSend(base + c.offset(p), c.bytes(p), ncclUint8, p, comm, stream));
+        if (c.bytes(c.me))
+          MOK_NCCL_CHECK(ncclRecv(parts + p * c.bytes(c.me), c.bytes(c.me), ncclUint8, p, comm, stream));
+      }
+      MOK_NCCL_CHECK(ncclGroupEnd());
+    };
+    auto gather = [&](uint8_t* base, const RankChunks& c) {
+      const ncclComm_t comm = live_comm();
+      MOK_NCCL_CHECK(ncclGroupStart());
+      for (int p = 0; p < c.ranks; ++p) {
+        if (p == c.me) continue;
+        if (c.bytes(c.me))
+          MOK_NCCL_CHECK(ncclSend(base + c.offset(c.me), c.bytes(c.me), ncclUint8, p, comm, stream));
+        if (c.bytes(p)) MOK_NCCL_CHECK(ncclRecv(base + c.offset(p), c.bytes(p), ncclUint8, p, comm, stream));
+      }
+      MOK_NCCL_CHECK(ncclGroupEnd());
+    };
+    rank_order_all_reduce({context_, stream, control(), timer_, ops_->profiler(), "NcclDataPlane", "nccl_all_reduce"},
+                          data, purpose, scatter, gather);
   }
 
   void broadcast(mok::Tensor& data, int root, mok::CommPurpose purpose) override {

@@ -9,7 +9,7 @@
 //   all_to_all_rows   one NCCL group of send/recv pairs, one per peer with a non-empty
 //                     message; the own block is a device-to-device copy
 //   all_reduce_sum    reduce-scatter by send/recv into an (R, chunk) buffer, the owner adds
-//                     the copies in rank order (kernels/rank_order_sum.h), all-gather by
+//                     the copies in rank order (kernels/rank_order_all_reduce.h), all-gather by
 //                     send/recv: NCCL's own all-reduce chooses its summation order by
 //                     topology and protocol, this one is fixed, so every rank and every run
 //                     get the same bits, and the host's rule gives the same bits too

@@ -16,7 +16,7 @@
 #include "kernels/collective_timing.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_ops.h"
-#include "kernels/rank_order_sum.h"
+#include "kernels/rank_order_all_reduce.h"
 
 namespace mok::cuda {
 
@@ -90,59 +90,32 @@ class PeerDataPlane final : public mok::DataPlane {
   void settle() override { control().add_wall_seconds(timer_.seconds()); }
 
   void all_reduce_sum(mok::Tensor& data, mok::CommPurpose purpose) override {
-    if (data.device() != context_.device())
-      throw std::logic_error("PeerDataPlane: " + data.describe() + " is not on " + context_.device().str());
-    const int R = size(), me = rank();
-    const int64_t n = data.numel();
-    if (R == 1 || n == 0) return;
-    if (data.dtype() != mok::DType::f32 && data.dtype() != mok::DType::f64)
-      throw std::invalid_argument("DataPlane::all_reduce_sum: f32 or f64, not " + data.describe());
-    const int64_t esize = mok::dtype_size(data.dtype());
-    auto begin = [&](int c) { return n * c / R; };
-    auto len = [&](int c) { return begin(c + 1) - begin(c); };
-    const int64_t my_len = len(me);
-    auto* base = static_cast<uint8_t*>(data.raw());
-    mok::Tensor parts = context_.empty({static_cast<int64_t>(R) * my_len}, data.dtype());
-    auto* pbase = static_cast<uint8_t*>(parts.raw());
-    const cudaStream_t stream = ops_->stream();
-    const auto profiled = profile_collective(ops_->profiler(), "peer_all_reduce", purpose);
-    const auto timed = timer_.scope();
-
-    // 1. reduce-scatter: each rank takes its chunk from every peer; the own chunk is a copy.
-    std::vector<std::pair<int64_t, int64_t>> offer(R);
-    std::vector<uint8_t*> into(R);
-    std::vector<int64_t> sb(R), rb(R);
-    for (int p = 0; p < R; ++p) {
-      offer[p] = {begin(p) * esize, p == me ? 0 : len(p) * esize};
-      into[p] = pbase + p * my_len * esize;
-      sb[p] = len(p) * esize;
-      rb[p] = my_len * esize;
-    }
-    if (my_len)
-      MOK_CUDA_CHECK(cudaMemcpyAsync(pbase + me * my_len * esize, base + begin(me) * esize, my_len * esize,
-                                     cudaMemcpyDeviceToDevice, stream));
-    std::vector<int64_t> want = rb;
-    want[me] = 0;
-    pull(base, offer, into, want);
-    control().count_transfer(sb, rb, purpose, 0.0);  // time: settle()
-
-    // 2. the owner adds the copies in rank order.
-    if (data.dtype() == mok::DType::f32)
-      sum_rank_parts(static_cast<const float*>(parts.raw()), R, my_len,
-                     reinterpret_cast<float*>(base + begin(me) * esize), stream);
-    else
-      sum_rank_parts(static_cast<const double*>(parts.raw()), R, my_len,
-                     reinterpret_cast<double*>(base + begin(me) * esize), stream);
-
-    // 3. all-gather: every rank takes each owner's reduced chunk.
-    for (int p = 0; p < R; ++p) {
-      offer[p] = {begin(me) * esize, p == me ? 0 : my_len * esize};
-      into[p] = base + begin(p) * esize;
-      want[p] = p == me ? 0 : len(p) * esize;
-      sb[p] = p == me ? 0 : my_len * esize;
-    }
-    pull(base, offer, into, want);
-    control().count_transfer(sb, want, purpose, 0.0);
+    // Each move one pull: what every rank offers each peer, and where this rank puts its share.
+    auto scatter = [&](const uint8_t* base, uint8_t* parts, const RankChunks& c) {
+      std::vector<std::pair<int64_t, int64_t>> offer(c.ranks);
+      std::vector<uint8_t*> into(c.ranks);
+      std::vector<int64_t> want(c.ranks);
+      for (int p = 0; p < c.ranks; ++p) {
+        offer[p] = {c.offset(p), p == c.me ? 0 : c.bytes(p)};
+        into[p] = parts + p * c.bytes(c.me);
+        want[p] = p == c.me ? 0 : c.bytes(c.me);
+      }
+      pull(base, offer, into, want);
+    };
+    auto gather = [&](uint8_t* base, const RankChunks& c) {
+      std::vector<std::pair<int64_t, int64_t>> offer(c.ranks);
+      std::vector<uint8_t*> into(c.ranks);
+      std::vector<int64_t> want(c.ranks);
+      for (int p = 0; p < c.ranks; ++p) {
+        offer[p] = {c.offset(c.me), p == c.me ? 0 : c.bytes(c.me)};
+        into[p] = base + c.offset(p);
+        want[p] = p == c.me ? 0 : c.bytes(p);
+      }
+      pull(base, offer, into, want);
+    };
+    rank_order_all_reduce({context_, ops_->stream(), control(), timer_, ops_->profiler(), "PeerDataPlane",
+                           "peer_all_reduce"},
+                          data, purpose, scatter, gather);
   }
 
   void broadcast(mok::Tensor& data, int root, mok::CommPurpose purpose) override {

@@ -18,7 +18,7 @@
 //   all_to_all_rows   each peer's block of the send buffer, pulled by that peer
 //   all_reduce_sum    the fixed order of the NCCL plane and the host: reduce-scatter by pulls
 //                     into an (R, chunk) buffer, the owner adds the copies in rank order
-//                     (kernels/rank_order_sum.h), all-gather by pulls — the same bits
+//                     (kernels/rank_order_all_reduce.h), all-gather by pulls — the same bits
 //   broadcast         the root's buffer, pulled by every other rank
 // Bytes are counted by purpose and peer like the NCCL plane's, and each call's device time
 // (kernels/collective_timing.h) is added at settle(). Not while a CUDA graph records (the
