@@ -177,16 +177,21 @@ void ComparePage::rebuild() {
   std::vector<ConfigDiffModel::RunConfig> configs;
   std::vector<std::pair<QString, mok::RunEnvironment>> environments;  // (run label, environment)
   int base_row = 0;
+  QStringList seed_lines;
   try {
     RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
     const std::string metric = metric_->currentText().toStdString();
     const MetricUnit unit = metric_unit(metric_->currentText());
+    qint64 base_run = 0;
     for (qint64 id : ids) {
       const mok::RunRecord rec = store.get_run(id);
       const QString name = run_label(QString::fromStdString(rec.summary.name), id);
       baseline_->addItem(name, id);
       const bool is_base = id == base_id || (base_id == 0 && rows.empty());
-      if (is_base) base_row = int(rows.size());
+      if (is_base) {
+        base_row = int(rows.size());
+        base_run = id;
+      }
       CompareSummaryModel::Row row;
       row.name = name;
       const mok::RunSummary& s = rec.summary;
@@ -229,6 +234,7 @@ void ComparePage::rebuild() {
                                      is_base ? QColor(20, 20, 20) : curve_color(int(rows.size())));
       plot_->append(c, pts);
     }
+    seed_lines = seeds_note_lines(store, ids, base_run);
   } catch (...) {
   }
   const int bi = baseline_->findData(base_id);
@@ -241,36 +247,34 @@ void ComparePage::rebuild() {
   plot_->set_y_label(metric_unit(metric_->currentText()).axis_label(metric_->currentText()));
   plot_->reset_view();
   update_hardware_note(environments, base_row);
-  update_seeds_note(ids, base_row < baseline_->count() ? baseline_->itemData(base_row).toLongLong() : 0);
+  show_seeds_note(seed_lines);
   rebuilding_ = false;
 }
 
-void ComparePage::update_seeds_note(const QList<qint64>& ids, qint64 base_id) {
+QStringList ComparePage::seeds_note_lines(mok::RunStore& store, const QList<qint64>& ids, qint64 base_run) const {
   QStringList lines;
-  const QString metric = metric_->currentText();
-  try {
-    RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
-    const std::vector<int64_t> runs(ids.begin(), ids.end());
-    auto percent = [](double v) { return QString::asprintf("%+.2f %%", v); };
-    for (const mok::SettingComparison& s :
-         mok::compare_settings_by_seed(store, runs, base_id, metric.toStdString())) {
-      const mok::PairedComparison& c = s.paired;
-      const QString who = tr("the setting of %1 (%n run(s))", "", int(s.runs.size()))
-                              .arg(run_label(QString::fromStdString(store.get_run(s.first_run).summary.name), s.first_run));
-      if (c.pairs.size() >= 2)
-        lines << tr("%1: %2 ± %3 (standard error) over %4 seeds, 95 % interval %5 to %6; higher than the "
-                    "baseline's run on %7 of them")
-                     .arg(who, percent(c.mean_percent), QString::asprintf("%.2f %%", c.standard_error_percent))
-                     .arg(c.pairs.size())
-                     .arg(percent(c.low95_percent), percent(c.high95_percent))
-                     .arg(c.other_above);
-      else
-        lines << tr("%1: %2 on one seed (no spread to judge it by)")
-                     .arg(who, percent(c.mean_percent));
-    }
-  } catch (...) {
-    lines.clear();
+  const std::vector<int64_t> runs(ids.begin(), ids.end());
+  auto percent = [](double v) { return QString::asprintf("%+.2f %%", v); };
+  for (const mok::SettingComparison& s :
+       mok::compare_settings_by_seed(store, runs, base_run, metric_->currentText().toStdString())) {
+    const mok::PairedComparison& c = s.paired;
+    const QString who = tr("the setting of %1 (%n run(s))", "", int(s.runs.size()))
+                            .arg(run_label(QString::fromStdString(store.get_run(s.first_run).summary.name), s.first_run));
+    if (c.pairs.size() >= 2)
+      lines << tr("%1: %2 ± %3 (standard error) over %4 seeds, 95 % interval %5 to %6; higher than the "
+                  "baseline's run on %7 of them")
+                   .arg(who, percent(c.mean_percent), QString::asprintf("%.2f %%", c.standard_error_percent))
+                   .arg(c.pairs.size())
+                   .arg(percent(c.low95_percent), percent(c.high95_percent))
+                   .arg(c.other_above);
+    else
+      lines << tr("%1: %2 on one seed (no spread to judge it by)").arg(who, percent(c.mean_percent));
   }
+  return lines;
+}
+
+void ComparePage::show_seeds_note(const QStringList& lines) {
+  const QString metric = metric_->currentText();
   seeds_note_->setVisible(!lines.isEmpty());
   if (lines.isEmpty()) {
     seeds_note_->clear();

@@ -11,9 +11,14 @@
 
 #include <QList>
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 
 #include "core/store/run_environment.h"
+
+namespace mok {
+class RunStore;
+}
 
 class QCheckBox;
 class QComboBox;
@@ -53,7 +58,10 @@ class ComparePage : public QWidget {
   void rebuild();
   // Shows the note when any run's environment differs from the baseline's (runs[base_row]).
   void update_hardware_note(const std::vector<std::pair<QString, mok::RunEnvironment>>& runs, int base_row);
-  void update_seeds_note(const QList<qint64>& ids, qint64 base_id);
+  // The seeds note's lines for the checked runs against the baseline run's setting (empty:
+  // no setting shares a seed with it), and the note showing them.
+  QStringList seeds_note_lines(mok::RunStore& store, const QList<qint64>& ids, qint64 base_run) const;
+  void show_seeds_note(const QStringList& lines);
 
   RunManager* runs_;
   QListWidget* list_ = nullptr;
