@@ -796,10 +796,26 @@ void CudaOps::slot_share_counts(const Tensor& expert, const Tensor& owner, int k
 }
 
 mok::ShipRows CudaOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest,
-                                 const Tensor& local_index, int k, int ranks) {
+                                 const Tensor& local_index, int k, int ranks, bool every_row) {
   const auto timed = profile("ship_rows");
   const int64_t n = expert.numel() / k;
   mok::ShipRows out;
+  const auto make_rows = [&](int64_t total) {
+    out.token = Tensor::empty({total}, DType::i32, *allocator_);
+    out.head_pair = Tensor::empty({total}, DType::i32, *allocator_);
+    out.entry = Tensor::empty({total, k}, DType::i32, *allocator_);
+    out.gate = Tensor::empty({total, k}, DType::f32, *allocator_);
+    out.pair = Tensor::empty({total, k}, DType::i32, *allocator_);
+  };
+  if (every_row) {  // n rows per destination: nothing to count, nothing to wait for
+    out.rows.assign(static_cast<size_t>(ranks), n);
+    make_rows(n * ranks);
+    cuda::ship_rows_fill_every(expert.ptr<int32_t>(), gate.ptr<float>(), dest.ptr<int32_t>(),
+                               local_index.ptr<int32_t>(), n, k, ranks, out.token.ptr<int32_t>(),
+                               out.head_pair.ptr<int32_t>(), out.entry.ptr<int32_t>(), out.gate.ptr<float>(),
+                               out.pair.ptr<int32_t>(), stream_);
+    return out;
+  }
   // Counts first (they size the outputs and cross to the host), then the rows.
   const size_t ws_bytes = ship_rows_workspace_bytes(n, ranks);
   Tensor ws = scratch(ws_bytes);
@@ -810,16 +826,25 @@ mok::ShipRows CudaOps::ship_rows(const Tensor& expert, const Tensor& gate, const
   rows.copy_to_host(out.rows.data(), rows.bytes());
   int64_t total = 0;
   for (int64_t r : out.rows) total += r;
-  out.token = Tensor::empty({total}, DType::i32, *allocator_);
-  out.head_pair = Tensor::empty({total}, DType::i32, *allocator_);
-  out.entry = Tensor::empty({total, k}, DType::i32, *allocator_);
-  out.gate = Tensor::empty({total, k}, DType::f32, *allocator_);
-  out.pair = Tensor::empty({total, k}, DType::i32, *allocator_);
+  make_rows(total);
   if (total > 0)
     cuda::ship_rows_fill(expert.ptr<int32_t>(), gate.ptr<float>(), dest.ptr<int32_t>(), local_index.ptr<int32_t>(), n,
                          k, ranks, ws.raw(), out.token.ptr<int32_t>(), out.head_pair.ptr<int32_t>(),
                          out.entry.ptr<int32_t>(), out.gate.ptr<float>(), out.pair.ptr<int32_t>(), stream_);
   return out;
+}
+
+void CudaOps::replace_negative(Tensor& entry, int32_t pad) {
+  const auto timed = profile("replace_negative");
+  cuda::replace_negative(entry.ptr<int32_t>(), entry.numel(), pad, stream_);
+}
+
+void CudaOps::unroute_group(const Tensor& entry, int32_t group, Tensor& row_of_pair) {
+  const auto timed = profile("unroute_group");
+  if (row_of_pair.numel() != entry.numel())
+    throw std::invalid_argument("unroute_group: " + std::to_string(row_of_pair.numel()) + " rows for " +
+                                std::to_string(entry.numel()) + " entries");
+  cuda::unroute_group(entry.ptr<int32_t>(), entry.numel(), group, row_of_pair.ptr<int32_t>(), stream_);
 }
 
 void CudaOps::row_dot(const Tensor& a, const Tensor& b, Tensor& out) {

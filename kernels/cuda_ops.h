@@ -131,7 +131,9 @@ class CudaOps final : public mok::Ops {
   void scatter_positions(const mok::Tensor& index, int32_t base, mok::Tensor& out) override;
   void slot_share_counts(const mok::Tensor& expert, const mok::Tensor& owner, int k, mok::Tensor& counts) override;
   mok::ShipRows ship_rows(const mok::Tensor& expert, const mok::Tensor& gate, const mok::Tensor& dest,
-                          const mok::Tensor& local_index, int k, int ranks) override;
+                          const mok::Tensor& local_index, int k, int ranks, bool every_row) override;
+  void replace_negative(mok::Tensor& entry, int32_t pad) override;
+  void unroute_group(const mok::Tensor& entry, int32_t group, mok::Tensor& row_of_pair) override;
   void row_dot(const mok::Tensor& a, const mok::Tensor& b, mok::Tensor& out) override;
   void scale_rows(const mok::Tensor& x, const mok::Tensor& s, mok::Tensor& out) override;
   void quantize_rows(const mok::Tensor& x, const mok::QuantizeOptions& options, mok::Tensor& codes,

@@ -107,7 +107,8 @@ class GroupedGemm {
                         GemmType ab_type, GemmType c_type, cudaStream_t stream);
 
   // rows and weight_grad_into with the offsets in device memory (groups + 1, non-decreasing,
-  // offsets[0] ≥ 0, offsets[groups] = rows when the call runs on the stream: the kernel traps
+  // offsets[0] ≥ 0, offsets[groups] ≤ rows when the call runs on the stream — rows past it are
+  // left as they are (RowSegments::leading) — the kernel traps
   // otherwise). rows (M) is known on the host: it sizes the grid. True: the grouped kernel
   // runs the call on `stream`. False: nothing was done (not the kernel method, types other
   // than bf16 → bf16 rows or bf16 → f32 weight gradients, or what the kernel refuses); run

@@ -4,7 +4,8 @@
 // one block of kGroupedKernelMaxGroups threads, thread g for group g, so that the per-expert
 // counts stay on the device (a graph replay reads the offsets the device holds then):
 //   1. m_g = off[g+1] − off[g] into shared memory, row_start[g] = off[g]; offsets that break
-//      the contract (decreasing, negative, off[groups] ≠ M) trap
+//      the contract (decreasing, negative, off[groups] > M) trap; rows past off[groups] belong
+//      to no group (RowSegments::leading)
 //   2. the group's place in the list: g (rows forms), or its rank by decreasing rows, ties by
 //      index (weight_grad: the host's stable sort), counted over the other groups' rows (at
 //      most 1024 broadcast reads of shared memory per thread)
@@ -34,14 +35,14 @@ __global__ void __launch_bounds__(kListThreads)
   if (g < groups) {
     const int64_t begin = off[g], end = off[g + 1];
     m_g = end - begin;
-    if (m_g < 0 || (g == 0 && begin < 0) || (g == groups - 1 && end != rows)) __trap();
+    if (m_g < 0 || (g == 0 && begin < 0) || (g == groups - 1 && end > rows)) __trap();
     segment_rows[g] = m_g;
     list->row_start[g] = static_cast<int>(begin);
+    if (g == groups - 1) list->row_start[groups] = static_cast<int>(end);  // ≤ rows, checked above
   }
   if (g == 0) {
     list->groups = groups;
     list->tiles_n = static_cast<int>(grouped_ceil_div(n, tile_n));
-    list->row_start[groups] = static_cast<int>(rows);  // = off[groups], checked above
   }
   __syncthreads();
 

@@ -86,7 +86,8 @@ inline void fill_tile_list(const GroupedKernelCall& call, int tile_m, int tile_n
 // Builds the list of `call` (device offsets, accepted by grouped_kernel_refusal) into
 // call.device_list with one block on `stream`: the list fill_tile_list would build from the
 // same offsets. It traps (a launch failure, sticky) when the offsets break their contract
-// (decreasing, negative, offsets[groups] ≠ call.rows): the GEMM would read and write past M.
+// (decreasing, negative, offsets[groups] > call.rows): the GEMM would read and write past M.
+// Rows past offsets[groups] belong to no group and are left as they are.
 // kernels/grouped_tile_list.cu.
 void build_tile_list_on_device(const GroupedKernelCall& call, int tile_m, int tile_n, cudaStream_t stream);
 

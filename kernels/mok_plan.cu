@@ -50,24 +50,24 @@ __global__ void ship_counts_kernel(const int32_t* flag, const int32_t* place, in
   rows[q] = end - place[q * n];
 }
 
-// One thread per (q, token) that ships: the row at place[q·n + t].
+// One thread per (q, token) that ships: the row at place[q·n + t]. Without flags (every_row)
+// every (q, token) has its row at q·n + t, one without entries there all pads (head_pair −1).
 __global__ void ship_fill_kernel(const int32_t* expert, const float* gate, const int32_t* dest,
                                  const int32_t* local_index, int64_t n, int k, const int32_t* flag,
                                  const int32_t* place, int32_t* token, int32_t* head_pair, int32_t* entry,
                                  float* entry_gate, int32_t* pair, int64_t total) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= total || !flag[i]) return;
+  if (i >= total || (flag && !flag[i])) return;
   const int q = static_cast<int>(i / n);
-  const int64_t t = i - int64_t(q) * n, row = place[i];
+  const int64_t t = i - int64_t(q) * n, row = flag ? int64_t(place[i]) : i;
   const int32_t* ex = expert + t * k;
+  token[row] = static_cast<int32_t>(t);
+  head_pair[row] = -1;
   int j = 0;
   for (int s = 0; s < k; ++s) {
     if (ex[s] < 0 || dest[ex[s]] != q) continue;
     const int64_t p = t * k + s;
-    if (j == 0) {
-      token[row] = static_cast<int32_t>(t);
-      head_pair[row] = static_cast<int32_t>(p);
-    }
+    if (j == 0) head_pair[row] = static_cast<int32_t>(p);
     entry[row * k + j] = local_index[ex[s]];
     entry_gate[row * k + j] = gate[p];
     pair[row * k + j] = static_cast<int32_t>(p);
@@ -78,6 +78,16 @@ __global__ void ship_fill_kernel(const int32_t* expert, const float* gate, const
     entry_gate[row * k + j] = 0.0f;
     pair[row * k + j] = -1;
   }
+}
+
+__global__ void replace_negative_kernel(int32_t* v, int64_t m, int32_t pad) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < m && v[i] < 0) v[i] = pad;
+}
+
+__global__ void unroute_group_kernel(const int32_t* entry, int64_t m, int32_t group, int32_t* row_of_pair) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < m && entry[i] == group) row_of_pair[i] = -1;
 }
 
 // Workspace: flags (R·n i32), places (R·n i32), then cub's scan storage; 256-byte aligned parts.
@@ -141,6 +151,30 @@ void ship_rows_fill(const int32_t* expert, const float* gate, const int32_t* des
   ship_fill_kernel<<<blocks_for(n * R, kThreads), kThreads, 0, stream>>>(expert, gate, dest, local_index, n, k, w.flag,
                                                                           w.place, token, head_pair, entry, entry_gate,
                                                                           pair, n * R);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void ship_rows_fill_every(const int32_t* expert, const float* gate, const int32_t* dest, const int32_t* local_index,
+                          int64_t n, int k, int R, int32_t* token, int32_t* head_pair, int32_t* entry,
+                          float* entry_gate, int32_t* pair, cudaStream_t stream) {
+  if (R < 1) throw std::invalid_argument("ship_rows_fill_every: " + std::to_string(R) + " ranks");
+  if (n * R > int64_t(INT32_MAX)) throw std::invalid_argument("ship_rows_fill_every: more than 2^31 rows");
+  if (n <= 0) return;
+  ship_fill_kernel<<<blocks_for(n * R, kThreads), kThreads, 0, stream>>>(expert, gate, dest, local_index, n, k, nullptr,
+                                                                          nullptr, token, head_pair, entry, entry_gate,
+                                                                          pair, n * R);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void replace_negative(int32_t* values, int64_t m, int32_t pad, cudaStream_t stream) {
+  if (m <= 0) return;
+  replace_negative_kernel<<<blocks_for(m, kThreads), kThreads, 0, stream>>>(values, m, pad);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void unroute_group(const int32_t* entry, int64_t m, int32_t group, int32_t* row_of_pair, cudaStream_t stream) {
+  if (m <= 0) return;
+  unroute_group_kernel<<<blocks_for(m, kThreads), kThreads, 0, stream>>>(entry, m, group, row_of_pair);
   MOK_CUDA_CHECK_LAUNCH();
 }
 

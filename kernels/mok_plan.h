@@ -30,6 +30,17 @@ void ship_rows_fill(const int32_t* expert, const float* gate, const int32_t* des
                     int64_t n, int k, int R, const void* ws, int32_t* token, int32_t* head_pair, int32_t* entry,
                     float* entry_gate, int32_t* pair, cudaStream_t stream);
 
+// The fill with every (q, token) a row at q·n + t (no count, no workspace): a token without
+// entries on q gets an all-pad row with head_pair −1 (Ops::ship_rows with every_row).
+void ship_rows_fill_every(const int32_t* expert, const float* gate, const int32_t* dest, const int32_t* local_index,
+                          int64_t n, int k, int R, int32_t* token, int32_t* head_pair, int32_t* entry,
+                          float* entry_gate, int32_t* pair, cudaStream_t stream);
+
+// values[i] = pad where values[i] < 0 (m values).
+void replace_negative(int32_t* values, int64_t m, int32_t pad, cudaStream_t stream);
+// row_of_pair[i] = −1 where entry[i] = group (m values).
+void unroute_group(const int32_t* entry, int64_t m, int32_t group, int32_t* row_of_pair, cudaStream_t stream);
+
 // out[index[i]] = base + i where index[i] ≥ 0.
 void scatter_positions(const int32_t* index, int64_t m, int32_t base, int32_t* out, cudaStream_t stream);
 

@@ -3,7 +3,7 @@
 //                               [--top-p P] [--seed S] [--json]
 //                               [--batch B] [--ranks R] [--comm local|mpi] [--dispatcher classic|mok]
 //                               [--link-gbps G] [--link-latency-us U] [--prompts-from-data [N]]
-//                               [--threads T] [--set KEY=VALUE]... [--quiet]
+//                               [--decode-layout auto|fixed|counted] [--threads T] [--set KEY=VALUE]... [--quiet]
 // With one sequence on one rank the text streams to stdout as it is produced; with --json
 // the last stdout line is one JSON object {"text", "prompt", "new_tokens", "tokens_per_s",
 // "checkpoint"} instead. With --batch B > 1 or --ranks R > 1 (or under mpirun with --comm
@@ -51,6 +51,10 @@ const char* kUsage =
     "  --dispatcher classic|mok   expert dispatch (default: the checkpoint's)\n"
     "  --link-gbps G    emulated link bandwidth in GB/s, 0 = none (default: the checkpoint's)\n"
     "  --link-latency-us U        emulated per-message latency (default: the checkpoint's)\n"
+    "  --decode-layout auto|fixed|counted   how ranks exchange a decode step's rows: fixed\n"
+    "                   sends every row to every rank and counts nothing (no wait for a GPU),\n"
+    "                   counted sends only rows with experts there; auto: fixed on GPUs,\n"
+    "                   counted on CPUs (default). The same tokens either way\n"
     "  --prompts-from-data [N]    prompts: N-token windows of the validation split\n"
     "                   (default N 32), one per sequence, instead of --prompt\n"
     "  --threads T      CPU threads per rank (default: the checkpoint's parallel.threads)\n"
@@ -90,6 +94,7 @@ void print_batched_json(const ParallelGenerateResult& r, const std::string& prom
   j.key("ranks").value(r.ranks);
   j.key("batch").value(r.batch);
   j.key("dispatcher").value(r.dispatcher);
+  j.key("decode_layout").value(r.decode_layout);
   j.key("device").value(r.device);
   j.key("precision").value(r.precision);
   j.key("remote_bytes").value(r.remote_bytes);
@@ -250,6 +255,11 @@ int cmd_generate(int argc, char** argv) {
       po.dispatcher = argv[++i];
       if (po.dispatcher != "classic" && po.dispatcher != "mok")
         return usage_error("--dispatcher: unknown '" + po.dispatcher + "'; use classic or mok");
+    } else if (arg == "--decode-layout") {
+      if (i + 1 >= argc) return usage_error("--decode-layout needs auto, fixed or counted");
+      po.decode_layout = argv[++i];
+      if (po.decode_layout != "auto" && po.decode_layout != "fixed" && po.decode_layout != "counted")
+        return usage_error("--decode-layout: unknown '" + po.decode_layout + "'; use auto, fixed or counted");
     } else if (arg == "--link-gbps") {
       if (!number(0, 1e6, &v)) return usage_error("--link-gbps needs a number >= 0 (GB/s; 0 = no emulated link)");
       po.link_gbps = v;

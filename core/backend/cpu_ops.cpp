@@ -441,7 +441,7 @@ void CpuOps::slot_share_counts(const Tensor& expert, const Tensor& owner, int k,
 }
 
 ShipRows CpuOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index,
-                           int k, int ranks) {
+                           int k, int ranks, bool every_row) {
   const int32_t* ex = expert.data_as<int32_t>();
   const int32_t* to = dest.data_as<int32_t>();
   const int32_t* local = local_index.data_as<int32_t>();
@@ -449,14 +449,15 @@ ShipRows CpuOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tenso
   const int64_t n = expert.numel() / k;
   auto dest_of = [&](int32_t e) { return e >= 0 ? to[e] : -1; };
   ShipRows out;
-  out.rows.assign(static_cast<size_t>(ranks), 0);
-  for (int64_t t = 0; t < n; ++t)
-    for (int q = 0; q < ranks; ++q)
-      for (int s = 0; s < k; ++s)
-        if (dest_of(ex[t * k + s]) == q) {
-          out.rows[q]++;
-          break;
-        }
+  out.rows.assign(static_cast<size_t>(ranks), every_row ? n : 0);
+  if (!every_row)
+    for (int64_t t = 0; t < n; ++t)
+      for (int q = 0; q < ranks; ++q)
+        for (int s = 0; s < k; ++s)
+          if (dest_of(ex[t * k + s]) == q) {
+            out.rows[q]++;
+            break;
+          }
   int64_t total = 0;
   for (int64_t r : out.rows) total += r;
   Allocator& mem = cpu_allocator();
@@ -468,20 +469,21 @@ ShipRows CpuOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tenso
   int64_t row = 0;
   for (int q = 0; q < ranks; ++q)
     for (int64_t t = 0; t < n; ++t) {
+      bool any = false;
+      for (int s = 0; s < k && !any; ++s) any = dest_of(ex[t * k + s]) == q;
+      if (!any && !every_row) continue;
       int j = 0;
+      out.token.data_as<int32_t>()[row] = static_cast<int32_t>(t);
+      out.head_pair.data_as<int32_t>()[row] = -1;
       for (int s = 0; s < k; ++s) {
         const int32_t e = ex[t * k + s];
         if (dest_of(e) != q) continue;
-        if (j == 0) {
-          out.token.data_as<int32_t>()[row] = static_cast<int32_t>(t);
-          out.head_pair.data_as<int32_t>()[row] = static_cast<int32_t>(t * k + s);
-        }
+        if (j == 0) out.head_pair.data_as<int32_t>()[row] = static_cast<int32_t>(t * k + s);
         out.entry.data_as<int32_t>()[row * k + j] = local[e];
         out.gate.data()[row * k + j] = g[t * k + s];
         out.pair.data_as<int32_t>()[row * k + j] = static_cast<int32_t>(t * k + s);
         ++j;
       }
-      if (j == 0) continue;
       for (; j < k; ++j) {
         out.entry.data_as<int32_t>()[row * k + j] = -1;
         out.gate.data()[row * k + j] = real(0);
@@ -490,6 +492,19 @@ ShipRows CpuOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tenso
       ++row;
     }
   return out;
+}
+
+void CpuOps::replace_negative(Tensor& entry, int32_t pad) {
+  int32_t* e = entry.data_as<int32_t>();
+  for (int64_t i = 0; i < entry.numel(); ++i)
+    if (e[i] < 0) e[i] = pad;
+}
+
+void CpuOps::unroute_group(const Tensor& entry, int32_t group, Tensor& row_of_pair) {
+  const int32_t* e = entry.data_as<int32_t>();
+  int32_t* row = row_of_pair.data_as<int32_t>();
+  for (int64_t i = 0; i < entry.numel(); ++i)
+    if (e[i] == group) row[i] = -1;
 }
 
 void CpuOps::row_dot(const Tensor& a, const Tensor& b, Tensor& out) {

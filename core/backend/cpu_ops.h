@@ -61,7 +61,9 @@ class CpuOps final : public Ops {
   void scatter_positions(const Tensor& index, int32_t base, Tensor& out) override;
   void slot_share_counts(const Tensor& expert, const Tensor& owner, int k, Tensor& counts) override;
   ShipRows ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index, int k,
-                     int ranks) override;
+                     int ranks, bool every_row) override;
+  void replace_negative(Tensor& entry, int32_t pad) override;
+  void unroute_group(const Tensor& entry, int32_t group, Tensor& row_of_pair) override;
   void row_dot(const Tensor& a, const Tensor& b, Tensor& out) override;
   void scale_rows(const Tensor& x, const Tensor& s, Tensor& out) override;
   void quantize_rows(const Tensor& x, const QuantizeOptions& options, Tensor& codes, Tensor& scales,

@@ -268,9 +268,16 @@ class Ops {
   virtual void slot_share_counts(const Tensor& expert, const Tensor& owner, int k, Tensor& counts) = 0;
   // The rows to ship (ShipRows): slot (t, s) with expert e is shipped to dest[e] (E, i32; −1:
   // not shipped), its entry is local_index[e] (E, i32). gate (n·k) the routing gates. Waits
-  // for the row counts (they size the outputs and the peers' receive buffers).
+  // for the row counts (they size the outputs and the peers' receive buffers) — unless
+  // every_row: then every (destination, token) has its row, one without entries there all
+  // pads with head_pair −1, so rows[q] = n and nothing waits (the fixed layout of
+  // core/parallel/fixed_row_exchange.h).
   virtual ShipRows ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index,
-                             int k, int ranks) = 0;
+                             int k, int ranks, bool every_row = false) = 0;
+  // entry (m) i32: every value < 0 becomes `pad`, in place.
+  virtual void replace_negative(Tensor& entry, int32_t pad) = 0;
+  // row_of_pair (m) i32 = −1 wherever entry (m) i32 == group; the rest untouched.
+  virtual void unroute_group(const Tensor& entry, int32_t group, Tensor& row_of_pair) = 0;
   // out[r] = Σ_j a[r, j]·b[r, j];  out[r, :] = s[r]·x[r, :]  (out may be x).
   virtual void row_dot(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void scale_rows(const Tensor& x, const Tensor& s, Tensor& out) = 0;

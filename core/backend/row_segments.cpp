@@ -23,11 +23,24 @@ RowSegments::RowSegments(Tensor device_offsets, int64_t rows) : device_(std::mov
 RowSegments::RowSegments(const RowSegments& other)
     : device_(other.device_.empty() ? Tensor() : other.device_.view(0, other.device_.shape())),
       rows_(other.rows_),
-      host_(other.host_) {}
+      host_(other.host_),
+      bounded_(other.bounded_) {}
 
 RowSegments& RowSegments::operator=(const RowSegments& other) {
   if (this != &other) *this = RowSegments(other);
   return *this;
+}
+
+RowSegments RowSegments::leading(int groups) const {
+  if (groups < 0 || groups > this->groups())
+    throw std::invalid_argument("RowSegments::leading: " + std::to_string(groups) + " of " +
+                                std::to_string(this->groups()) + " segments");
+  RowSegments out;
+  out.rows_ = rows_;
+  out.bounded_ = true;
+  if (!host_.empty()) out.host_.assign(host_.begin(), host_.begin() + groups + 1);
+  if (!device_.empty()) out.device_ = device_.view(0, {static_cast<int64_t>(groups) + 1});
+  return out;
 }
 
 int RowSegments::groups() const {
@@ -39,9 +52,9 @@ const std::vector<int64_t>& RowSegments::host() const {
   if (host_.empty() && !device_.empty()) {
     std::vector<int64_t> read(static_cast<size_t>(device_.numel()));
     device_.copy_to_host(read.data(), device_.bytes());
-    if (read.back() != rows_)
-      throw std::logic_error("RowSegments: the device offsets end at " + std::to_string(read.back()) + ", not " +
-                             std::to_string(rows_));
+    if (bounded_ ? read.back() > rows_ : read.back() != rows_)
+      throw std::logic_error("RowSegments: the device offsets end at " + std::to_string(read.back()) +
+                             (bounded_ ? ", past " : ", not ") + std::to_string(rows_));
     host_ = std::move(read);
   }
   return host_;

@@ -9,6 +9,10 @@
 // (step_graph.h). host() brings them over on first use (a wait; it throws while a step is
 // recorded, which makes that step run op by op). Offsets made on the host (the CPU, the
 // multi-rank dispatchers' stacked banks) have no device copy.
+//
+// leading(G): the first G segments over the same matrix: rows past off[G] belong to no
+// segment (a fixed-size exchange's pad rows, sorted after every expert's; the grouped products
+// leave them as they are). rows() stays the matrix's rows; off[G] ≤ rows.
 
 #include <cstdint>
 #include <vector>
@@ -30,9 +34,14 @@ class RowSegments {
   RowSegments(RowSegments&&) = default;
   RowSegments& operator=(RowSegments&&) = default;
 
+  // The first `groups` segments of these, over the same rows (see above).
+  RowSegments leading(int groups) const;
+
   bool empty() const { return groups() == 0; }
   int groups() const;
   int64_t rows() const { return rows_; }
+  // Whether rows past the last offset belong to no segment (leading()).
+  bool bounded() const { return bounded_; }
   // (G + 1) i64 on the device that made them; empty for host offsets.
   const Tensor& device() const { return device_; }
   bool on_host() const { return !host_.empty(); }
@@ -45,6 +54,7 @@ class RowSegments {
   Tensor device_;
   int64_t rows_ = 0;
   mutable std::vector<int64_t> host_;
+  bool bounded_ = false;
 };
 
 MOK_NN_END

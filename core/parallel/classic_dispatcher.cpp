@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/backend/exec_context.h"
+#include "core/parallel/fixed_row_exchange.h"
 #include "core/parallel/row_moves.h"
 
 MOK_NN_BEGIN
@@ -35,6 +36,7 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   if (!bank.grouped) throw std::logic_error("ClassicDispatcher: needs this rank's experts stacked");
   const int64_t n = x.dim(0), d = x.dim(1);
   const int k = r.k;
+  if (!keep && fixed_layout_max_rows_ > 0 && n <= fixed_layout_max_rows_) return forward_fixed(x, r, bank);
   const std::vector<int64_t>& off = r.pairs.segments.host();  // (E + 1) expert-major rows of this rank's pairs
   const int64_t m = r.pairs.rows();
   const std::vector<int>& mine = placement_.experts_on(me);
@@ -140,6 +142,46 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   } else {
     recv_gate_.reset();
   }
+  return y;
+}
+
+// The fixed layout: every (token, slot) pair is a unit with one entry, its expert's local index
+// on the owner and a pad elsewhere; the owner returns each pair's plain expert output and the
+// source combines them with the gates, as the counted forward does (so the same bits).
+Tensor ClassicDispatcher::forward_fixed(const Tensor& x, const RoutingDecision& r, ExpertBank& bank) {
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  const int R = plane_.size(), me = plane_.rank();
+  const int E = placement_.experts();
+  const int64_t n = x.dim(0);
+  const int k = r.k;
+  check_fixed_layout_bank(placement_, me, bank);
+  if (fixed_dest_.empty()) {
+    std::vector<int32_t> dest(static_cast<size_t>(E)), local(static_cast<size_t>(E));
+    for (int e = 0; e < E; ++e) {
+      dest[e] = placement_.owner(e);
+      local[e] = placement_.local_index(e);
+    }
+    fixed_dest_ = upload_i32(dest);
+    fixed_local_ = upload_i32(local);
+  }
+  // The routing's n·k pairs as units of one slot each (unit p carries row p / k of x).
+  const ShipRows ship = ops.ship_rows(r.expert, r.gate, fixed_dest_, fixed_local_, 1, R, /*every_row=*/true);
+  Tensor results = exchange_fixed_rows(plane_, placement_, x, k, ship, 1, /*gated=*/false, bank);
+  // Pair p's output is the row of its owner's block: where its head_pair points.
+  Tensor row_of_pair = cx.empty({n * k}, DType::i32);
+  cx.allocator().memset(row_of_pair.raw(), 0xff, row_of_pair.bytes());  // −1: dropped pairs
+  ops.scatter_positions(ship.head_pair, 0, row_of_pair);
+  Tensor y = cx.activation({n, x.dim(1)});
+  ops.combine_pairs(results, row_of_pair, &r.gate, n, k, y);
+
+  counts_ = DispatchCounts{};
+  counts_.fixed_layout = true;
+  counts_.pairs = n * k - r.dropped;
+  n_ = n;
+  k_ = k;
+  kept_ = false;
+  recv_gate_.reset();
   return y;
 }
 

@@ -42,6 +42,7 @@ MOK_NN_BEGIN
 
 // What the last forward moved, on this rank.
 struct DispatchCounts {
+  bool fixed_layout = false; // every pair went to every rank (nothing counted: only `pairs` is set)
   int64_t pairs = 0;         // routed (not dropped) pairs of this rank's tokens
   int64_t local_pairs = 0;   // … whose expert lives on this rank
   int64_t remote_pairs = 0;  // … shipped to another rank
@@ -61,11 +62,18 @@ class ClassicDispatcher final : public ExpertDispatcher {
   Tensor backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) override;
   std::string name() const override { return "classic"; }
 
+  // N > 0: a forward not kept for backward with at most N rows uses the fixed layout
+  // (core/parallel/fixed_row_exchange.h): a row per (token, slot) pair to every rank, nothing
+  // counted and no wait for the device. Every rank must have the same rows at such a step
+  // (generation: B/R). 0 (the default): never.
+  void set_fixed_layout_max_rows(int64_t rows) { fixed_layout_max_rows_ = rows; }
+
   const DispatchCounts& last_counts() const { return counts_; }
   const ExpertPlacement& placement() const { return placement_; }
 
  private:
   void check_setup() const;
+  Tensor forward_fixed(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank);
 
   std::unique_ptr<DataPlane> own_plane_;  // the CPU constructor's
   DataPlane& plane_;
@@ -85,6 +93,9 @@ class ClassicDispatcher final : public ExpertDispatcher {
   Tensor order_, row_of_pair_;        // the router's pair order (kept for backward)
   Tensor recv_gate_;                  // gates of the received rows, expert-major
   bool kept_ = false;
+
+  int64_t fixed_layout_max_rows_ = 0;
+  Tensor fixed_dest_, fixed_local_;  // every expert's owner and local index, on the device (made once)
 };
 
 MOK_NN_END

@@ -58,4 +58,11 @@ LastDispatch last_dispatch_counts(const ExpertDispatcher& dispatcher) {
   return out;
 }
 
+void set_fixed_layout_max_rows(const std::vector<ExpertDispatcher*>& dispatchers, int64_t rows) {
+  for (ExpertDispatcher* d : dispatchers) {
+    if (auto* c = dynamic_cast<ClassicDispatcher*>(d)) c->set_fixed_layout_max_rows(rows);
+    if (auto* m = dynamic_cast<MokDispatcher*>(d)) m->set_fixed_layout_max_rows(rows);
+  }
+}
+
 MOK_NN_END

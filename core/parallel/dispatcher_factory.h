@@ -8,6 +8,8 @@
 //       each router's load-balancing fractions global (an all-reduce of E + 1 counts per
 //       forward, CommPurpose::control), so the aux loss is the same for any rank count.
 //   last_dispatch_counts(dispatcher)   what the last forward kept local and shipped
+//   set_fixed_layout_max_rows(dispatchers, N)   forwards without keep of ≤ N rows in the fixed
+//       layout (core/parallel/fixed_row_exchange.h), nothing counted
 //
 // `model` is built with ModelOptions::local_experts = expert_ownership(placement, rank).
 
@@ -45,5 +47,9 @@ struct LastDispatch {
   int64_t local_pairs = 0;  // … computed on this rank (own experts; with MoK also shadow copies)
 };
 LastDispatch last_dispatch_counts(const ExpertDispatcher& dispatcher);
+
+// ClassicDispatcher / MokDispatcher::set_fixed_layout_max_rows on each of `dispatchers` (others
+// are left alone). Every rank must have the same rows at a step that may use it.
+void set_fixed_layout_max_rows(const std::vector<ExpertDispatcher*>& dispatchers, int64_t rows);
 
 MOK_NN_END

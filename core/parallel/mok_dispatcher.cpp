@@ -366,6 +366,10 @@ Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertB
   if (f <= 0)
     throw std::invalid_argument("MokDispatcher: no expert here and options.expert_hidden unset");
 
+  if (!keep && options_.fixed_layout_max_rows > 0 && n <= options_.fixed_layout_max_rows) {
+    device_plan_ = false;
+    return forward_fixed(x, r, bank);
+  }
   device_plan_ = bank.grouped != nullptr && (options_.plan == MokPlanPlace::device ||
                                              (options_.plan == MokPlanPlace::automatic && !host_rows));
   if (options_.plan == MokPlanPlace::device && !bank.grouped)
@@ -918,8 +922,11 @@ void MokDispatcher::finish_log(const CommStats& before, bool complete) {
   // backward) and for every pair other ranks route to its experts (result back; dx in
   // backward).
   const int64_t passes = complete && log_.training ? 2 : 1;
-  log_.classic_bytes =
-      passes * (log_.shipped_pairs + log_.shadow_pairs + classic_in_pairs_) * row_bytes_;
+  // The fixed layout (never kept): classic's sends every pair to every other rank, and the
+  // same rows back.
+  const int64_t classic_rows = log_.fixed_layout ? 2 * (comm_.size() - 1) * n_ * k_
+                                                 : passes * (log_.shipped_pairs + log_.shadow_pairs + classic_in_pairs_);
+  log_.classic_bytes = classic_rows * row_bytes_;
   log_.bytes_saved = log_.classic_bytes - log_.payload_bytes();
   if (complete && decision_log_) decision_log_->append(log_);
 }

@@ -99,6 +99,12 @@ struct MokOptions {
   // automatic: on the device for a device DataPlane (then with one chunk), else on the host.
   // device forces one chunk on any rank (CPU ranks too: the tests compare both places).
   MokPlanPlace plan = MokPlanPlace::automatic;
+  // N > 0: a forward not kept for backward with at most N rows uses the fixed layout
+  // (core/parallel/fixed_row_exchange.h): one row per token to every rank, nothing counted
+  // and no wait for the device; no expert is shadowed (a decode step's rows are far below the
+  // crossover, so the counted plan would shadow none either). Every rank must have the same
+  // rows at such a step (generation: B/R). 0: never.
+  int64_t fixed_layout_max_rows = 0;
 };
 
 class MokDispatcher final : public ExpertDispatcher {
@@ -122,6 +128,7 @@ class MokDispatcher final : public ExpertDispatcher {
   // The shadow copy of `expert` held here (null when it was never shadowed on this rank).
   const SwiGluMlp* shadow(int expert) const;
   void set_shadow_mode(ShadowMode mode) { options_.cost.mode = mode; }
+  void set_fixed_layout_max_rows(int64_t rows) { options_.fixed_layout_max_rows = rows; }
 
  private:
   void check_setup() const;
@@ -146,6 +153,8 @@ class MokDispatcher final : public ExpertDispatcher {
   bool shadows(int rank, int expert) const;  // this step, from shadow_all_
   bool any_shadow() const;                    // some rank shadows some expert this step
   void return_shadow_gradients(ExpertBank& bank, int64_t d);
+  // The fixed layout's forward (MokOptions::fixed_layout_max_rows).
+  Tensor forward_fixed(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank);
   // The plan made by the rank's ops (MokPlanPlace::device).
   Tensor forward_device(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep, int64_t f);
   Tensor backward_device(const Tensor& dy, ExpertBank& bank, Tensor& dgate);
@@ -218,6 +227,9 @@ class MokDispatcher final : public ExpertDispatcher {
   Tensor shadow_order_;         // (shadowed pairs) i32: the pairs of my_shadowed_, expert-major
   Tensor row_of_group_;         // (n·k) i32: results row of each group's first slot, −1 elsewhere
   int64_t shadow_rows_ = 0;
+
+  // The fixed layout: every expert's owner and local index, on the device (made once).
+  Tensor fixed_dest_, fixed_local_;
 };
 
 // Rows this rank would ship per remote expert: a token shipped to a rank once for its m

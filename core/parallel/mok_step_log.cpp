@@ -22,6 +22,7 @@ std::string MokStepLog::to_json() const {
   j.begin_object();
   j.key("step").value(step);
   j.key("training").value(training);
+  j.key("fixed_layout").value(fixed_layout);
   j.key("pairs").value(pairs);
   j.key("own_pairs").value(own_pairs);
   j.key("shadow_pairs").value(shadow_pairs);
@@ -41,7 +42,7 @@ std::string MokStepLog::to_json() const {
   j.key("control_bytes").value(control_bytes);
   j.key("classic_bytes").value(classic_bytes);
   j.key("bytes_saved").value(bytes_saved);
-  j.key("local_fraction").value(local_fraction());
+  if (!fixed_layout) j.key("local_fraction").value(local_fraction());  // not counted there
   j.end_object();
   return j.str();
 }

@@ -20,6 +20,10 @@ MOK_NN_BEGIN
 struct MokStepLog {
   int64_t step = 0;                // dispatches (forward calls) so far on this dispatcher, from 0
   bool training = false;           // forward kept for backward
+  // The step moved one row per token to every rank (core/parallel/fixed_row_exchange.h):
+  // nothing was counted, so own_pairs, shadow_pairs and shipped_pairs stay 0, and
+  // classic_bytes is what classic's fixed layout moves (a row per pair to every rank).
+  bool fixed_layout = false;
   int64_t pairs = 0;               // routed (not dropped) pairs of this rank's tokens
   int64_t own_pairs = 0;           // … whose expert lives on this rank
   int64_t shadow_pairs = 0;        // … computed here by a shadow copy of a remote expert

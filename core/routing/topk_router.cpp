@@ -71,8 +71,10 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
   // Losses, from the fractions f_e = load_e / pairs
   Tensor load = r.pairs.load.view(0, r.pairs.load.shape());
   double pairs = static_cast<double>(n) * k;
-  if (count_reducer_) {
+  if (count_reducer_ && (keep || losses)) {
     // Global fractions: Σ_ranks load_e / (Σ_ranks n · k). r.pairs.load stays this rank's (metrics).
+    // Only the losses and backward read them: a forward that needs neither (decoding) skips
+    // the wait for the counts and the ranks' exchange of them.
     std::vector<int64_t> counts = r.pairs.host_load();
     counts.push_back(n);
     count_reducer_(counts.data(), static_cast<int64_t>(counts.size()));

@@ -74,6 +74,7 @@ struct RankOutput {
   int64_t peak_reserved_bytes = 0;  // what its allocator held, cache included, likewise
   // remote, dispatch, combine, weights, control bytes, modeled seconds, shadowed, saved
   std::vector<double> figures;
+  std::string decode_layout;  // fixed | counted; "" on one rank or without experts
 };
 
 // local_rank: the rank's index on its host (it picks the GPU of parallel.device cuda).
@@ -125,6 +126,15 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   LanguageModel model(mo);
   std::vector<ExpertDispatcher*> dispatchers;
   if (parallel) dispatchers = install_expert_parallel(model, cfg, *comm, placement, nullptr, plane.get());
+  RankOutput out;
+  if (parallel) {
+    // A decode step has `local` rows on every rank (the prefill `local` × prompt length).
+    // The fixed layout never shadows: auto keeps counting where shadows are asked for.
+    const bool automatic = o.decode_layout.empty() || o.decode_layout == "auto";
+    const bool fixed = o.decode_layout == "fixed" || (automatic && plane && cfg.routing.shadow != "always");
+    out.decode_layout = fixed ? "fixed" : "counted";
+    if (fixed) set_fixed_layout_max_rows(dispatchers, local);
+  }
   const std::vector<Parameter*> params = model.parameters();  // null experts skipped
   if (comm && ranks > 1) {
     // A rank holds the dense parameters and its own experts of the full checkpoint.
@@ -151,7 +161,6 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
     rngs.emplace_back(o.seed, 0x67656eULL + (static_cast<uint64_t>(first + b) << 32));
   }
   const int vocab = mo.vocab_size;
-  RankOutput out;
   out.device = device.name;
   out.precision = device.precision;
   if (o.keep_logits) out.logits.reserve(static_cast<size_t>(local) * o.max_new_tokens * vocab);
@@ -285,6 +294,7 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
   r.bytes_saved = static_cast<int64_t>(figures[7]);
   r.dispatcher = sh.cfg.model.experts == 0 ? "none" : ranks > 1 ? sh.cfg.routing.dispatcher : "local";
   r.checkpoint = sh.dir;
+  r.decode_layout = mine.decode_layout;  // the same on every rank (from the options and the device)
   r.device = mine.device;  // the result every rank assembles is read on rank 0
   r.precision = mine.precision;
   return r;
@@ -304,6 +314,11 @@ std::string parallel_generate_problem(const ExperimentConfig& config, const Para
   if (o.prompts_from_data > cfg.data.seq_len)
     return "--prompts-from-data " + std::to_string(o.prompts_from_data) + " is longer than the model's context (" +
            std::to_string(cfg.data.seq_len) + " tokens)";
+  if (!o.decode_layout.empty() && o.decode_layout != "auto" && o.decode_layout != "fixed" &&
+      o.decode_layout != "counted")
+    return "unknown decode layout '" + o.decode_layout + "'; use auto, fixed or counted";
+  if (o.decode_layout == "fixed" && cfg.routing.dispatcher == "mok" && cfg.routing.shadow == "always")
+    return "--decode-layout fixed never shadows an expert, and routing.shadow is always; use counted (or auto)";
   if (cfg.routing.dispatcher != "classic" && cfg.routing.dispatcher != "mok")
     return "unknown dispatcher '" + cfg.routing.dispatcher + "'; use classic or mok";
   if (ranks > 1 && cfg.model.experts > 0) {

@@ -55,6 +55,13 @@ struct ParallelGenerateOptions {
   // above (e.g. routing.shadow=always, parallel.expert_placement=round_robin).
   std::vector<std::string> overrides;
   bool keep_logits = false;       // fill ParallelGenerateResult::logits
+  // How R > 1 ranks exchange a decode step's rows (core/parallel/fixed_row_exchange.h):
+  // "fixed": every row to every rank, nothing counted, no wait for the device in a MoE layer;
+  // "counted": only the rows that have experts there, counts on the host first; "auto" (or
+  // ""): fixed on GPU ranks, counted on CPU ranks (where counting costs no wait). Prefill
+  // steps of more than one token per sequence are always counted. Both give the same tokens
+  // and logits, bit for bit.
+  std::string decode_layout = "auto";
 };
 
 struct ParallelGenerateResult {
@@ -79,6 +86,7 @@ struct ParallelGenerateResult {
   // against what classic dispatch would have sent for the same routing.
   int64_t shadowed_experts = 0;
   int64_t bytes_saved = 0;
+  std::string decode_layout;     // fixed | counted with R > 1 and experts; "" otherwise
   // The memory tracker's peak of one rank while it built its model, loaded the weights and
   // decoded (the largest over ranks), in bytes: everything, and of it on the GPU (0 on the
   // CPU). `mok plan --generate` predicts it (core/plan/generation_plan.h).
@@ -92,7 +100,7 @@ struct ParallelGenerateResult {
 };
 
 // Why these options cannot run from a checkpoint of `config` on `ranks` ranks (batch split,
-// placement, dispatcher, prompt length), or "" when they can.
+// placement, dispatcher, prompt length, decode layout), or "" when they can.
 std::string parallel_generate_problem(const ExperimentConfig& config, const ParallelGenerateOptions& options,
                                       int ranks);
 

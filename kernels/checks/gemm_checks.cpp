@@ -916,6 +916,45 @@ void check_grouped_kernel_device_offsets(LtGemm& lt, CheckInputs& in, std::vecto
                      not_taken, 0.0});
     });
   }
+
+  // Leading segments (RowSegments::leading: a fixed row exchange sorts its pads into a group
+  // after the experts): device offsets of 8 experts that end before M = 6000 rows give the
+  // host-offset call's bits, and the rows past their end keep their values.
+  run_guarded(out, "grouped kernel leading segments", [&] {
+    ExpertBank bank(in, random_split(in, 9, 6000, false), 768, 1024);  // the 9th group: the pads
+    const int experts = 8;
+    const int64_t end = bank.offsets[experts];
+    const GemmType bf = GemmType::bf16;
+    std::vector<uint16_t> initial(bank.y_init.size());
+    {
+      const std::vector<bf16> v = bank.y_init.download();
+      std::memcpy(initial.data(), v.data(), v.size() * sizeof(bf16));
+    }
+    double mismatches = 0, pads_changed = 0, not_taken = 0;
+    for (const GroupedKernelTile tile : tiles) {
+      GroupedGemm gg(lt, GroupedGemmMethod::kernel);
+      gg.set_kernel_tile(tile);
+      std::vector<uint16_t> result[2];
+      for (const bool device : {false, true}) {
+        bank.reset(GroupedKernelForm::rows);
+        if (device)
+          not_taken += !gg.rows_device(false, experts, bank.device_offsets.data(), bank.rows, bank.hidden, bank.d, 0.5f,
+                                       bank.x.data(), bank.d, bank.w.data(), bank.d * bank.hidden, 0.f, bank.y.data(),
+                                       bank.ldy(), bf, bf, nullptr);
+        else
+          gg.rows(false, experts, bank.offsets.data(), bank.hidden, bank.d, 0.5f, bank.x.data(), bank.d, bank.w.data(),
+                  bank.d * bank.hidden, 0.f, bank.y.data(), bank.ldy(), bf, bf, nullptr);
+        sync();
+        result[device] = bank.output_bits(GroupedKernelForm::rows);
+      }
+      mismatches += differing_elements(result[0], result[1]);
+      for (size_t i = static_cast<size_t>(end * bank.ldy()); i < initial.size(); ++i)
+        pads_changed += result[1][i] != initial[i];
+    }
+    out.push_back({"grouped kernel leading segments: device = host offsets (mismatches)", mismatches, 0.0});
+    out.push_back({"grouped kernel leading segments: rows past the last segment changed", pads_changed, 0.0});
+    out.push_back({"grouped kernel leading segments: calls not taken by the kernel", not_taken, 0.0});
+  });
 }
 
 // C = A·B + R with R read from its own buffer (c_in: the residual add of a block in the

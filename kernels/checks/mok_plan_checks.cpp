@@ -1,7 +1,8 @@
 // The MoK plan's ops on the GPU (kernels/mok_plan.h through CudaOps) against host loops that
 // say what they compute (CpuOps does the same), on fresh random routings with dropped slots:
 // slot-share counts, the rows to ship (counts, tokens, head pairs, entries, gates, pairs),
-// scatter_positions and rows_to_pairs with skipped (−1) positions. All integer or copied
+// the fixed layout's rows (every_row) and its receiver's pad ops (replace_negative,
+// unroute_group), scatter_positions and rows_to_pairs with skipped (−1) positions. All integer or copied
 // values: the GPU must match exactly.
 #include <algorithm>
 #include <cstring>
@@ -98,13 +99,66 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, int64_t n, int k, int
   out.push_back({"mok_plan.slot_share_counts" + tag, differing_fraction(download<int32_t>(d_counts), counts_ref), 0.0});
 
   const mok::ShipRows ship = ops.ship_rows(d_ex, d_gate, upload(ops, dest, mok::DType::i32, {E}),
-                                           upload(ops, local, mok::DType::i32, {E}), k, R);
+                                           upload(ops, local, mok::DType::i32, {E}), k, R, /*every_row=*/false);
   out.push_back({"mok_plan.ship_rows.rows" + tag, differing_fraction(ship.rows, rows_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.token" + tag, differing_fraction(download<int32_t>(ship.token), token_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.head_pair" + tag, differing_fraction(download<int32_t>(ship.head_pair), head_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.entry" + tag, differing_fraction(download<int32_t>(ship.entry), entry_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.gate" + tag, differing_fraction(download<float>(ship.gate), gate_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.pair" + tag, differing_fraction(download<int32_t>(ship.pair), pair_ref), 0.0});
+
+  // every_row (the fixed layout): every (q, token) at q·n + t, a row of pads (head_pair −1)
+  // where the token has nothing on q; nothing read back to size them.
+  {
+    std::vector<int32_t> etoken, ehead, eentry, epair;
+    std::vector<float> egate;
+    for (int q = 0; q < R; ++q)
+      for (int64_t t = 0; t < n; ++t) {
+        etoken.push_back(static_cast<int32_t>(t));
+        int32_t head = -1;
+        int j = 0;
+        for (int s = 0; s < k; ++s) {
+          const int32_t e = ex[t * k + s];
+          if (e < 0 || dest[e] != q) continue;
+          if (j++ == 0) head = static_cast<int32_t>(t * k + s);
+          eentry.push_back(local[e]);
+          egate.push_back(gate[t * k + s]);
+          epair.push_back(static_cast<int32_t>(t * k + s));
+        }
+        ehead.push_back(head);
+        for (; j < k; ++j) {
+          eentry.push_back(-1);
+          egate.push_back(0.0f);
+          epair.push_back(-1);
+        }
+      }
+    const mok::ShipRows every = ops.ship_rows(d_ex, d_gate, upload(ops, dest, mok::DType::i32, {E}),
+                                              upload(ops, local, mok::DType::i32, {E}), k, R, /*every_row=*/true);
+    out.push_back({"mok_plan.ship_rows_every.rows" + tag,
+                   differing_fraction(every.rows, std::vector<int64_t>(static_cast<size_t>(R), n)), 0.0});
+    out.push_back({"mok_plan.ship_rows_every.token" + tag, differing_fraction(download<int32_t>(every.token), etoken), 0.0});
+    out.push_back({"mok_plan.ship_rows_every.head_pair" + tag, differing_fraction(download<int32_t>(every.head_pair), ehead),
+                   0.0});
+    out.push_back({"mok_plan.ship_rows_every.entry" + tag, differing_fraction(download<int32_t>(every.entry), eentry), 0.0});
+    out.push_back({"mok_plan.ship_rows_every.gate" + tag, differing_fraction(download<float>(every.gate), egate), 0.0});
+    out.push_back({"mok_plan.ship_rows_every.pair" + tag, differing_fraction(download<int32_t>(every.pair), epair), 0.0});
+
+    // The receiver's pads: −1 → group L (replace_negative), then the rows of group L unrouted.
+    const int32_t pad = E;
+    std::vector<int32_t> replaced = eentry;
+    for (int32_t& v : replaced)
+      if (v < 0) v = pad;
+    mok::Tensor d_entry = upload(ops, eentry, mok::DType::i32, {static_cast<int64_t>(eentry.size())});
+    ops.replace_negative(d_entry, pad);
+    out.push_back({"mok_plan.replace_negative" + tag, differing_fraction(download<int32_t>(d_entry), replaced), 0.0});
+    const std::vector<int32_t> rows_of = in.uniform_int(replaced.size(), 1000);
+    std::vector<int32_t> unrouted = rows_of;
+    for (size_t i = 0; i < replaced.size(); ++i)
+      if (replaced[i] == pad) unrouted[i] = -1;
+    mok::Tensor d_rows = upload(ops, rows_of, mok::DType::i32, {static_cast<int64_t>(rows_of.size())});
+    ops.unroute_group(d_entry, pad, d_rows);
+    out.push_back({"mok_plan.unroute_group" + tag, differing_fraction(download<int32_t>(d_rows), unrouted), 0.0});
+  }
 
   // scatter_positions of the head pairs into a poisoned (n·k) table; rows_to_pairs of the
   // entries' gates by their pairs (pads skipped) gives back each shipped slot's gate.

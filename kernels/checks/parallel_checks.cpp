@@ -12,6 +12,8 @@
 //                    MoK shipping every row once per rank (shadow never), and MoK fetching
 //                    every remote expert instead (shadow always: weights out, their
 //                    gradients home)
+//   fixed layout    an inference forward of classic and MoK with every row sent to every
+//                    rank and nothing counted: the counted forward's bits, the CPU within tolerance
 // With one GPU only the peer plane is checked (its ranks share the GPU), and the group says so.
 #include <cuda_runtime.h>
 
@@ -272,6 +274,39 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
         const bool fetched = !mokd->last_log().shadowed.empty();
         if (which == "mok shadow always") report(what + " fetched experts" + tag, fetched ? 0.0 : 1.0, 0.0);
       }
+    }
+    // The fixed layout of an inference forward (core/parallel/fixed_row_exchange.h): every row
+    // to every rank, nothing counted — the counted forward's outputs bit for bit, and the CPU's
+    // within the tolerance.
+    for (const std::string which : {"classic", "mok"}) {
+      const mok::ExpertPlacement place = mok::ExpertPlacement::contiguous(kE, kRanks);
+      std::vector<bool> local(kE, false);
+      for (int e : place.experts_on(me)) local[e] = true;
+      mok::ExpertBank bank = mok::make_stacked_expert_bank(expert_specs(kE), local, kD, kF, 0.3, 0.2, 0, "moe.expert");
+      std::vector<float> y_of[2];  // counted, fixed
+      for (const bool fixed : {false, true}) {
+        std::unique_ptr<mok::ExpertDispatcher> dispatcher;
+        if (which == "classic") {
+          auto c = std::make_unique<mok::ClassicDispatcher>(*plane, place);
+          c->set_fixed_layout_max_rows(fixed ? kTokens : 0);
+          dispatcher = std::move(c);
+        } else {
+          mok::MokOptions opt;
+          opt.expert_hidden = kF;
+          opt.cost.mode = mok::ShadowMode::never;
+          opt.fixed_layout_max_rows = fixed ? kTokens : 0;
+          dispatcher = std::make_unique<mok::MokDispatcher>(*plane, place, opt);
+        }
+        mok::RoutingDecision d = mok::routing_decision_from(routing[me].expert, routing[me].gate, kK, kE);
+        mok::Tensor x = cx->upload(xs[me].data(), {kTokens, kD}, mok::DType::f32);
+        y_of[fixed] = to_host<float>(dispatcher->forward(x, d, bank, false));
+      }
+      const std::string what = which + " fixed layout over " + plane_name;
+      report(what + " = counted, bitwise" + tag, bitwise_error(y_of[1], y_of[0]), 0.0);
+      report(what + " forward vs CPU" + tag,
+             relative_error(y_of[1], std::vector<double>(ref.y.begin() + me * kTokens * kD,
+                                                         ref.y.begin() + (me + 1) * kTokens * kD)),
+             kFp32Tolerance);
     }
     cx->ops().synchronize();
   });

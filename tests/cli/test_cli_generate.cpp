@@ -88,7 +88,14 @@ class TestCliGenerate : public QObject {
       QCOMPARE(two.json["ranks"].toInt(), 2);
       QCOMPARE(two.json["dispatcher"].toString(), QString(d));
       QCOMPARE(two.json["texts"].toArray(), texts);  // greedy: the same text on any R
+      QCOMPARE(two.json["decode_layout"].toString(), QString("counted"));  // auto on CPU ranks
       QVERIFY(two.json["dispatch_bytes"].toDouble() > 0);
+      QStringList fixed_args = batched(d, 2);
+      fixed_args << "--decode-layout" << "fixed";
+      const Result fixed = run_mok(fixed_args, tmp_.path());
+      QVERIFY2(fixed.exit_code == 0, qPrintable(fixed.err));
+      QCOMPARE(fixed.json["decode_layout"].toString(), QString("fixed"));
+      QCOMPARE(fixed.json["texts"].toArray(), texts);
       payload[i++] = two.json["dispatch_bytes"].toDouble() + two.json["combine_bytes"].toDouble() +
                      two.json["weight_bytes"].toDouble();
     }
@@ -118,6 +125,9 @@ class TestCliGenerate : public QObject {
     QCOMPARE(r.exit_code, 2);
     r = run_mok({"generate", ckpt_, "--comm", "nccl"}, tmp_.path());
     QCOMPARE(r.exit_code, 2);
+    r = run_mok({"generate", ckpt_, "--batch", "2", "--ranks", "2", "--decode-layout", "padded"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("auto, fixed or counted"), qPrintable(r.err));
     r = run_mok({"generate", ckpt_, "--prompt", "x", "--prompts-from-data", "4"}, tmp_.path());
     QCOMPARE(r.exit_code, 2);
     r = run_mok({"generate", ckpt_, "--batch", "2", "--prompts-from-data", "64"}, tmp_.path());  // seq_len 32

@@ -283,6 +283,31 @@ class TestParallelGeneration : public QObject {
     }
   }
 
+  // The fixed decode layout (every row to every rank, nothing counted: what GPU ranks use)
+  // gives the counted layout's tokens and logits bit for bit, for both dispatchers, and moves
+  // what it promises: classic k rows per token to the other rank, MoK one.
+  void fixedDecodeLayoutMatchesCountedBitwise() {
+    for (const char* d : {"classic", "mok"}) {
+      ParallelGenerateOptions o = greedy(2, d);
+      o.decode_layout = "counted";
+      const ParallelGenerateResult counted = generate_parallel(ckpt_, o);
+      o.decode_layout = "fixed";
+      const ParallelGenerateResult fixed = generate_parallel(ckpt_, o);
+      QCOMPARE(counted.decode_layout, std::string("counted"));
+      QCOMPARE(fixed.decode_layout, std::string("fixed"));
+      QCOMPARE(fixed.tokens, counted.tokens);
+      for (int s = 0; s < 4; ++s) {
+        QCOMPARE(fixed.logits[s].size(), counted.logits[s].size());
+        QVERIFY2(std::memcmp(fixed.logits[s].data(), counted.logits[s].data(),
+                             fixed.logits[s].size() * sizeof(float)) == 0,
+                 d);
+      }
+      QVERIFY2(fixed.dispatch_bytes > counted.dispatch_bytes, d);  // the pads move too
+    }
+    // On CPU ranks auto counts (counting costs no wait there).
+    QCOMPARE(generate_parallel(ckpt_, greedy(2, "mok")).decode_layout, std::string("counted"));
+  }
+
   void badSplitIsRefused() {
     ParallelGenerateOptions o = greedy(2, "mok");
     o.batch = 3;
@@ -296,6 +321,15 @@ class TestParallelGeneration : public QObject {
     o.dispatcher = "classic";
     o.prompts_from_data = 33;  // longer than seq_len 32
     QVERIFY(!parallel_generate_problem(cfg, o, 2).empty());
+    o.prompts_from_data = 8;
+    o.decode_layout = "diagonal";
+    QVERIFY(parallel_generate_problem(cfg, o, 2).find("decode layout") != std::string::npos);
+    o.decode_layout = "fixed";
+    QCOMPARE(parallel_generate_problem(cfg, o, 2), std::string());
+    o.dispatcher = "mok";
+    ExperimentConfig always = cfg;
+    always.routing.shadow = "always";
+    QVERIFY(parallel_generate_problem(always, o, 2).find("never shadows") != std::string::npos);
   }
 };
 

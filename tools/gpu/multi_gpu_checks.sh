@@ -15,7 +15,8 @@
 #   5. (part generate) batched greedy decoding (`mok generate`) of a quickstart checkpoint on
 #      one GPU and on two (classic, MoK) in fp32: the same texts as the CPU; then tokens/s of
 #      batched decoding (GEN_BATCH sequences, GEN_TOKENS new tokens each, bf16) of each shape's
-#      checkpoint on one GPU and on two (classic, MoK);
+#      checkpoint on one GPU and on two (classic, MoK; the fixed decode layout, then the counted
+#      one: the same texts, tokens/s side by side);
 #   6. (part profile) each rank's op profile (MOK_OP_PROFILE, core/train/op_profile_window.h) of
 #      PROFILE_VARIANTS on each shape: device ms per op, NCCL calls by purpose, host gaps.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
@@ -228,7 +229,27 @@ for shape in "${SHAPE_LIST[@]}"; do
   gen "gen_${shape}_mok" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok
   gen "gen_${shape}_mok_locality" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --set routing.policy=locality \
     --set routing.locality_margin=0.05
+  # The counted decode layout against the fixed one (auto on GPUs): the same texts, bit for bit.
+  gen "gen_${shape}_classic_counted" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher classic --decode-layout counted
+  gen "gen_${shape}_mok_counted" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --decode-layout counted
 done
+python3 - "$OUT_DIR" "$SHAPES" <<'PY'
+import json, sys
+out, shapes = sys.argv[1], sys.argv[2].split(",")
+def last(name):
+    try:
+        return json.loads(open(f"{out}/{name}.json").read().strip().splitlines()[-1])
+    except Exception:
+        return {}
+print("decode layouts (2 ranks): tokens/s, MB between ranks, the same texts?")
+for shape in shapes:
+    for d in ("classic", "mok"):
+        f, c = last(f"gen_{shape}_{d}"), last(f"gen_{shape}_{d}_counted")
+        same = f.get("texts") is not None and f.get("texts") == c.get("texts")
+        print(f"  {shape} {d}: {f.get('decode_layout')} {f.get('tokens_per_s', 0):.0f} tok/s "
+              f"{f.get('remote_bytes', 0) / 1e6:.1f} MB | {c.get('decode_layout')} {c.get('tokens_per_s', 0):.0f} tok/s "
+              f"{c.get('remote_bytes', 0) / 1e6:.1f} MB | texts {'same' if same else 'DIFFERENT'}")
+PY
 fi
 
 if want profile; then

@@ -1,0 +1,90 @@
+#include "core/parallel/fixed_row_exchange.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/backend/exec_context.h"
+
+MOK_NN_BEGIN
+
+PairOrder sort_pairs_pads_last(Ops& ops, Tensor& entry, int experts) {
+  ops.replace_negative(entry, experts);
+  PairOrder all = ops.sort_pairs(entry, experts + 1, 0, /*all_routed=*/true);
+  ops.unroute_group(entry, experts, all.row_of_pair);
+  PairOrder out;
+  out.order = std::move(all.order);
+  out.row_of_pair = std::move(all.row_of_pair);
+  out.segments = all.segments.leading(experts);
+  out.load = all.load.view(0, {static_cast<int64_t>(experts)});
+  return out;
+}
+
+void check_fixed_layout_bank(const ExpertPlacement& placement, int rank, const ExpertBank& bank) {
+  for (int q = 0; q < placement.ranks(); ++q) {
+    const std::vector<int>& on = placement.experts_on(q);
+    if (!std::is_sorted(on.begin(), on.end()))
+      throw std::logic_error("fixed row exchange: rank " + std::to_string(q) + "'s experts are not listed ascending (" +
+                             placement.describe() + ")");
+  }
+  if (!bank.grouped || bank.size() != placement.experts())
+    throw std::logic_error("fixed row exchange: needs this rank's experts stacked");
+  for (int e = 0; e < placement.experts(); ++e)
+    if ((bank.experts[e] != nullptr) != (placement.owner(e) == rank))
+      throw std::logic_error("fixed row exchange: rank " + std::to_string(rank) + (bank.experts[e] ? " holds" : " lacks") +
+                             " expert " + std::to_string(e) + ", placed on rank " +
+                             std::to_string(placement.owner(e)));
+}
+
+Tensor exchange_fixed_rows(DataPlane& plane, const ExpertPlacement& placement, const Tensor& x, int x_div,
+                           const ShipRows& ship, int entries, bool gated, ExpertBank& bank) {
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  const int R = plane.size(), me = plane.rank();
+  const int64_t d = x.dim(1);
+  if (static_cast<int>(ship.rows.size()) != R)
+    throw std::invalid_argument("exchange_fixed_rows: rows for " + std::to_string(ship.rows.size()) + " ranks, not " +
+                                std::to_string(R));
+  const int64_t units = ship.rows[0];
+  for (int64_t r : ship.rows)
+    if (r != units) throw std::invalid_argument("exchange_fixed_rows: ship rows differ between ranks (not every_row)");
+  const int L = static_cast<int>(placement.experts_on(me).size());
+  if (!bank.grouped || bank.grouped->groups() != L)
+    throw std::logic_error("exchange_fixed_rows: the stack holds " +
+                           std::to_string(bank.grouped ? bank.grouped->groups() : 0) + " experts, rank " +
+                           std::to_string(me) + " owns " + std::to_string(L));
+  const std::vector<int64_t> rows(static_cast<size_t>(R), units);  // to and from every rank
+  const int64_t total = units * R;
+
+  // Entries (and gates) first: they are what the destination sorts by.
+  Tensor recv_entry = cx.empty({total, entries}, DType::i32);
+  plane.all_to_all_rows(ship.entry, rows, recv_entry, rows, CommPurpose::control);
+  Tensor recv_gate;
+  if (gated) {
+    recv_gate = cx.empty({total, entries}, kRealDType);
+    plane.all_to_all_rows(ship.gate, rows, recv_gate, rows, CommPurpose::control);
+  }
+  Tensor send_x = cx.activation({total, d});
+  if (total) ops.gather_rows(x, ship.token, x_div, send_x);
+  Tensor recv_x = cx.activation({total, d});
+  plane.all_to_all_rows(send_x, rows, recv_x, rows, CommPurpose::dispatch);
+  send_x.reset();
+
+  // The local experts on the entries naming them; the pads' rows ride along, uncomputed.
+  PairOrder sorted = sort_pairs_pads_last(ops, recv_entry, L);
+  const int64_t pairs = total * entries;
+  Tensor xe = cx.activation({pairs, d});
+  if (pairs) ops.gather_rows(recv_x, sorted.order, entries, xe);
+  recv_x.reset();
+  Tensor ye = bank.grouped->forward(std::move(xe), sorted.segments, /*keep=*/false);
+  Tensor back = cx.activation({total, d});
+  if (total) ops.combine_pairs(ye, sorted.row_of_pair, gated ? &recv_gate : nullptr, total, entries, back);
+  ye.reset();
+
+  Tensor results = cx.activation({total, d});
+  plane.all_to_all_rows(back, rows, results, rows, CommPurpose::combine);
+  return results;
+}
+
+MOK_NN_END
