@@ -152,21 +152,13 @@ Tensor ClassicDispatcher::forward_fixed(const Tensor& x, const RoutingDecision& 
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int R = plane_.size(), me = plane_.rank();
-  const int E = placement_.experts();
   const int64_t n = x.dim(0);
   const int k = r.k;
   check_fixed_layout_bank(placement_, me, bank);
-  if (fixed_dest_.empty()) {
-    std::vector<int32_t> dest(static_cast<size_t>(E)), local(static_cast<size_t>(E));
-    for (int e = 0; e < E; ++e) {
-      dest[e] = placement_.owner(e);
-      local[e] = placement_.local_index(e);
-    }
-    fixed_dest_ = upload_i32(dest);
-    fixed_local_ = upload_i32(local);
-  }
+  if (fixed_tables_.owner.empty()) fixed_tables_ = upload_expert_destinations(placement_);
   // The routing's n·k pairs as units of one slot each (unit p carries row p / k of x).
-  const ShipRows ship = ops.ship_rows(r.expert, r.gate, fixed_dest_, fixed_local_, 1, R, /*every_row=*/true);
+  const ShipRows ship =
+      ops.ship_rows(r.expert, r.gate, fixed_tables_.owner, fixed_tables_.local_index, 1, R, /*every_row=*/true);
   Tensor results = exchange_fixed_rows(plane_, placement_, x, k, ship, 1, /*gated=*/false, bank);
   // Pair p's output is the row of its owner's block: where its head_pair points.
   Tensor row_of_pair = cx.empty({n * k}, DType::i32);

@@ -34,6 +34,7 @@
 #include "core/parallel/communicator.h"
 #include "core/parallel/data_plane.h"
 #include "core/parallel/expert_placement.h"
+#include "core/parallel/fixed_row_exchange.h"
 #include "core/parallel/row_moves.h"
 #include "core/model/expert_dispatcher.h"
 #include "core/real.h"
@@ -95,7 +96,7 @@ class ClassicDispatcher final : public ExpertDispatcher {
   bool kept_ = false;
 
   int64_t fixed_layout_max_rows_ = 0;
-  Tensor fixed_dest_, fixed_local_;  // every expert's owner and local index, on the device (made once)
+  ExpertDestinations fixed_tables_;  // the fixed layout's ship_rows tables (made once)
 };
 
 MOK_NN_END

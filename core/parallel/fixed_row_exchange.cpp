@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/backend/exec_context.h"
+#include "core/parallel/row_moves.h"
 
 MOK_NN_BEGIN
 
@@ -19,6 +20,16 @@ PairOrder sort_pairs_pads_last(Ops& ops, Tensor& entry, int experts) {
   out.segments = all.segments.leading(experts);
   out.load = all.load.view(0, {static_cast<int64_t>(experts)});
   return out;
+}
+
+ExpertDestinations upload_expert_destinations(const ExpertPlacement& placement) {
+  const int E = placement.experts();
+  std::vector<int32_t> owner(static_cast<size_t>(E)), local(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e) {
+    owner[e] = placement.owner(e);
+    local[e] = placement.local_index(e);
+  }
+  return {upload_i32(owner), upload_i32(local)};
 }
 
 void check_fixed_layout_bank(const ExpertPlacement& placement, int rank, const ExpertBank& bank) {

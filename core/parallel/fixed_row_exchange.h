@@ -41,6 +41,13 @@ MOK_NN_BEGIN
 // last) and segments are the experts' only (RowSegments::leading) over all m rows.
 PairOrder sort_pairs_pads_last(Ops& ops, Tensor& entry, int experts);
 
+// Every expert's owner and its index there (E i32 each), on the current device: the
+// destination tables of Ops::ship_rows in the fixed layout (a dispatcher makes them once).
+struct ExpertDestinations {
+  Tensor owner, local_index;
+};
+ExpertDestinations upload_expert_destinations(const ExpertPlacement& placement);
+
 // Throws std::logic_error unless the fixed layout can run here: every rank's experts listed
 // ascending and this rank holding exactly its own, stacked.
 void check_fixed_layout_bank(const ExpertPlacement& placement, int rank, const ExpertBank& bank);

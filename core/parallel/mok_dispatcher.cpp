@@ -922,8 +922,8 @@ void MokDispatcher::finish_log(const CommStats& before, bool complete) {
   // backward) and for every pair other ranks route to its experts (result back; dx in
   // backward).
   const int64_t passes = complete && log_.training ? 2 : 1;
-  // The fixed layout (never kept): classic's sends every pair to every other rank, and the
-  // same rows back.
+  // The fixed layout (never kept): classic's fixed layout sends every pair to every other
+  // rank, and the same rows back.
   const int64_t classic_rows = log_.fixed_layout ? 2 * (comm_.size() - 1) * n_ * k_
                                                  : passes * (log_.shipped_pairs + log_.shadow_pairs + classic_in_pairs_);
   log_.classic_bytes = classic_rows * row_bytes_;

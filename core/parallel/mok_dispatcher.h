@@ -72,6 +72,7 @@
 #include "core/parallel/communicator.h"
 #include "core/parallel/data_plane.h"
 #include "core/parallel/expert_placement.h"
+#include "core/parallel/fixed_row_exchange.h"
 #include "core/parallel/mok_cost_model.h"
 #include "core/parallel/mok_step_log.h"
 #include "core/model/expert_dispatcher.h"
@@ -228,8 +229,7 @@ class MokDispatcher final : public ExpertDispatcher {
   Tensor row_of_group_;         // (n·k) i32: results row of each group's first slot, −1 elsewhere
   int64_t shadow_rows_ = 0;
 
-  // The fixed layout: every expert's owner and local index, on the device (made once).
-  Tensor fixed_dest_, fixed_local_;
+  ExpertDestinations fixed_tables_;  // the fixed layout's ship_rows tables (made once)
 };
 
 // Rows this rank would ship per remote expert: a token shipped to a rank once for its m

@@ -14,22 +14,14 @@ Tensor MokDispatcher::forward_fixed(const Tensor& x, const RoutingDecision& r, E
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int R = comm_.size(), me = comm_.rank();
-  const int E = placement_.experts();
   const int64_t n = x.dim(0);
   const int k = r.k;
   check_fixed_layout_bank(placement_, me, bank);
-  if (fixed_dest_.empty()) {
-    std::vector<int32_t> dest(static_cast<size_t>(E)), local(static_cast<size_t>(E));
-    for (int e = 0; e < E; ++e) {
-      dest[e] = placement_.owner(e);
-      local[e] = placement_.local_index(e);
-    }
-    fixed_dest_ = upload_i32(dest);
-    fixed_local_ = upload_i32(local);
-  }
+  if (fixed_tables_.owner.empty()) fixed_tables_ = upload_expert_destinations(placement_);
 
   // Every token to every rank, its entries there gated by the destination, one row back each.
-  const ShipRows ship = ops.ship_rows(r.expert, r.gate, fixed_dest_, fixed_local_, k, R, /*every_row=*/true);
+  const ShipRows ship =
+      ops.ship_rows(r.expert, r.gate, fixed_tables_.owner, fixed_tables_.local_index, k, R, /*every_row=*/true);
   Tensor results = exchange_fixed_rows(plane_, placement_, x, 1, ship, k, /*gated=*/true, bank);
 
   // y[t]: the token's rows summed in the order of each rank's first slot (ranks without
