@@ -37,20 +37,20 @@ case "$mode" in
     else
       # Everything that reads what a user or a disk hands over (configs, overrides,
       # checkpoints, tokenizers, corpora, the run store and imports), training runs start to end (two
-      # threads, the MoK dispatcher), stop and resume, the fuzz targets. Left out:
+      # threads, the MoK dispatcher, the fixed row exchange), stop and resume, the fuzz targets. Left out:
       # test_cli_interrupt, whose long steps take 4 minutes under ASan (19 s without).
       suites=(fuzz_config_yaml fuzz_config_override fuzz_safetensors fuzz_trainer_state fuzz_tokenizer_text
               fuzz_corpus_text fuzz_run_store test_run_import test_config test_config_bad_input test_checkpoint test_checkpoint_integrity
               test_checkpoint_safetensors test_tokenizer test_data_corpus test_data_batches test_store
               test_store_safety test_train test_step_cancellation test_resume_branch test_memory_fit
-              test_slow_step_notice test_thread_pool test_kitten_policy test_mok_dispatcher test_cli_train
-              test_cli_config test_cli_resume test_cli_nan_weights)
+              test_slow_step_notice test_thread_pool test_kitten_policy test_mok_dispatcher test_fixed_row_exchange
+              test_cli_train test_cli_config test_cli_resume test_cli_nan_weights)
       targets=(mok "${suites[@]}")
       default_tests="$(selected_tests "${suites[@]}")"
     fi ;;
   thread)
     # The suites whose code runs on several threads; only these are built. The thread pool
-    # (parallel.threads 2), rank threads and the communicators and their rendezvous, the MoK dispatcher's
+    # (parallel.threads 2), rank threads and the communicators and their rendezvous, the dispatchers'
     # communication worker, the store's background metric writer (every training run), the
     # trainer's pause and stop from another thread, and `mok train` itself. Left out:
     # test_cli_interrupt, whose long steps pass Qt Test's 5-minute limit under TSan (28 s
@@ -60,7 +60,7 @@ case "$mode" in
     # of a threaded process (test_store runs the background metric writer).
     sanitizers="thread"; build="${MOK_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
     targets=(test_thread_pool test_communicator test_comm_worker test_rank_rendezvous test_data_plane test_parallel_train
-             test_parallel_generation test_mok_training test_mok_dispatcher test_locality_loss_train
+             test_parallel_generation test_mok_training test_mok_dispatcher test_fixed_row_exchange test_locality_loss_train
              test_model_determinism test_step_cancellation test_slow_step_notice test_train
              test_resume_branch test_store test_store_checkpoint_commit test_cli_train
              test_cli_kill_random mok)
