@@ -501,6 +501,9 @@ void CpuOps::replace_negative(Tensor& entry, int32_t pad) {
 }
 
 void CpuOps::unroute_group(const Tensor& entry, int32_t group, Tensor& row_of_pair) {
+  if (row_of_pair.numel() != entry.numel())
+    throw std::invalid_argument("unroute_group: " + std::to_string(row_of_pair.numel()) + " rows for " +
+                                std::to_string(entry.numel()) + " entries");
   const int32_t* e = entry.data_as<int32_t>();
   int32_t* row = row_of_pair.data_as<int32_t>();
   for (int64_t i = 0; i < entry.numel(); ++i)
