@@ -186,7 +186,9 @@ int generate_batched(const std::string& dir, ParallelGenerateOptions po, const s
   std::printf("%d sequences x %d new tokens on %d rank%s%s: %.1f tokens/s (decode %.3f s, prefill %.3f s), "
               "remote %lld bytes (dispatch %lld, combine %lld, weights %lld), modeled link %.3f ms",
               r.batch, r.batch ? static_cast<int>(r.new_tokens / r.batch) : 0, r.ranks, r.ranks == 1 ? "" : "s",
-              (" (" + r.dispatcher + " dispatch)").c_str(), r.tokens_per_s, r.decode_s, r.prefill_s,
+              (" (" + r.dispatcher + " dispatch" + (r.decode_layout.empty() ? "" : ", " + r.decode_layout + " layout") +
+               ")").c_str(),
+              r.tokens_per_s, r.decode_s, r.prefill_s,
               static_cast<long long>(r.remote_bytes), static_cast<long long>(r.dispatch_bytes),
               static_cast<long long>(r.combine_bytes), static_cast<long long>(r.weight_bytes), r.modeled_ms);
   if (r.dispatcher == "mok")

@@ -109,6 +109,7 @@ class TestCliGenerate : public QObject {
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     QCOMPARE(r.out.trimmed().count('\n'), 0);
     QVERIFY2(r.out.contains("tokens/s") && r.out.contains("2 ranks"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("counted layout"), qPrintable(r.out));  // which decode layout ran
     const Result texts = run_mok({"generate", ckpt_, "--batch", "2", "--tokens", "4", "--prompt", "The jury"}, tmp_.path());
     QCOMPARE(texts.exit_code, 0);
     QCOMPARE(texts.out.count("The jury"), 2);
