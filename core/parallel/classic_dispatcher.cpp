@@ -145,28 +145,12 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   return y;
 }
 
-// The fixed layout: every (token, slot) pair is a unit with one entry, its expert's local index
-// on the owner and a pad elsewhere; the owner returns each pair's plain expert output and the
-// source combines them with the gates, as the counted forward does (so the same bits).
+// The fixed layout (fixed_layout_forward): a row per pair to every rank, plain outputs back,
+// combined here with the gates as the counted forward does (so the same bits).
 Tensor ClassicDispatcher::forward_fixed(const Tensor& x, const RoutingDecision& r, ExpertBank& bank) {
-  const ExecContext& cx = ExecContext::current();
-  Ops& ops = cx.ops();
-  const int R = plane_.size(), me = plane_.rank();
+  Tensor y = fixed_layout_forward(plane_, placement_, fixed_tables_, x, r, bank, /*per_token=*/false);
   const int64_t n = x.dim(0);
   const int k = r.k;
-  check_fixed_layout_bank(placement_, me, bank);
-  if (fixed_tables_.owner.empty()) fixed_tables_ = upload_expert_destinations(placement_);
-  // The routing's n·k pairs as units of one slot each (unit p carries row p / k of x).
-  const ShipRows ship =
-      ops.ship_rows(r.expert, r.gate, fixed_tables_.owner, fixed_tables_.local_index, 1, R, /*every_row=*/true);
-  Tensor results = exchange_fixed_rows(plane_, placement_, x, k, ship, 1, /*gated=*/false, bank);
-  // Pair p's output is the row of its owner's block: where its head_pair points.
-  Tensor row_of_pair = cx.empty({n * k}, DType::i32);
-  cx.allocator().memset(row_of_pair.raw(), 0xff, row_of_pair.bytes());  // −1: dropped pairs
-  ops.scatter_positions(ship.head_pair, 0, row_of_pair);
-  Tensor y = cx.activation({n, x.dim(1)});
-  ops.combine_pairs(results, row_of_pair, &r.gate, n, k, y);
-
   counts_ = DispatchCounts{};
   counts_.fixed_layout = true;
   counts_.pairs = n * k - r.dropped;

@@ -98,4 +98,28 @@ Tensor exchange_fixed_rows(DataPlane& plane, const ExpertPlacement& placement, c
   return results;
 }
 
+Tensor fixed_layout_forward(DataPlane& plane, const ExpertPlacement& placement, ExpertDestinations& tables,
+                            const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool per_token) {
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  const int64_t n = x.dim(0);
+  const int k = r.k;
+  check_fixed_layout_bank(placement, plane.rank(), bank);
+  if (tables.owner.empty()) tables = upload_expert_destinations(placement);
+  // Units: tokens with k slots each, or the n·k pairs as units of one slot (row p / k of x).
+  const int unit_slots = per_token ? k : 1;
+  const ShipRows ship =
+      ops.ship_rows(r.expert, r.gate, tables.owner, tables.local_index, unit_slots, plane.size(), /*every_row=*/true);
+  const Tensor results =
+      exchange_fixed_rows(plane, placement, x, per_token ? 1 : k, ship, unit_slots, /*gated=*/per_token, bank);
+  // Where each unit's first slot on a rank finds that rank's row: a token's group (MoK), a
+  // pair's output (classic); −1 for slots of no row (dropped, or not a group's first).
+  Tensor row_of_slot = cx.empty({n * k}, DType::i32);
+  cx.allocator().memset(row_of_slot.raw(), 0xff, row_of_slot.bytes());  // −1
+  ops.scatter_positions(ship.head_pair, 0, row_of_slot);
+  Tensor y = cx.activation({n, x.dim(1)});
+  ops.combine_pairs(results, row_of_slot, per_token ? nullptr : &r.gate, n, k, y);
+  return y;
+}
+
 MOK_NN_END

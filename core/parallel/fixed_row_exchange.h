@@ -32,6 +32,7 @@
 #include "core/model/expert_bank.h"
 #include "core/parallel/data_plane.h"
 #include "core/parallel/expert_placement.h"
+#include "core/routing/routing_decision.h"
 
 MOK_NN_BEGIN
 
@@ -51,6 +52,17 @@ ExpertDestinations upload_expert_destinations(const ExpertPlacement& placement);
 // Throws std::logic_error unless the fixed layout can run here: every rank's experts listed
 // ascending and this rank holding exactly its own, stacked.
 void check_fixed_layout_bank(const ExpertPlacement& placement, int rank, const ExpertBank& bank);
+
+// A dispatcher's whole forward in the fixed layout: y (n, d) for the routing `r` of x (n, d).
+//   per_token (MokDispatcher): a unit per token with its k entries on the destination, which
+//     gates them; y[t] sums the token's rows in the order of each rank's first slot, as the
+//     counted MoK plan sums its groups.
+//   otherwise (ClassicDispatcher): a unit per (token, slot) pair with one entry; the owner
+//     returns the plain expert output and y[t] = Σ_s gate(t,s) · out(t,s), slots in order, as
+//     the counted classic forward combines.
+// Checks the bank (check_fixed_layout_bank) and makes `tables` on first use.
+Tensor fixed_layout_forward(DataPlane& plane, const ExpertPlacement& placement, ExpertDestinations& tables,
+                            const Tensor& x, const RoutingDecision& r, ExpertBank& bank, bool per_token);
 
 // The exchange above. x (n, d): the layer's rows; ship: Ops::ship_rows(…, every_row = true)
 // with `entries` entries per row, rows[q] = units for every q; ship.token[i] / x_div is the
