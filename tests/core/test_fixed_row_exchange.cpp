@@ -31,39 +31,13 @@ namespace {
 constexpr int kE = 6, kK = 3;
 constexpr int64_t kD = 16, kF = 24, kN = 60;  // tokens in the global batch
 
-Tensor i32(const std::vector<int32_t>& v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i32, cpu_allocator());
-  std::copy(v.begin(), v.end(), t.data_as<int32_t>());
-  return t;
-}
-
-std::vector<int32_t> values(const Tensor& t) {
-  return std::vector<int32_t>(t.data_as<int32_t>(), t.data_as<int32_t>() + t.numel());
-}
+using test::i32_values;
+Tensor i32(const std::vector<int32_t>& v) { return test::i32_tensor(v); }
 
 // Distinct experts per token, descending gates; the last slot of every 7th token dropped.
 RoutingDecision make_routing(int64_t t0, int64_t t1) {
-  std::vector<int32_t> ex;
-  std::vector<real> gt;
-  for (int64_t t = t0; t < t1; ++t) {
-    int chosen[kK];
-    for (int s = 0; s < kK; ++s) {
-      int e = static_cast<int>(counter_bits(9, 20 + s, t) % kE);
-      for (bool clash = true; clash;) {
-        clash = false;
-        for (int q = 0; q < s; ++q) clash |= chosen[q] == e;
-        if (clash) e = (e + 1) % kE;
-      }
-      chosen[s] = e;
-    }
-    const double a = 0.4 + 0.3 * counter_uniform(9, 3, t), b = (1.0 - a) * 0.6;
-    const double g[kK] = {a, b, 1.0 - a - b};
-    for (int s = 0; s < kK; ++s) {
-      ex.push_back(s == kK - 1 && t % 7 == 0 ? -1 : chosen[s]);
-      gt.push_back(static_cast<real>(g[s]));
-    }
-  }
-  return routing_decision_from(ex, gt, kK, kE);
+  static_assert(kK == 3, "test::top3_routing");
+  return test::top3_routing(kE, t0, t1, 9, 20, [](int64_t t, int s) { return s == kK - 1 && t % 7 == 0; });
 }
 
 // The rank's own experts, stacked (expert e seeded as in test::make_expert_bank).
@@ -147,23 +121,23 @@ class TestFixedRowExchange : public QObject {
     for (int i = 0; i < 8; ++i) gate.data()[i] = static_cast<real>(i + 1);
     const ShipRows s = ops.ship_rows(i32(expert), gate, i32({0, 0, 1, 1}), i32({0, 1, 0, 1}), 2, 2, true);
     QCOMPARE(s.rows, (std::vector<int64_t>{4, 4}));
-    QCOMPARE(values(s.token), (std::vector<int32_t>{0, 1, 2, 3, 0, 1, 2, 3}));
+    QCOMPARE(i32_values(s.token), (std::vector<int32_t>{0, 1, 2, 3, 0, 1, 2, 3}));
     // Token 1 has nothing on rank 0, token 2 nothing on rank 1: rows of pads.
-    QCOMPARE(values(s.head_pair), (std::vector<int32_t>{0, -1, 4, 7, 1, 2, -1, 6}));
-    QCOMPARE(values(s.entry), (std::vector<int32_t>{0, -1, -1, -1, 1, -1, 0, -1,  //
+    QCOMPARE(i32_values(s.head_pair), (std::vector<int32_t>{0, -1, 4, 7, 1, 2, -1, 6}));
+    QCOMPARE(i32_values(s.entry), (std::vector<int32_t>{0, -1, -1, -1, 1, -1, 0, -1,  //
                                                     0, -1, 1, 0, -1, -1, 1, -1}));
     // The same rows as the counted call, where both have one.
     const ShipRows counted = ops.ship_rows(i32(expert), gate, i32({0, 0, 1, 1}), i32({0, 1, 0, 1}), 2, 2);
     QCOMPARE(counted.rows, (std::vector<int64_t>{3, 3}));
-    QCOMPARE(values(counted.head_pair), (std::vector<int32_t>{0, 4, 7, 1, 2, 6}));
+    QCOMPARE(i32_values(counted.head_pair), (std::vector<int32_t>{0, 4, 7, 1, 2, 6}));
   }
 
   void padsSortAfterEveryExpertAndStayUnrouted() {
     Ops& ops = cpu_context().ops();
     Tensor entry = i32({1, -1, 0, 1, -1, 0, -1, 1});
     const PairOrder o = sort_pairs_pads_last(ops, entry, 2);
-    QCOMPARE(values(o.order), (std::vector<int32_t>{2, 5, 0, 3, 7, 1, 4, 6}));
-    QCOMPARE(values(o.row_of_pair), (std::vector<int32_t>{2, -1, 0, 3, -1, 1, -1, 4}));
+    QCOMPARE(i32_values(o.order), (std::vector<int32_t>{2, 5, 0, 3, 7, 1, 4, 6}));
+    QCOMPARE(i32_values(o.row_of_pair), (std::vector<int32_t>{2, -1, 0, 3, -1, 1, -1, 4}));
     QCOMPARE(o.segments.groups(), 2);
     QCOMPARE(o.segments.rows(), int64_t{8});  // the matrix's rows: the pads' ride along
     QVERIFY(o.segments.bounded());

@@ -58,28 +58,9 @@ ExpertBank make_bank(int64_t f) { return test::make_expert_bank(kE, kD, f); }
 
 // Distinct experts per token, descending gates summing to 1; some pairs dropped.
 RoutingDecision make_routing(int64_t t0, int64_t t1) {
-  std::vector<int32_t> ex;
-  std::vector<real> gt;
-  for (int64_t t = t0; t < t1; ++t) {
-    int chosen[kK];
-    for (int s = 0; s < kK; ++s) {
-      int e = static_cast<int>(counter_bits(5, 10 + s, t) % kE);
-      for (bool clash = true; clash;) {
-        clash = false;
-        for (int q = 0; q < s; ++q) clash |= chosen[q] == e;
-        if (clash) e = (e + 1) % kE;
-      }
-      chosen[s] = e;
-    }
-    const double a = 0.4 + 0.3 * counter_uniform(5, 3, t), b = (1.0 - a) * 0.6;
-    const double g[kK] = {a, b, 1.0 - a - b};
-    for (int s = 0; s < kK; ++s) {
-      const bool drop = s > 0 && counter_bits(5, 4 + s, t) % 9 == 0;
-      ex.push_back(drop ? -1 : chosen[s]);
-      gt.push_back(static_cast<real>(g[s]));
-    }
-  }
-  return routing_decision_from(ex, gt, kK, kE);
+  static_assert(kK == 3, "test::top3_routing");
+  return test::top3_routing(kE, t0, t1, 5, 10,
+                            [](int64_t t, int s) { return s > 0 && counter_bits(5, 4 + s, t) % 9 == 0; });
 }
 
 Tensor rows(uint64_t stream, int64_t t0, int64_t t1) { return test::token_rows(stream, t0, t1, kD); }

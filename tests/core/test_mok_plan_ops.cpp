@@ -7,20 +7,14 @@
 
 #include "core/backend/exec_context.h"
 #include "core/backend/ops.h"
+#include "support/dispatch_fixture.h"
 
 using namespace mok;
 
 namespace {
 
-Tensor i32(const std::vector<int32_t>& v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i32, cpu_allocator());
-  std::copy(v.begin(), v.end(), t.data_as<int32_t>());
-  return t;
-}
-
-std::vector<int32_t> values(const Tensor& t) {
-  return std::vector<int32_t>(t.data_as<int32_t>(), t.data_as<int32_t>() + t.numel());
-}
+Tensor i32(const std::vector<int32_t>& v) { return test::i32_tensor(v); }
+std::vector<int32_t> values(const Tensor& t) { return test::i32_values(t); }
 
 //           token:  0      1      2       3
 const std::vector<int32_t> kExpert = {0, 2, 3, 2, 1, -1, 3, 0};

@@ -1,6 +1,6 @@
 #pragma once
 // What the expert-parallel dispatcher tests share: a bank of SwiGLU experts with fixed
-// seeds, token rows drawn from a counter RNG (a function of the global token index, so every
+// seeds, a top-3 routing and token rows drawn from a counter RNG (a function of the global token index, so every
 // rank can draw its own shard), an expert's weight gradients as one vector, and the two
 // comparisons the tests make (relative difference, bitwise equality).
 
@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/model/expert_dispatcher.h"
+#include "core/backend/exec_context.h"
+#include "core/routing/routing_decision.h"
 #include "core/model/swiglu_mlp.h"
 #include "core/util/counter_rng.h"
 
@@ -23,6 +25,48 @@ inline ExpertBank make_expert_bank(int experts, int64_t d, int64_t f) {
   std::vector<GroupedSwiGlu::ExpertSpec> specs;
   for (int e = 0; e < experts; ++e) specs.push_back({"moe.expert" + std::to_string(e), static_cast<uint64_t>(100 + e)});
   return make_stacked_expert_bank(specs, {}, d, f, 0.3, 0.3, 0, "moe.expert");
+}
+
+// Tokens t0 … t1 − 1 of the global batch routed to 3 distinct experts of `experts` each
+// (expert of slot s drawn from counter_bits(seed, expert_stream + s, t), clashes moved to the
+// next expert), gates descending and summing to 1 (a from counter_uniform(seed, 3, t) in
+// [0.4, 0.7], then 60 % of the rest, then the rest); pair (t, s) is dropped (−1) where
+// dropped(t, s). A function of the global token index, so every rank can draw its own shard.
+template <class Dropped>
+RoutingDecision top3_routing(int experts, int64_t t0, int64_t t1, uint64_t seed, uint64_t expert_stream,
+                             Dropped dropped) {
+  constexpr int k = 3;
+  std::vector<int32_t> ex;
+  std::vector<real> gt;
+  for (int64_t t = t0; t < t1; ++t) {
+    int chosen[k];
+    for (int s = 0; s < k; ++s) {
+      int e = static_cast<int>(counter_bits(seed, expert_stream + s, t) % experts);
+      for (bool clash = true; clash;) {
+        clash = false;
+        for (int q = 0; q < s; ++q) clash |= chosen[q] == e;
+        if (clash) e = (e + 1) % experts;
+      }
+      chosen[s] = e;
+    }
+    const double a = 0.4 + 0.3 * counter_uniform(seed, 3, t), b = (1.0 - a) * 0.6;
+    const double g[k] = {a, b, 1.0 - a - b};
+    for (int s = 0; s < k; ++s) {
+      ex.push_back(dropped(t, s) ? -1 : chosen[s]);
+      gt.push_back(static_cast<real>(g[s]));
+    }
+  }
+  return routing_decision_from(ex, gt, k, experts);
+}
+
+// A host i32 tensor of `v`, and an i32 tensor's values.
+inline Tensor i32_tensor(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i32, cpu_allocator());
+  std::copy(v.begin(), v.end(), t.data_as<int32_t>());
+  return t;
+}
+inline std::vector<int32_t> i32_values(const Tensor& t) {
+  return std::vector<int32_t>(t.data_as<int32_t>(), t.data_as<int32_t>() + t.numel());
 }
 
 // Rows t0 … t1 − 1 of the global (tokens, d) matrix of normal values of `stream`.
