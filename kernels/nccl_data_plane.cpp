@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <numeric>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -112,30 +114,48 @@ class NcclDataPlane final : public mok::DataPlane {
  protected:
   void exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                 std::span<const int64_t> recv_bytes, mok::CommPurpose purpose) override {
+    const ByteMove move{send, {send_bytes.begin(), send_bytes.end()}, recv, {recv_bytes.begin(), recv_bytes.end()},
+                        purpose};
+    exchange_group({&move, 1});
+  }
+
+  // Every move's own block by a device copy, then one NCCL group of every move's sends and
+  // receives: a launch and a latency for the lot.
+  void exchange_group(std::span<const ByteMove> moves) override {
     const int R = size(), me = rank();
     const cudaStream_t stream = ops_->stream();
     const ncclComm_t comm = live_comm();
-    const auto profiled = profile("nccl_all_to_all", purpose);
+    // The profile names the group by its largest move's purpose (the rows, not their entries).
+    auto sent = [](const ByteMove& m) { return std::accumulate(m.send_bytes.begin(), m.send_bytes.end(), int64_t{0}); };
+    const ByteMove* heaviest = &moves[0];
+    for (const ByteMove& m : moves)
+      if (sent(m) > sent(*heaviest)) heaviest = &m;
+    const auto profiled = profile(moves.size() > 1 ? "nccl_all_to_all_group" : "nccl_all_to_all", heaviest->purpose);
     const auto timed = timer_.scope();
-    std::vector<int64_t> soff(R + 1, 0), roff(R + 1, 0);
-    for (int p = 0; p < R; ++p) {
-      soff[p + 1] = soff[p] + send_bytes[p];
-      roff[p + 1] = roff[p] + recv_bytes[p];
+    std::vector<std::vector<int64_t>> soff(moves.size()), roff(moves.size());
+    for (size_t i = 0; i < moves.size(); ++i) {
+      const ByteMove& m = moves[i];
+      soff[i].assign(R + 1, 0);
+      roff[i].assign(R + 1, 0);
+      for (int p = 0; p < R; ++p) {
+        soff[i][p + 1] = soff[i][p] + m.send_bytes[p];
+        roff[i][p + 1] = roff[i][p] + m.recv_bytes[p];
+      }
+      if (m.send_bytes[me])
+        MOK_CUDA_CHECK(cudaMemcpyAsync(m.recv + roff[i][me], m.send + soff[i][me], m.send_bytes[me],
+                                       cudaMemcpyDeviceToDevice, stream));
     }
-    if (send_bytes[me] != recv_bytes[me])
-      throw std::logic_error("DataPlane: the own block is " + std::to_string(send_bytes[me]) + " bytes to send but " +
-                             std::to_string(recv_bytes[me]) + " to receive");
-    if (send_bytes[me])
-      MOK_CUDA_CHECK(cudaMemcpyAsync(recv + roff[me], send + soff[me], send_bytes[me], cudaMemcpyDeviceToDevice,
-                                     stream));
     MOK_NCCL_CHECK(ncclGroupStart());
-    for (int p = 0; p < R; ++p) {
-      if (p == me) continue;
-      if (send_bytes[p]) MOK_NCCL_CHECK(ncclSend(send + soff[p], send_bytes[p], ncclUint8, p, comm, stream));
-      if (recv_bytes[p]) MOK_NCCL_CHECK(ncclRecv(recv + roff[p], recv_bytes[p], ncclUint8, p, comm, stream));
+    for (size_t i = 0; i < moves.size(); ++i) {
+      const ByteMove& m = moves[i];
+      for (int p = 0; p < R; ++p) {
+        if (p == me) continue;
+        if (m.send_bytes[p]) MOK_NCCL_CHECK(ncclSend(m.send + soff[i][p], m.send_bytes[p], ncclUint8, p, comm, stream));
+        if (m.recv_bytes[p]) MOK_NCCL_CHECK(ncclRecv(m.recv + roff[i][p], m.recv_bytes[p], ncclUint8, p, comm, stream));
+      }
     }
     MOK_NCCL_CHECK(ncclGroupEnd());
-    control().count_transfer(send_bytes, recv_bytes, purpose, 0.0);
+    for (const ByteMove& m : moves) control().count_transfer(m.send_bytes, m.recv_bytes, m.purpose, 0.0);
   }
 
  private:

@@ -8,6 +8,7 @@
 // host never waits for them:
 //   all_to_all_rows   one NCCL group of send/recv pairs, one per peer with a non-empty
 //                     message; the own block is a device-to-device copy
+//   all_to_all_rows_group  every move's pairs in one NCCL group (own blocks copied first)
 //   all_reduce_sum    reduce-scatter by send/recv into an (R, chunk) buffer, the owner adds
 //                     the copies in rank order (kernels/rank_order_all_reduce.h), all-gather by
 //                     send/recv: NCCL's own all-reduce chooses its summation order by

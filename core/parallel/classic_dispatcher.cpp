@@ -96,23 +96,24 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   for (int l = 0; l < L; ++l) counts_.expert_rows[mine[l]] = local_rows[l];
   group_offsets_ = stacked_row_offsets(bank, mine, local_rows);
 
-  // 2. ship the token rows, one per pair.
+  // 2. ship the token rows, one per pair, with (3.) their gates for the owner's backward: one group.
   Tensor xs = cx.activation({m, d});
   if (m) ops.gather_rows(x, r.pairs.order, k, xs);
   Tensor send_x = send_order_.apply(std::move(xs));
   Tensor recv_x = cx.activation({recv_total, d});
-  plane_.all_to_all_rows(send_x, send_rows_, recv_x, recv_rows_, CommPurpose::dispatch);
-  send_x.reset();
-
-  // 3. gates for the owner's backward.
+  std::vector<DataPlane::RowMove> moves{{&send_x, send_rows_, &recv_x, recv_rows_, CommPurpose::dispatch}};
+  Tensor send_gate, got_gate;
   if (keep) {
     Tensor gate_rows = cx.empty({m}, kRealDType);
     if (m) ops.pairs_to_rows(r.gate, r.pairs.order, gate_rows);
-    Tensor send_gate = send_order_.apply(std::move(gate_rows));
-    Tensor got = cx.empty({recv_total}, kRealDType);
-    plane_.all_to_all_rows(send_gate, send_rows_, got, recv_rows_, CommPurpose::control);
-    recv_gate_ = expert_major_.apply(std::move(got));
+    send_gate = send_order_.apply(std::move(gate_rows));
+    got_gate = cx.empty({recv_total}, kRealDType);
+    moves.push_back({&send_gate, send_rows_, &got_gate, recv_rows_, CommPurpose::control});
   }
+  plane_.all_to_all_rows_group(moves);
+  send_x.reset();
+  send_gate.reset();
+  if (keep) recv_gate_ = expert_major_.apply(std::move(got_gate));
 
   // 4. every local expert on its rows (source order, token order within a source).
   Tensor xe = expert_major_.apply(std::move(recv_x));
@@ -188,10 +189,11 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& d
 
   // dx rows (the reverse of the dispatch) and dgate back to the sources.
   Tensor got_dx = cx.activation({m, d});
-  plane_.all_to_all_rows(back_dx, recv_rows_, got_dx, send_rows_, CommPurpose::dispatch);
-  back_dx.reset();
   Tensor got_dgate = cx.empty({m}, kRealDType);
-  plane_.all_to_all_rows(back_dgate, recv_rows_, got_dgate, send_rows_, CommPurpose::control);
+  const DataPlane::RowMove moves[] = {{&back_dx, recv_rows_, &got_dx, send_rows_, CommPurpose::dispatch},
+                                      {&back_dgate, recv_rows_, &got_dgate, send_rows_, CommPurpose::control}};
+  plane_.all_to_all_rows_group(moves);
+  back_dx.reset();
   got_dx = send_order_.undo(std::move(got_dx));
   got_dgate = send_order_.undo(std::move(got_dgate));
 

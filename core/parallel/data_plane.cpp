@@ -15,30 +15,59 @@ int64_t row_bytes(const Tensor& t) {
   return w;
 }
 
-void DataPlane::all_to_all_rows(const Tensor& send, std::span<const int64_t> send_rows, Tensor& recv,
-                                std::span<const int64_t> recv_rows, CommPurpose purpose) {
+DataPlane::ByteMove DataPlane::checked(const RowMove& m) const {
   const int R = size();
-  if (static_cast<int>(send_rows.size()) != R || static_cast<int>(recv_rows.size()) != R)
+  const Tensor& send = *m.send;
+  Tensor& recv = *m.recv;
+  if (static_cast<int>(m.send_rows.size()) != R || static_cast<int>(m.recv_rows.size()) != R)
     throw std::invalid_argument("DataPlane::all_to_all_rows: need one row count per rank (" + std::to_string(R) + ")");
   if (send.dtype() != recv.dtype() || row_bytes(send) != row_bytes(recv))
     throw std::invalid_argument("DataPlane::all_to_all_rows: send " + send.describe() + " and receive " +
                                 recv.describe() + " differ in element type or row width");
   const int64_t w = row_bytes(send);
-  std::vector<int64_t> sb(R), rb(R);
+  ByteMove out{static_cast<const uint8_t*>(send.raw()), std::vector<int64_t>(R), static_cast<uint8_t*>(recv.raw()),
+               std::vector<int64_t>(R), m.purpose};
   int64_t srows = 0, rrows = 0;
   for (int p = 0; p < R; ++p) {
-    if (send_rows[p] < 0 || recv_rows[p] < 0) throw std::invalid_argument("DataPlane::all_to_all_rows: negative count");
-    sb[p] = send_rows[p] * w;
-    rb[p] = recv_rows[p] * w;
-    srows += send_rows[p];
-    rrows += recv_rows[p];
+    if (m.send_rows[p] < 0 || m.recv_rows[p] < 0)
+      throw std::invalid_argument("DataPlane::all_to_all_rows: negative count");
+    out.send_bytes[p] = m.send_rows[p] * w;
+    out.recv_bytes[p] = m.recv_rows[p] * w;
+    srows += m.send_rows[p];
+    rrows += m.recv_rows[p];
   }
   const int64_t have_s = send.rank() ? send.dim(0) : 0, have_r = recv.rank() ? recv.dim(0) : 0;
   if (srows > have_s || rrows > have_r)
     throw std::invalid_argument("DataPlane::all_to_all_rows: " + std::to_string(srows) + " rows to send from " +
                                 send.describe() + ", " + std::to_string(rrows) + " to receive into " +
                                 recv.describe());
-  exchange(static_cast<const uint8_t*>(send.raw()), sb, static_cast<uint8_t*>(recv.raw()), rb, purpose);
+  const int me = rank();
+  if (m.send_rows[me] != m.recv_rows[me])
+    throw std::logic_error("DataPlane: the own block is " + std::to_string(m.send_rows[me]) + " rows to send but " +
+                           std::to_string(m.recv_rows[me]) + " to receive");
+  return out;
+}
+
+void DataPlane::all_to_all_rows(const Tensor& send, std::span<const int64_t> send_rows, Tensor& recv,
+                                std::span<const int64_t> recv_rows, CommPurpose purpose) {
+  const ByteMove m = checked({&send, send_rows, &recv, recv_rows, purpose});
+  exchange(m.send, m.send_bytes, m.recv, m.recv_bytes, m.purpose);
+}
+
+void DataPlane::all_to_all_rows_group(std::span<const RowMove> moves) {
+  std::vector<ByteMove> checked_moves;
+  checked_moves.reserve(moves.size());
+  for (const RowMove& m : moves) checked_moves.push_back(checked(m));
+  if (checked_moves.size() == 1) {
+    const ByteMove& m = checked_moves[0];
+    exchange(m.send, m.send_bytes, m.recv, m.recv_bytes, m.purpose);
+  } else if (!checked_moves.empty()) {
+    exchange_group(checked_moves);
+  }
+}
+
+void DataPlane::exchange_group(std::span<const ByteMove> moves) {
+  for (const ByteMove& m : moves) exchange(m.send, m.send_bytes, m.recv, m.recv_bytes, m.purpose);
 }
 
 void HostDataPlane::exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,

@@ -4,6 +4,8 @@
 //
 //   all_to_all_rows   rows of a (rows, …) tensor to every peer; the per-peer row counts are
 //                     known on both sides (the control plane exchanged them first)
+//   all_to_all_rows_group  several such exchanges whose data do not depend on one another,
+//                     started together where the transport can (NCCL: one group)
 //   all_reduce_sum    f32/f64 in place, in the Communicator's fixed order (reduce-scatter, the
 //                     owner of each chunk adds the R copies in rank order, accumulating in
 //                     double and rounding once, then an all-gather): bitwise identical on
@@ -25,6 +27,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/backend/exec_context.h"
 #include "core/parallel/communicator.h"
@@ -48,6 +51,20 @@ class DataPlane {
   // one element type and row width, on this rank's device.
   void all_to_all_rows(const Tensor& send, std::span<const int64_t> send_rows, Tensor& recv,
                        std::span<const int64_t> recv_rows, CommPurpose purpose);
+
+  // One exchange of a group: all_to_all_rows's arguments.
+  struct RowMove {
+    const Tensor* send;
+    std::span<const int64_t> send_rows;
+    Tensor* recv;
+    std::span<const int64_t> recv_rows;
+    CommPurpose purpose;
+  };
+  // The moves as one collective: none may need another's data (a destination sorting by the
+  // entries it receives cannot be in their group). A GPU plane starts them together — one
+  // launch and one latency instead of one per move, which is most of a small exchange's time
+  // in a decode step — and counts each by its purpose, as if they had gone one by one.
+  void all_to_all_rows_group(std::span<const RowMove> moves);
   virtual void all_reduce_sum(Tensor& data, CommPurpose purpose) = 0;
   virtual void broadcast(Tensor& data, int root, CommPurpose purpose) = 0;
 
@@ -58,11 +75,22 @@ class DataPlane {
   virtual void settle() {}
 
  protected:
-  // Per-peer byte counts, already checked; addresses are the tensors' on this device.
+  // Per-peer byte counts, already checked (the own block is as large sent as received);
+  // addresses are the tensors' on this device.
   virtual void exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                         std::span<const int64_t> recv_bytes, CommPurpose purpose) = 0;
+  struct ByteMove {
+    const uint8_t* send;
+    std::vector<int64_t> send_bytes;
+    uint8_t* recv;
+    std::vector<int64_t> recv_bytes;
+    CommPurpose purpose;
+  };
+  // A group of checked moves; by default one exchange after another.
+  virtual void exchange_group(std::span<const ByteMove> moves);
 
  private:
+  ByteMove checked(const RowMove& move) const;
   Communicator& control_;
 };
 

@@ -68,18 +68,16 @@ Tensor exchange_fixed_rows(DataPlane& plane, const ExpertPlacement& placement, c
   const std::vector<int64_t> rows(static_cast<size_t>(R), units);  // to and from every rank
   const int64_t total = units * R;
 
-  // Entries (and gates) first: they are what the destination sorts by.
+  // The entries (what the destination sorts by), their gates and the rows: one group.
   Tensor recv_entry = cx.empty({total, entries}, DType::i32);
-  plane.all_to_all_rows(ship.entry, rows, recv_entry, rows, CommPurpose::control);
-  Tensor recv_gate;
-  if (gated) {
-    recv_gate = cx.empty({total, entries}, kRealDType);
-    plane.all_to_all_rows(ship.gate, rows, recv_gate, rows, CommPurpose::control);
-  }
+  Tensor recv_gate = gated ? cx.empty({total, entries}, kRealDType) : Tensor();
   Tensor send_x = cx.activation({total, d});
   if (total) ops.gather_rows(x, ship.token, x_div, send_x);
   Tensor recv_x = cx.activation({total, d});
-  plane.all_to_all_rows(send_x, rows, recv_x, rows, CommPurpose::dispatch);
+  std::vector<DataPlane::RowMove> moves{{&ship.entry, rows, &recv_entry, rows, CommPurpose::control}};
+  if (gated) moves.push_back({&ship.gate, rows, &recv_gate, rows, CommPurpose::control});
+  moves.push_back({&send_x, rows, &recv_x, rows, CommPurpose::dispatch});
+  plane.all_to_all_rows_group(moves);
   send_x.reset();
 
   // The local experts on the entries naming them; the pads' rows ride along, uncomputed.

@@ -7,8 +7,9 @@
 //            and unit u, in that order — a unit is a token with up to k entries (MoK: one row
 //            per token and destination) or a (token, slot) pair with one entry (classic: one
 //            row per pair and destination). A unit without entries on q is a row of pads.
-//   exchange the entries (and their gates, where the destination applies them), then the rows:
-//            `units` rows to and from every rank, known on every rank without a message
+//   exchange the entries, their gates where the destination applies them, and the rows, in one
+//            group (DataPlane::all_to_all_rows_group): `units` rows to and from every rank,
+//            known on every rank without a message
 //   dest     the entries sorted by local expert with the pads as one group after the experts
 //            (sort_pairs_pads_last: the offsets stay on the device); one grouped product over
 //            the experts' rows (the pads' rows are gathered but no expert computes them); each

@@ -60,15 +60,17 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
   int64_t recv_total = 0;
   for (int q = 0; q < R; ++q) recv_total += recv_rows_[q];
 
-  // 4. entries and gates of the rows; 5. the rows.
+  // 4. entries and gates of the rows; 5. the rows: one group.
   Tensor recv_entry = cx.empty({recv_total, k}, DType::i32);
-  plane_.all_to_all_rows(ship_.entry, send_rows_, recv_entry, recv_rows_, CommPurpose::control);
   recv_gate_dev_ = cx.empty({recv_total, k}, kRealDType);
-  plane_.all_to_all_rows(ship_.gate, send_rows_, recv_gate_dev_, recv_rows_, CommPurpose::control);
   Tensor send_x = cx.activation({sent_total, d});
   if (sent_total) ops.gather_rows(x, ship_.token, 1, send_x);
   Tensor recv_x = cx.activation({recv_total, d});
-  plane_.all_to_all_rows(send_x, send_rows_, recv_x, recv_rows_, CommPurpose::dispatch);
+  const DataPlane::RowMove moves[] = {
+      {&ship_.entry, send_rows_, &recv_entry, recv_rows_, CommPurpose::control},
+      {&ship_.gate, send_rows_, &recv_gate_dev_, recv_rows_, CommPurpose::control},
+      {&send_x, send_rows_, &recv_x, recv_rows_, CommPurpose::dispatch}};
+  plane_.all_to_all_rows_group(moves);
   send_x.reset();
 
   // 7. the shadow copies on their pairs (expert-major: the router's order, shadowed experts'
@@ -201,14 +203,15 @@ Tensor MokDispatcher::backward_device(const Tensor& dy, ExpertBank& bank, Tensor
   if (recv_total) ops.combine_pairs(dxe, recv_order_.row_of_pair, nullptr, recv_total, k, back_dx);
   dxe.reset();
   Tensor got_dx = row_block(results, shadow_rows_, sent_total);
-  plane_.all_to_all_rows(back_dx, recv_rows_, got_dx, send_rows_, CommPurpose::dispatch);
-  back_dx.reset();
-  // The received entries' gate gradients (0 for pads), back to the sources.
+  // The received entries' gate gradients (0 for pads), back to the sources with the dx rows.
   Tensor back_dgate = cx.empty({recv_total * k}, kRealDType);
   ops.rows_to_pairs(dge, recv_order_.order, back_dgate);
   dge.reset();
   Tensor got_dgate = cx.empty({sent_total * k}, kRealDType);
-  plane_.all_to_all_rows(back_dgate, recv_k, got_dgate, send_k, CommPurpose::control);
+  const DataPlane::RowMove moves[] = {{&back_dx, recv_rows_, &got_dx, send_rows_, CommPurpose::dispatch},
+                                      {&back_dgate, recv_k, &got_dgate, send_k, CommPurpose::control}};
+  plane_.all_to_all_rows_group(moves);
+  back_dx.reset();
 
   return_shadow_gradients(bank, d);
 

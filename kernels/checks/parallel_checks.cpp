@@ -2,7 +2,8 @@
 // computes from the same fresh random inputs, over each data plane there is hardware for:
 //   nccl   two GPUs, one rank each (kernels/nccl_data_plane.h)
 //   peer   peer copies (kernels/peer_data_plane.h): two GPUs, or both ranks on one GPU
-//   all_to_all_rows  f32 and bf16 rows, uneven and empty messages: bitwise the rows sent
+//   all_to_all_rows  f32 and bf16 rows, uneven and empty messages: bitwise the rows sent; the
+//                    same as one group (all_to_all_rows_group)
 //   all_reduce_sum   f32, 1M + 3 values: bitwise the host's fixed-order sum, on both ranks
 //   broadcast        bitwise root's values
 //   dispatchers     an MoE layer's forward and backward over the two GPUs (experts split
@@ -172,35 +173,50 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
     mok::ScopedExecContext scope(*cx);
     std::unique_ptr<mok::DataPlane> plane = mok::make_data_plane(comm, *cx, transport);
 
-    // all_to_all_rows, f32 and bf16.
-    for (mok::DType dtype : {mok::DType::f32, mok::DType::bf16}) {
+    // all_to_all_rows, f32 and bf16, one by one and then both as one group.
+    for (bool grouped : {false, true}) {
       std::vector<int64_t> send_rows(kRanks), recv_rows(kRanks);
       std::vector<float> send;
       for (int p = 0; p < kRanks; ++p) {
         send_rows[p] = rows_between(me, p);
         recv_rows[p] = rows_between(p, me);
-        const std::vector<float> v = normal_values(seed, 100 + 10 * me + p, send_rows[p] * kWidth);
+        const std::vector<float> v = normal_values(seed, 100 + 10 * me + p + grouped, send_rows[p] * kWidth);
         send.insert(send.end(), v.begin(), v.end());
       }
       std::vector<float> want;
       for (int s = 0; s < kRanks; ++s) {
-        const std::vector<float> v = normal_values(seed, 100 + 10 * s + me, recv_rows[s] * kWidth);
+        const std::vector<float> v = normal_values(seed, 100 + 10 * s + me + grouped, recv_rows[s] * kWidth);
         want.insert(want.end(), v.begin(), v.end());
       }
       const int64_t ns = static_cast<int64_t>(send.size()) / kWidth, nr = static_cast<int64_t>(want.size()) / kWidth;
-      mok::Tensor s32 = cx->upload(send.data(), {ns, kWidth}, mok::DType::f32);
-      mok::Tensor st = dtype == mok::DType::f32 ? std::move(s32) : cx->empty({ns, kWidth}, dtype);
-      if (dtype != mok::DType::f32) cx->ops().convert(s32, st);
-      mok::Tensor rt = cx->empty({nr, kWidth}, dtype);
-      plane->all_to_all_rows(st, send_rows, rt, recv_rows, mok::CommPurpose::dispatch);
-      mok::Tensor r32 = cx->empty({nr, kWidth}, mok::DType::f32);
-      if (dtype == mok::DType::f32)
-        r32 = rt.clone(mok::MemTag{});
-      else
-        cx->ops().convert(rt, r32);
-      std::vector<float> got = to_host<float>(r32);
-      if (dtype != mok::DType::f32) want = from_bf16(to_bf16(want));
-      report(plane_name + " all_to_all_rows " + mok::dtype_name(dtype) + tag, bitwise_error(got, want), 0.0);
+      const mok::DType dtypes[] = {mok::DType::f32, mok::DType::bf16};
+      std::vector<mok::Tensor> sent, received;
+      std::vector<mok::DataPlane::RowMove> moves;
+      for (mok::DType dtype : dtypes) {
+        mok::Tensor s32 = cx->upload(send.data(), {ns, kWidth}, mok::DType::f32);
+        mok::Tensor st = dtype == mok::DType::f32 ? std::move(s32) : cx->empty({ns, kWidth}, dtype);
+        if (dtype != mok::DType::f32) cx->ops().convert(s32, st);
+        sent.push_back(std::move(st));
+        received.push_back(cx->empty({nr, kWidth}, dtype));
+      }
+      for (size_t i = 0; i < sent.size(); ++i) {
+        if (grouped)
+          moves.push_back({&sent[i], send_rows, &received[i], recv_rows, mok::CommPurpose::dispatch});
+        else
+          plane->all_to_all_rows(sent[i], send_rows, received[i], recv_rows, mok::CommPurpose::dispatch);
+      }
+      if (grouped) plane->all_to_all_rows_group(moves);
+      for (size_t i = 0; i < sent.size(); ++i) {
+        const mok::DType dtype = dtypes[i];
+        mok::Tensor r32 = cx->empty({nr, kWidth}, mok::DType::f32);
+        if (dtype == mok::DType::f32)
+          r32 = received[i].clone(mok::MemTag{});
+        else
+          cx->ops().convert(received[i], r32);
+        const std::vector<float> expect = dtype == mok::DType::f32 ? want : from_bf16(to_bf16(want));
+        report(plane_name + " all_to_all_rows" + (grouped ? "_group " : " ") + mok::dtype_name(dtype) + tag,
+               bitwise_error(to_host<float>(r32), expect), 0.0);
+      }
     }
 
     // all_reduce_sum: the host rule, bitwise.

@@ -33,7 +33,30 @@ float value(int s, int p, int64_t i) { return static_cast<float>(counter_normal(
 class TestDataPlane : public QObject {
   Q_OBJECT
  private slots:
-  void rowsReachTheirPeersInOrderAndAreCounted() {
+  void rowsReachTheirPeersInOrderAndAreCounted() { rows_reach_their_peers(/*grouped=*/false); }
+
+  // The same two exchanges as one group: the same rows, the same counts by purpose.
+  void aGroupMovesAsItsExchangesOneByOne() { rows_reach_their_peers(/*grouped=*/true); }
+
+  void aGroupIsCheckedWholeBeforeAnythingMoves() {
+    LocalCommunicator comm(std::make_shared<LocalCommGroup>(1), 0);
+    HostDataPlane plane(comm);
+    Tensor a = cpu_context().zeros({4, 3}, DType::f32), b = cpu_context().zeros({4, 2}, DType::f32);
+    Tensor out = cpu_context().zeros({4, 3}, DType::f32);
+    const std::vector<int64_t> four{4}, three{3};
+    const DataPlane::RowMove bad_second[] = {{&a, four, &out, four, CommPurpose::dispatch},
+                                             {&a, four, &b, four, CommPurpose::control}};
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, plane.all_to_all_rows_group(bad_second));
+    QCOMPARE(comm.stats().calls, int64_t(0));  // the good first move did not go alone
+    // The own block must be as many rows received as sent.
+    const DataPlane::RowMove uneven[] = {{&a, four, &out, three, CommPurpose::dispatch}};
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, plane.all_to_all_rows_group(uneven));
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, plane.all_to_all_rows(a, four, out, three, CommPurpose::dispatch));
+    QCOMPARE(comm.stats().calls, int64_t(0));
+  }
+
+ private:
+  static void rows_reach_their_peers(bool grouped) {
     std::mutex m;
     std::vector<std::string> failures;
     run_local_ranks(kR, [&](Communicator& comm) {
@@ -52,9 +75,6 @@ class TestDataPlane : public QObject {
       const int64_t ns = static_cast<int64_t>(send.size()) / kWidth, nr = static_cast<int64_t>(want.size()) / kWidth;
       Tensor st = cpu_context().upload(send.data(), {ns, kWidth}, DType::f32);
       Tensor rt = cpu_context().empty({nr, kWidth}, DType::f32);
-      plane->all_to_all_rows(st, send_rows, rt, recv_rows, CommPurpose::combine);
-      std::vector<float> got(want.size());
-      rt.copy_to_host(got.data(), rt.bytes());
       // A 1-D tensor of i32: each element is a row.
       std::vector<int32_t> ids_send, ids_want;
       for (int p = 0; p < kR; ++p)
@@ -63,7 +83,16 @@ class TestDataPlane : public QObject {
         for (int64_t i = 0; i < recv_rows[s]; ++i) ids_want.push_back(1000 * s + 10 * me + static_cast<int32_t>(i));
       Tensor is = cpu_context().upload(ids_send.data(), {ns}, DType::i32);
       Tensor ir = cpu_context().empty({nr}, DType::i32);
-      plane->all_to_all_rows(is, send_rows, ir, recv_rows, CommPurpose::control);
+      if (grouped) {
+        const DataPlane::RowMove moves[] = {{&st, send_rows, &rt, recv_rows, CommPurpose::combine},
+                                            {&is, send_rows, &ir, recv_rows, CommPurpose::control}};
+        plane->all_to_all_rows_group(moves);
+      } else {
+        plane->all_to_all_rows(st, send_rows, rt, recv_rows, CommPurpose::combine);
+        plane->all_to_all_rows(is, send_rows, ir, recv_rows, CommPurpose::control);
+      }
+      std::vector<float> got(want.size());
+      rt.copy_to_host(got.data(), rt.bytes());
       std::vector<int32_t> ids_got(ids_want.size());
       ir.copy_to_host(ids_got.data(), ir.bytes());
 
@@ -84,6 +113,7 @@ class TestDataPlane : public QObject {
     QVERIFY(failures.empty());
   }
 
+ private slots:
   void allReduceGivesTheCommunicatorsBits() {
     constexpr int64_t n = 1001;
     std::mutex m;
