@@ -16,14 +16,14 @@
 #      one GPU and on two (classic, MoK) in fp32: the same texts as the CPU; then tokens/s of
 #      batched decoding (GEN_BATCH sequences, GEN_TOKENS new tokens each, bf16) of each shape's
 #      checkpoint on one GPU and on two (classic, MoK; the fixed decode layout, then the counted
-#      one: the same texts, tokens/s side by side);
+#      one: the same texts, tokens/s side by side), for each batch of GEN_BATCH (a list);
 #   6. (part profile) each rank's op profile (MOK_OP_PROFILE, core/train/op_profile_window.h) of
 #      PROFILE_VARIANTS on each shape: device ms per op, NCCL calls by purpose, host gaps.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
 # TRANSPORT=nccl (default) or peer: the two ranks' data plane (parallel.comm); with peer on a
 # machine of one GPU both ranks share cuda:0 (parallel.gpus 0,0) — the same checks of the
 # two-rank path, where timings say nothing about two GPUs; part mpi needs nccl and is skipped.
-# Settings: PARTS=checks,training,mpi,generate,throughput,profile  GEN_BATCH=64  GEN_TOKENS=64  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
+# Settings: PARTS=checks,training,mpi,generate,throughput,profile  GEN_BATCH=64 (or 64,512)  GEN_TOKENS=64  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
 #           TPUT_VARIANTS=1gpu,classic,mok,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
 #           MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
@@ -219,36 +219,51 @@ for name in ("gen_gpu1", "gen_gpu2_classic", "gen_gpu2_mok"):
     n = sum(a == b for a, b in zip(ref or [], t or []))
     print(f"{name}: {n} of {len(ref or [])} greedy texts the CPU's ({'ok' if same else 'DIFFERENT'})")
 PY
+IFS=',' read -r -a GEN_BATCH_LIST <<< "${GEN_BATCH:-64}"
 for shape in "${SHAPE_LIST[@]}"; do
   timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train "$(yaml_for "$shape")" --db "$G/$shape.db" --json --quiet \
     --set parallel.device=cuda --set train.steps=2 --set logging.checkpoint_dir="$G/$shape" > /dev/null 2>&1
   C="$(ls -d "$G/$shape"/*/ 2>/dev/null | head -n 1)"
-  ARGS=(--batch "${GEN_BATCH:-64}" --tokens "${GEN_TOKENS:-64}" --prompts-from-data 128 --set parallel.device=cuda)
-  gen "gen_${shape}_1gpu" "$C" "${ARGS[@]}"
-  gen "gen_${shape}_classic" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher classic
-  gen "gen_${shape}_mok" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok
-  gen "gen_${shape}_mok_locality" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --set routing.policy=locality \
-    --set routing.locality_margin=0.05
-  # The counted decode layout against the fixed one (auto on GPUs): the same texts, bit for bit.
-  gen "gen_${shape}_classic_counted" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher classic --decode-layout counted
-  gen "gen_${shape}_mok_counted" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --decode-layout counted
+  for b in "${GEN_BATCH_LIST[@]}"; do
+    ARGS=(--batch "$b" --tokens "${GEN_TOKENS:-64}" --prompts-from-data 128 --set parallel.device=cuda)
+    tag="${shape}_b${b}"
+    gen "gen_${tag}_1gpu" "$C" "${ARGS[@]}"
+    gen "gen_${tag}_classic" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher classic
+    gen "gen_${tag}_mok" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok
+    gen "gen_${tag}_mok_locality" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --set routing.policy=locality \
+      --set routing.locality_margin=0.05
+    # The counted decode layout against the fixed one (auto on GPUs): the same texts, bit for bit.
+    gen "gen_${tag}_classic_counted" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher classic --decode-layout counted
+    gen "gen_${tag}_mok_counted" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --decode-layout counted
+  done
 done
-python3 - "$OUT_DIR" "$SHAPES" <<'PY'
+python3 - "$OUT_DIR" "$SHAPES" "${GEN_BATCH:-64}" <<'PY'
 import json, sys
-out, shapes = sys.argv[1], sys.argv[2].split(",")
+out, shapes, batches = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
 def last(name):
     try:
         return json.loads(open(f"{out}/{name}.json").read().strip().splitlines()[-1])
     except Exception:
         return {}
-print("decode layouts (2 ranks): tokens/s, MB between ranks, the same texts?")
+print("decode tokens/s (ratios against classic in the same layout; MB between ranks)")
+print(f"{'shape':6s} {'batch':>5s} {'1 GPU':>8s} | {'layout':7s} {'classic':>8s} {'MoK':>8s} {'MoK/cl':>6s} {'MoK+loc':>8s} | MB classic / MoK | texts fixed = counted")
 for shape in shapes:
-    for d in ("classic", "mok"):
-        f, c = last(f"gen_{shape}_{d}"), last(f"gen_{shape}_{d}_counted")
-        same = f.get("texts") is not None and f.get("texts") == c.get("texts")
-        print(f"  {shape} {d}: {f.get('decode_layout')} {f.get('tokens_per_s', 0):.0f} tok/s "
-              f"{f.get('remote_bytes', 0) / 1e6:.1f} MB | {c.get('decode_layout')} {c.get('tokens_per_s', 0):.0f} tok/s "
-              f"{c.get('remote_bytes', 0) / 1e6:.1f} MB | texts {'same' if same else 'DIFFERENT'}")
+    for b in batches:
+        t = f"{shape}_b{b}"
+        one = last(f"gen_{t}_1gpu")
+        for layout, suffix in (("fixed", ""), ("counted", "_counted")):
+            cl, mk = last(f"gen_{t}_classic{suffix}"), last(f"gen_{t}_mok{suffix}")
+            loc = last(f"gen_{t}_mok_locality") if not suffix else {}
+            ratio = mk.get("tokens_per_s", 0) / cl["tokens_per_s"] if cl.get("tokens_per_s") else float("nan")
+            same = ""
+            if not suffix:
+                sc = cl.get("texts") is not None and cl.get("texts") == last(f"gen_{t}_classic_counted").get("texts")
+                sm = mk.get("texts") is not None and mk.get("texts") == last(f"gen_{t}_mok_counted").get("texts")
+                same = f"classic {'same' if sc else 'DIFFERENT'}, MoK {'same' if sm else 'DIFFERENT'}"
+            print(f"{shape:6s} {b:>5s} {one.get('tokens_per_s', 0):8.0f} | {cl.get('decode_layout', layout):7s} "
+                  f"{cl.get('tokens_per_s', 0):8.0f} {mk.get('tokens_per_s', 0):8.0f} {ratio:6.2f} "
+                  f"{loc.get('tokens_per_s', 0) if loc else float('nan'):8.0f} | "
+                  f"{cl.get('remote_bytes', 0) / 1e6:8.1f} / {mk.get('remote_bytes', 0) / 1e6:8.1f} | {same}")
 PY
 fi
 
