@@ -1,5 +1,6 @@
 #include "kernels/peer_data_plane.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -22,13 +23,22 @@ namespace mok::cuda {
 
 namespace {
 
-// What one rank posts at a rendezvous (core/parallel/rank_rendezvous.h): its buffer, its
-// device, an event on its stream, and per peer the (offset, bytes) of the buffer that peer takes.
+// What one rank offers a peer: `bytes` at `from` (in its own memory), and where the peer
+// puts what it takes.
+struct Piece {
+  const uint8_t* from = nullptr;
+  int64_t bytes = 0;
+};
+struct Take {
+  uint8_t* into = nullptr;
+  int64_t bytes = 0;
+};
+// What one rank posts at a rendezvous (core/parallel/rank_rendezvous.h): its device, an event
+// on its stream, and per peer the pieces that peer takes (one per move of a group).
 struct Post {
-  const uint8_t* base = nullptr;
   int device = 0;
   cudaEvent_t event = nullptr;
-  std::vector<std::pair<int64_t, int64_t>> offer;
+  std::vector<std::vector<Piece>> offer;
 };
 using Rendezvous = mok::RankRendezvous<Post>;
 
@@ -145,33 +155,59 @@ class PeerDataPlane final : public mok::DataPlane {
  protected:
   void exchange(const uint8_t* send, std::span<const int64_t> send_bytes, uint8_t* recv,
                 std::span<const int64_t> recv_bytes, mok::CommPurpose purpose) override {
+    const ByteMove move{send, {send_bytes.begin(), send_bytes.end()}, recv, {recv_bytes.begin(), recv_bytes.end()},
+                        purpose};
+    exchange_group({&move, 1});
+  }
+
+  // Every move's own block by a device copy; the peers' blocks, all moves at once, in one
+  // pull (one pair of rendezvous for the group).
+  void exchange_group(std::span<const ByteMove> moves) override {
     const int R = size(), me = rank();
-    const auto profiled = profile_collective(ops_->profiler(), "peer_all_to_all", purpose);
+    const auto profiled = profile_collective(ops_->profiler(), moves.size() > 1 ? "peer_all_to_all_group" : "peer_all_to_all",
+                                             moves[0].purpose);
     const auto timed = timer_.scope();
-    std::vector<std::pair<int64_t, int64_t>> offer(R);
-    std::vector<uint8_t*> into(R);
-    std::vector<int64_t> want(recv_bytes.begin(), recv_bytes.end());
-    int64_t soff = 0, roff = 0;
-    for (int p = 0; p < R; ++p) {
-      offer[p] = {soff, p == me ? 0 : send_bytes[p]};
-      into[p] = recv + roff;
-      soff += send_bytes[p];
-      roff += recv_bytes[p];
+    std::vector<std::vector<Piece>> offer(R);
+    std::vector<std::vector<Take>> take(R);
+    for (const ByteMove& m : moves) {
+      int64_t soff = 0, roff = 0;
+      for (int p = 0; p < R; ++p) {
+        if (p == me) {
+          if (m.send_bytes[me])
+            MOK_CUDA_CHECK(cudaMemcpyAsync(m.recv + roff, m.send + soff, m.send_bytes[me], cudaMemcpyDeviceToDevice,
+                                           ops_->stream()));
+        } else {
+          offer[p].push_back({m.send + soff, m.send_bytes[p]});
+          take[p].push_back({m.recv + roff, m.recv_bytes[p]});
+        }
+        soff += m.send_bytes[p];
+        roff += m.recv_bytes[p];
+      }
     }
-    if (send_bytes[me])
-      MOK_CUDA_CHECK(cudaMemcpyAsync(into[me], send + offer[me].first, send_bytes[me], cudaMemcpyDeviceToDevice,
-                                     ops_->stream()));
-    want[me] = 0;
-    pull(send, offer, into, want);
-    control().count_transfer(send_bytes, recv_bytes, purpose, 0.0);
+    pull(offer, take);
+    for (const ByteMove& m : moves) control().count_transfer(m.send_bytes, m.recv_bytes, m.purpose, 0.0);
   }
 
  private:
-  // Offers offer[p] of `base` to each peer p and copies want[s] bytes of what each peer s
-  // offers this rank into into[s] (steps 1–3 at the top of the header). The own entries are
-  // the caller's (offer[me] and want[me] are 0).
+  // One buffer's collective: offers offer[p] (offset, bytes) of `base` to each peer p and
+  // copies want[s] bytes of what each peer s offers this rank into into[s]. The own entries
+  // are the caller's (offer[me] and want[me] are 0).
   void pull(const uint8_t* base, std::span<const std::pair<int64_t, int64_t>> offer, std::span<uint8_t* const> into,
             std::span<const int64_t> want) {
+    const int R = size(), me = rank();
+    std::vector<std::vector<Piece>> pieces(R);
+    std::vector<std::vector<Take>> takes(R);
+    for (int p = 0; p < R; ++p) {
+      if (p == me) continue;
+      pieces[p].push_back({base + offer[p].first, offer[p].second});
+      takes[p].push_back({into[p], want[p]});
+    }
+    pull(pieces, takes);
+  }
+
+  // Offers offer[p] to each peer p and copies what each peer s offers this rank into
+  // take[s], piece by piece (steps 1–3 at the top of the header). The own lists are empty.
+  void pull(const std::vector<std::vector<Piece>>& offer, const std::vector<std::vector<Take>>& take) {
     const int R = size(), me = rank();
     const cudaStream_t stream = ops_->stream();
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -179,28 +215,39 @@ class PeerDataPlane final : public mok::DataPlane {
     if (capture != cudaStreamCaptureStatusNone)
       throw std::runtime_error("peer data plane: a collective cannot be recorded into a CUDA graph");
     MOK_CUDA_CHECK(cudaEventRecord(ready_, stream));
-    const std::vector<Post>& offers =
-        rendezvous_->post(me, Post{base, device_, ready_, std::vector<std::pair<int64_t, int64_t>>(offer.begin(), offer.end())});
+    const std::vector<Post>& offers = rendezvous_->post(me, Post{device_, ready_, offer});
     for (int s = 0; s < R; ++s) {
       if (s == me) continue;
       const Post& from = offers[static_cast<size_t>(s)];
-      const auto [offset, bytes] = from.offer[static_cast<size_t>(me)];
-      if (bytes != want[s]) {
-        rendezvous_->abort();  // the peers would wait for this rank's done event forever
-        throw std::logic_error("PeerDataPlane: rank " + std::to_string(s) + " offers " + std::to_string(bytes) +
-                               " bytes to rank " + std::to_string(me) + ", which expects " + std::to_string(want[s]));
+      const std::vector<Piece>& pieces = from.offer[static_cast<size_t>(me)];
+      const std::vector<Take>& wanted = take[static_cast<size_t>(s)];
+      bool waited = false;
+      for (size_t i = 0; i < std::max(pieces.size(), wanted.size()); ++i) {
+        const int64_t bytes = i < pieces.size() ? pieces[i].bytes : -1, want = i < wanted.size() ? wanted[i].bytes : -1;
+        if (bytes != want) {
+          rendezvous_->abort();  // the peers would wait for this rank's done event forever
+          throw std::logic_error("PeerDataPlane: rank " + std::to_string(s) + " offers " +
+                                 (bytes < 0 ? std::string("nothing") : std::to_string(bytes) + " bytes") +
+                                 " to rank " + std::to_string(me) + " in piece " + std::to_string(i) +
+                                 ", which expects " + (want < 0 ? std::string("nothing") : std::to_string(want)));
+        }
+        if (bytes == 0) continue;
+        if (!waited) MOK_CUDA_CHECK(cudaStreamWaitEvent(stream, from.event, 0));
+        waited = true;
+        if (from.device == device_)
+          MOK_CUDA_CHECK(cudaMemcpyAsync(wanted[i].into, pieces[i].from, bytes, cudaMemcpyDeviceToDevice, stream));
+        else
+          MOK_CUDA_CHECK(cudaMemcpyPeerAsync(wanted[i].into, device_, pieces[i].from, from.device, bytes, stream));
       }
-      if (bytes == 0) continue;
-      MOK_CUDA_CHECK(cudaStreamWaitEvent(stream, from.event, 0));
-      if (from.device == device_)
-        MOK_CUDA_CHECK(cudaMemcpyAsync(into[s], from.base + offset, bytes, cudaMemcpyDeviceToDevice, stream));
-      else
-        MOK_CUDA_CHECK(cudaMemcpyPeerAsync(into[s], device_, from.base + offset, from.device, bytes, stream));
     }
     MOK_CUDA_CHECK(cudaEventRecord(done_, stream));
-    const std::vector<Post>& dones = rendezvous_->post(me, Post{nullptr, device_, done_, {}});
-    for (int p = 0; p < R; ++p)
-      if (p != me && offer[p].second > 0) MOK_CUDA_CHECK(cudaStreamWaitEvent(stream, dones[static_cast<size_t>(p)].event, 0));
+    const std::vector<Post>& dones = rendezvous_->post(me, Post{device_, done_, {}});
+    for (int p = 0; p < R; ++p) {
+      if (p == me) continue;
+      bool taken = false;
+      for (const Piece& piece : offer[static_cast<size_t>(p)]) taken = taken || piece.bytes > 0;
+      if (taken) MOK_CUDA_CHECK(cudaStreamWaitEvent(stream, dones[static_cast<size_t>(p)].event, 0));
+    }
   }
 
   const mok::ExecContext& context_;

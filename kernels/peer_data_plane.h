@@ -9,13 +9,14 @@
 // Every collective is two rendezvous of the rank threads on the host (pointers and events,
 // never data) and stream-ordered work on the device, so the host does not wait for the GPU:
 //   1. each rank records a "ready" event after the work that produced what it offers, and
-//      posts its buffer, its offer to each peer (offset, bytes) and the event;
+//      posts its offer to each peer (pieces: address, bytes) and the event;
 //   2. each rank's stream waits for the ready events of the peers it takes from and copies
 //      their offers into its own buffers;
 //   3. each rank records a "done" event after its copies and posts it; its stream then waits
 //      for the done events of the peers that took from it, so no later work on its stream
 //      (the allocator reusing a buffer, a kernel writing it) can touch what a peer still reads.
 //   all_to_all_rows   each peer's block of the send buffer, pulled by that peer
+//   all_to_all_rows_group  every move's blocks in one pull (one pair of rendezvous)
 //   all_reduce_sum    the fixed order of the NCCL plane and the host: reduce-scatter by pulls
 //                     into an (R, chunk) buffer, the owner adds the copies in rank order
 //                     (kernels/rank_order_all_reduce.h), all-gather by pulls — the same bits
