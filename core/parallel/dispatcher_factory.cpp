@@ -24,7 +24,8 @@ std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, con
   // Calibrated rates enter exactly where pinned ones would: as the cost-model keys.
   ExperimentConfig tuned = config;
   if (config.routing.dispatcher == "mok" && config.routing.cost_calibrate) {
-    const MokCalibration cal = calibrate_mok_cost(comm, config.model.d_model, config.model.expert_hidden);
+    const MokCalibration cal = plane ? calibrate_mok_cost(*plane, config.model.d_model, config.model.expert_hidden)
+                                     : calibrate_mok_cost(comm, config.model.d_model, config.model.expert_hidden);
     tuned.routing.cost_link_gbps = cal.link_gbps;
     tuned.routing.cost_compute_gflops = cal.compute_gflops;
     if (calibration) *calibration = cal;

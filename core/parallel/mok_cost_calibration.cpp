@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/backend/exec_context.h"
+
 MOK_NN_BEGIN
 
 namespace {
@@ -15,50 +17,62 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-MokCalibration calibrate_mok_cost(Communicator& comm, int64_t d, int64_t f, int64_t probe_bytes) {
+MokCalibration calibrate_mok_cost(DataPlane& plane, int64_t d, int64_t f, int64_t probe_bytes) {
   if (d <= 0 || f <= 0 || probe_bytes <= 0)
     throw std::invalid_argument("calibrate_mok_cost: d_model, expert_hidden and probe_bytes must be positive");
-  const int R = comm.size(), me = comm.rank();
+  Communicator& comm = plane.control();
+  const int R = plane.size(), me = plane.rank();
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
   MokCalibration cal;
 
-  // Link: probe_bytes to every other rank (nothing to itself), best of 3 after a warm-up.
+  // Link: probe_bytes (in f32 words, rounded up) to every other rank, nothing to itself.
   {
-    std::vector<int64_t> bytes(static_cast<size_t>(R), probe_bytes);
-    bytes[static_cast<size_t>(me)] = 0;
-    std::vector<uint8_t> send(static_cast<size_t>(probe_bytes) * static_cast<size_t>(R - 1), 1);
-    std::vector<uint8_t> recv(send.size());
+    const int64_t words = (probe_bytes + 3) / 4;
+    std::vector<int64_t> rows(static_cast<size_t>(R), words);
+    rows[static_cast<size_t>(me)] = 0;
+    Tensor send = cx.zeros({words * (R - 1)}, DType::f32);
+    Tensor recv = cx.zeros({words * (R - 1)}, DType::f32);
     double best = 1e30;
     for (int rep = 0; rep < 4; ++rep) {
+      ops.synchronize();
       comm.barrier();
       const auto t0 = std::chrono::steady_clock::now();
-      comm.all_to_all_bytes(send.data(), bytes, recv.data(), bytes, CommPurpose::control);
+      plane.all_to_all_rows(send, rows, recv, rows, CommPurpose::control);
+      ops.synchronize();
       if (rep > 0) best = std::min(best, seconds_since(t0));
     }
     double t = best;
     comm.all_reduce_max(&t, 1, CommPurpose::control);
     cal.link_seconds = t;
-    cal.link_gbps = R > 1 ? static_cast<double>(R - 1) * static_cast<double>(probe_bytes) / t / 1e9 : 0.0;
+    cal.link_gbps = R > 1 ? static_cast<double>(R - 1) * static_cast<double>(words * 4) / t / 1e9 : 0.0;
   }
 
   // Compute: the owner's add of one shadow copy's weight gradient, P = 3·d·f values.
   {
     const int64_t P = 3 * d * f;
-    std::vector<real> acc(static_cast<size_t>(P), real(0)), g(static_cast<size_t>(P), real(1e-3));
+    Tensor acc = cx.zeros({P}, kRealDType), g = cx.zeros({P}, kRealDType);
     double best = 1e30;
     for (int rep = 0; rep < 6; ++rep) {
+      ops.synchronize();
       const auto t0 = std::chrono::steady_clock::now();
-      for (int64_t i = 0; i < P; ++i) acc[i] += g[i];
+      ops.add_(acc, g);
+      ops.synchronize();
       if (rep > 0) best = std::min(best, seconds_since(t0));
     }
-    // Keep the adds observable so they are not optimised away.
-    volatile real sink = acc[static_cast<size_t>(P - 1)];
-    (void)sink;
     double t = std::max(best, 1e-9);
     comm.all_reduce_max(&t, 1, CommPurpose::control);
     cal.add_seconds = t;
     cal.compute_gflops = static_cast<double>(P) / t / 1e9;
   }
+  plane.settle();  // the probes' device time lands before the run's first step
   return cal;
+}
+
+MokCalibration calibrate_mok_cost(Communicator& comm, int64_t d, int64_t f, int64_t probe_bytes) {
+  HostDataPlane plane(comm);
+  ScopedExecContext cpu(cpu_context());
+  return calibrate_mok_cost(plane, d, f, probe_bytes);
 }
 
 MOK_NN_END

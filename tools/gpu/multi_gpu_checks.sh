@@ -5,7 +5,7 @@
 #   2. `mok train` on the quickstart for 20 steps: two GPU ranks (parallel.comm nccl) in fp32
 #      against two CPU ranks and against one GPU (losses within 1e-4 relative); in bf16 twice
 #      (bitwise the same) and within 3e-2 of fp32; the same for MoK dispatch against two CPU
-#      ranks with MoK;
+#      ranks with MoK; the MoK cost model's rates calibrated on the GPUs (printed);
 #   3. (part mpi) the same fp32 run as one process per GPU under mpirun (NCCL's id over MPI):
 #      bitwise the metrics of the two-thread run;
 #   4. training throughput of the benchmark MoE shapes on one GPU (batch 16 × 1024) and on
@@ -87,6 +87,10 @@ run cpu2_mok --set parallel.device=cpu --set parallel.ranks=2 --set parallel.com
   --set routing.dispatcher=mok
 run gpu2_mok_fp32 --set parallel.device=cuda --set parallel.ranks=2 "${TWO[@]}" --set train.precision=fp32 \
   --set routing.dispatcher=mok
+# The cost model's rates measured through the GPUs' data plane and with their own adds.
+run gpu2_mok_calibrated --set parallel.device=cuda --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok \
+  --set routing.cost_calibrate=true
+"$BIN/mok" runs show 1 --db "$SCRATCH/gpu2_mok_calibrated.db" 2>&1 | grep -o "mok cost model calibrated.*"
 
 python3 - "$OUT_DIR" <<'PY'
 import csv, math, sys
