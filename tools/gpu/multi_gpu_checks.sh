@@ -24,7 +24,7 @@
 # machine of one GPU both ranks share cuda:0 (parallel.gpus 0,0) — the same checks of the
 # two-rank path, where timings say nothing about two GPUs; part mpi needs nccl and is skipped.
 # Settings: PARTS=checks,training,mpi,generate,throughput,profile  GEN_BATCH=64 (or 64,512)  GEN_TOKENS=64  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
-#           TPUT_VARIANTS=1gpu,classic,mok,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
+#           TPUT_VARIANTS=1gpu,classic,mok,mok_calibrated,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
 #           MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
@@ -185,6 +185,8 @@ variant_args() {  # sets extra=(…): the mok train settings of a variant
                      --set routing.shadow=never) ;;
     mok_locality) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok
                          --set routing.policy=locality --set routing.locality_margin=0.05) ;;
+    mok_calibrated) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok
+                           --set routing.cost_calibrate=true) ;;
   esac
 }
 IFS=',' read -r -a SHAPE_LIST <<< "$SHAPES"
@@ -289,7 +291,7 @@ fi
 
 want throughput || { echo "written under $OUT_DIR"; exit 0; }
 section "throughput: one GPU against two"
-IFS=',' read -r -a VARIANTS <<< "${TPUT_VARIANTS:-1gpu,classic,mok,mok_ship,mok_locality}"
+IFS=',' read -r -a VARIANTS <<< "${TPUT_VARIANTS:-1gpu,classic,mok,mok_calibrated,mok_ship,mok_locality}"
 for shape in "${SHAPE_LIST[@]}"; do
   yaml="$(yaml_for "$shape")"
   for variant in "${VARIANTS[@]}"; do
@@ -325,8 +327,9 @@ def figures(name):
     except Exception:
         pass
     return median(tps), median(ms), median(comm) if comm else 0.0, peak, median(comm_ms) if comm_ms else 0.0
-print(f"{'shape':6s} {'run':24s} {'tokens/s':>10s} {'step ms':>8s} {'comm ms':>8s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'vs 1 GPU':>8s} {'vs classic':>10s}")
-labels = {"1gpu": "1 GPU", "classic": "2 GPUs classic", "mok": "2 GPUs MoK", "mok_ship": "2 GPUs MoK, no shadows",
+print(f"{'shape':6s} {'run':26s} {'tokens/s':>10s} {'step ms':>8s} {'comm ms':>8s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'vs 1 GPU':>8s} {'vs classic':>10s}")
+labels = {"1gpu": "1 GPU", "classic": "2 GPUs classic", "mok": "2 GPUs MoK", "mok_calibrated": "2 GPUs MoK, rates measured",
+          "mok_ship": "2 GPUs MoK, no shadows",
           "mok_locality": "2 GPUs MoK + locality"}
 for s in shapes:
     one = figures(f"tput_{s}_1gpu")
@@ -336,9 +339,9 @@ for s in shapes:
             continue
         f = figures(f"tput_{s}_{v}")
         if not f or not f[0] == f[0]:
-            print(f"{s:6s} {label:24s} failed"); continue
+            print(f"{s:6s} {label:26s} failed"); continue
         up = f[0] / one[0] if one and one[0] else float("nan")
         vs = f[0] / classic[0] if classic and classic[0] and v != "1gpu" else float("nan")
-        print(f"{s:6s} {label:24s} {f[0]:10.0f} {f[1]:8.1f} {f[4]:8.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f} {vs:10.2f}")
+        print(f"{s:6s} {label:26s} {f[0]:10.0f} {f[1]:8.1f} {f[4]:8.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f} {vs:10.2f}")
 PY
 echo "written under $OUT_DIR"
