@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
-#include <numeric>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -125,12 +124,7 @@ class NcclDataPlane final : public mok::DataPlane {
     const int R = size(), me = rank();
     const cudaStream_t stream = ops_->stream();
     const ncclComm_t comm = live_comm();
-    // The profile names the group by its largest move's purpose (the rows, not their entries).
-    auto sent = [](const ByteMove& m) { return std::accumulate(m.send_bytes.begin(), m.send_bytes.end(), int64_t{0}); };
-    const ByteMove* heaviest = &moves[0];
-    for (const ByteMove& m : moves)
-      if (sent(m) > sent(*heaviest)) heaviest = &m;
-    const auto profiled = profile(moves.size() > 1 ? "nccl_all_to_all_group" : "nccl_all_to_all", heaviest->purpose);
+    const auto profiled = profile(moves.size() > 1 ? "nccl_all_to_all_group" : "nccl_all_to_all", main_purpose(moves));
     const auto timed = timer_.scope();
     std::vector<std::vector<int64_t>> soff(moves.size()), roff(moves.size());
     for (size_t i = 0; i < moves.size(); ++i) {

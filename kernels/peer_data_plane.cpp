@@ -165,7 +165,7 @@ class PeerDataPlane final : public mok::DataPlane {
   void exchange_group(std::span<const ByteMove> moves) override {
     const int R = size(), me = rank();
     const auto profiled = profile_collective(ops_->profiler(), moves.size() > 1 ? "peer_all_to_all_group" : "peer_all_to_all",
-                                             moves[0].purpose);
+                                             main_purpose(moves));
     const auto timed = timer_.scope();
     std::vector<std::vector<Piece>> offer(R);
     std::vector<std::vector<Take>> take(R);

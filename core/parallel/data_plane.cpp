@@ -66,6 +66,18 @@ void DataPlane::all_to_all_rows_group(std::span<const RowMove> moves) {
   }
 }
 
+CommPurpose DataPlane::main_purpose(std::span<const ByteMove> moves) {
+  auto sent = [](const ByteMove& m) {
+    int64_t b = 0;
+    for (int64_t x : m.send_bytes) b += x;
+    return b;
+  };
+  const ByteMove* main = &moves[0];
+  for (const ByteMove& m : moves)
+    if (sent(m) > sent(*main)) main = &m;
+  return main->purpose;
+}
+
 void DataPlane::exchange_group(std::span<const ByteMove> moves) {
   for (const ByteMove& m : moves) exchange(m.send, m.send_bytes, m.recv, m.recv_bytes, m.purpose);
 }

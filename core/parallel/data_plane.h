@@ -88,6 +88,8 @@ class DataPlane {
   };
   // A group of checked moves; by default one exchange after another.
   virtual void exchange_group(std::span<const ByteMove> moves);
+  // The purpose a profile names a group by: its largest move's (the rows, not their entries).
+  static CommPurpose main_purpose(std::span<const ByteMove> moves);
 
  private:
   ByteMove checked(const RowMove& move) const;
