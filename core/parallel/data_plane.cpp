@@ -48,21 +48,82 @@ DataPlane::ByteMove DataPlane::checked(const RowMove& m) const {
   return out;
 }
 
+void DataPlane::check_idle(const char* call) const {
+  if (in_flight_)
+    throw std::logic_error(std::string("DataPlane::") + call + " while a started group is in flight (finish it first)");
+}
+
+std::vector<DataPlane::ByteMove> DataPlane::checked_group(std::span<const RowMove> moves) const {
+  std::vector<ByteMove> out;
+  out.reserve(moves.size());
+  for (const RowMove& m : moves) out.push_back(checked(m));
+  return out;
+}
+
 void DataPlane::all_to_all_rows(const Tensor& send, std::span<const int64_t> send_rows, Tensor& recv,
                                 std::span<const int64_t> recv_rows, CommPurpose purpose) {
+  check_idle("all_to_all_rows");
   const ByteMove m = checked({&send, send_rows, &recv, recv_rows, purpose});
   exchange(m.send, m.send_bytes, m.recv, m.recv_bytes, m.purpose);
 }
 
 void DataPlane::all_to_all_rows_group(std::span<const RowMove> moves) {
-  std::vector<ByteMove> checked_moves;
-  checked_moves.reserve(moves.size());
-  for (const RowMove& m : moves) checked_moves.push_back(checked(m));
+  check_idle("all_to_all_rows_group");
+  const std::vector<ByteMove> checked_moves = checked_group(moves);
   if (checked_moves.size() == 1) {
     const ByteMove& m = checked_moves[0];
     exchange(m.send, m.send_bytes, m.recv, m.recv_bytes, m.purpose);
   } else if (!checked_moves.empty()) {
     exchange_group(checked_moves);
+  }
+}
+
+DataPlane::Transfer DataPlane::start_group(std::span<const RowMove> moves) {
+  check_idle("start_group");
+  const std::vector<ByteMove> checked_moves = checked_group(moves);
+  Transfer t;
+  if (checked_moves.empty()) return t;
+  for (const RowMove& m : moves) {
+    t.held_.push_back(m.send->view(0, m.send->shape()));
+    t.held_.push_back(m.recv->view(0, m.recv->shape()));
+  }
+  start_exchange_group(checked_moves);
+  in_flight_ = true;
+  t.plane_ = this;
+  return t;
+}
+
+void DataPlane::finish(Transfer& transfer) {
+  if (!transfer.pending()) return;
+  if (transfer.plane_ != this) throw std::logic_error("DataPlane::finish: a transfer of another plane");
+  transfer.plane_ = nullptr;
+  in_flight_ = false;
+  finish_exchange_group();
+  transfer.held_.clear();  // after the compute stream waits for the transfer: no block is reused under it
+}
+
+DataPlane::Transfer::Transfer(Transfer&& other) noexcept
+    : plane_(std::exchange(other.plane_, nullptr)), held_(std::move(other.held_)) {}
+
+DataPlane::Transfer& DataPlane::Transfer::operator=(Transfer&& other) noexcept {
+  if (this != &other) {
+    if (plane_) {
+      try {
+        plane_->finish(*this);
+      } catch (...) {  // see the destructor
+      }
+    }
+    plane_ = std::exchange(other.plane_, nullptr);
+    held_ = std::move(other.held_);
+  }
+  return *this;
+}
+
+DataPlane::Transfer::~Transfer() {
+  if (!plane_) return;
+  try {
+    plane_->finish(*this);
+  } catch (...) {  // unwinding already; the plane's own error is the one reported
   }
 }
 

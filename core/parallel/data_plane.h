@@ -6,6 +6,7 @@
 //                     known on both sides (the control plane exchanged them first)
 //   all_to_all_rows_group  several such exchanges whose data do not depend on one another,
 //                     started together where the transport can (NCCL: one group)
+//   start_group / finish   such a group beside the compute (a GPU plane's transfer stream)
 //   all_reduce_sum    f32/f64 in place, in the Communicator's fixed order (reduce-scatter, the
 //                     owner of each chunk adds the R copies in rank order, accumulating in
 //                     double and rounding once, then an all-gather): bitwise identical on
@@ -65,6 +66,32 @@ class DataPlane {
   // launch and one latency instead of one per move, which is most of a small exchange's time
   // in a decode step — and counts each by its purpose, as if they had gone one by one.
   void all_to_all_rows_group(std::span<const RowMove> moves);
+
+  // A group started beside the compute. On a GPU plane the moves run on the plane's transfer
+  // stream, after the work the compute stream had queued when they started, while the
+  // compute stream goes on with work that does not touch them (MoK's shadow experts while
+  // the rows travel); finish() makes the compute stream wait for them. Until then the caller
+  // neither writes the sent tensors nor reads the received ones; the Transfer holds both, so
+  // releasing the caller's handles early frees nothing under the transfer. Host planes move
+  // everything in start_group. One transfer at a time, and no other call of the plane while
+  // it is in flight (collectives stay in one order on every rank).
+  class Transfer {
+   public:
+    Transfer() = default;
+    Transfer(Transfer&& other) noexcept;
+    Transfer& operator=(Transfer&& other) noexcept;
+    Transfer(const Transfer&) = delete;
+    Transfer& operator=(const Transfer&) = delete;
+    ~Transfer();  // finishes a transfer still in flight (an exception is unwinding)
+    bool pending() const { return plane_ != nullptr; }
+
+   private:
+    friend class DataPlane;
+    DataPlane* plane_ = nullptr;
+    std::vector<Tensor> held_;  // views of the moves' tensors
+  };
+  [[nodiscard]] Transfer start_group(std::span<const RowMove> moves);
+  void finish(Transfer& transfer);
   virtual void all_reduce_sum(Tensor& data, CommPurpose purpose) = 0;
   virtual void broadcast(Tensor& data, int root, CommPurpose purpose) = 0;
 
@@ -88,12 +115,19 @@ class DataPlane {
   };
   // A group of checked moves; by default one exchange after another.
   virtual void exchange_group(std::span<const ByteMove> moves);
+  // start_group's and finish's transport: by default the group moves at once (exchange_group)
+  // and nothing is left to wait for.
+  virtual void start_exchange_group(std::span<const ByteMove> moves) { exchange_group(moves); }
+  virtual void finish_exchange_group() {}
   // The purpose a profile names a group by: its largest move's (the rows, not their entries).
   static CommPurpose main_purpose(std::span<const ByteMove> moves);
 
  private:
   ByteMove checked(const RowMove& move) const;
+  std::vector<ByteMove> checked_group(std::span<const RowMove> moves) const;
+  void check_idle(const char* call) const;
   Communicator& control_;
+  bool in_flight_ = false;  // a started group not finished yet
 };
 
 // CPU tensors, through the control Communicator's own messages.

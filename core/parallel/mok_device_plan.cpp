@@ -60,7 +60,8 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
   int64_t recv_total = 0;
   for (int q = 0; q < R; ++q) recv_total += recv_rows_[q];
 
-  // 4. entries and gates of the rows; 5. the rows: one group.
+  // 4. entries and gates of the rows; 5. the rows: one group, started beside the shadow
+  // copies' products (7.), which need none of it.
   Tensor recv_entry = cx.empty({recv_total, k}, DType::i32);
   recv_gate_dev_ = cx.empty({recv_total, k}, kRealDType);
   Tensor send_x = cx.activation({sent_total, d});
@@ -70,8 +71,8 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
       {&ship_.entry, send_rows_, &recv_entry, recv_rows_, CommPurpose::control},
       {&ship_.gate, send_rows_, &recv_gate_dev_, recv_rows_, CommPurpose::control},
       {&send_x, send_rows_, &recv_x, recv_rows_, CommPurpose::dispatch}};
-  plane_.all_to_all_rows_group(moves);
-  send_x.reset();
+  DataPlane::Transfer rows_in_flight = plane_.start_group(moves);
+  send_x.reset();  // (held by the transfer until it is finished)
 
   // 7. the shadow copies on their pairs (expert-major: the router's order, shadowed experts'
   // segments), gated; each shadowed pair is its own group.
@@ -103,6 +104,7 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
     Tensor dst = row_block(results, 0, shadow_rows_);
     ops.scale_rows(ys, g, dst);
   }
+  plane_.finish(rows_in_flight);
 
   // 6. the local experts on the received rows: entries sorted by expert (receive order within
   // an expert), one grouped product, then each row's gated sum over its entries, back.
@@ -165,11 +167,13 @@ Tensor MokDispatcher::backward_device(const Tensor& dy, ExpertBank& bank, Tensor
     recv_k[q] = recv_rows_[q] * k;
   }
 
-  // dy once per sent row to its destination (the reverse of the combine).
+  // dy once per sent row to its destination (the reverse of the combine), beside the shadow
+  // copies' backward, which needs none of it.
   Tensor send_dy = cx.activation({sent_total, d});
   if (sent_total) ops.gather_rows(dy, ship_.token, 1, send_dy);
   Tensor recv_dy = cx.activation({recv_total, d});
-  plane_.all_to_all_rows(send_dy, send_rows_, recv_dy, recv_rows_, CommPurpose::combine);
+  const DataPlane::RowMove dy_move[] = {{&send_dy, send_rows_, &recv_dy, recv_rows_, CommPurpose::combine}};
+  DataPlane::Transfer dy_in_flight = plane_.start_group(dy_move);
   send_dy.reset();
 
   // The groups' input gradients: the shadowed pairs' rows first, then the returned rows.
@@ -188,6 +192,7 @@ Tensor MokDispatcher::backward_device(const Tensor& dy, ExpertBank& bank, Tensor
     Tensor dxs = shadow_bank_->grouped->backward_gated(dys, ge, shadow_dgate);
     cx.allocator().copy_within(row_block(results, 0, shadow_rows_).raw(), dxs.raw(), dxs.bytes());
   }
+  plane_.finish(dy_in_flight);
 
   // The local experts' gated backward over the forward's batch, one reduced dx per row back.
   const int64_t batch_rows = recv_order_.rows();

@@ -1,10 +1,12 @@
 // The data plane of CPU ranks (core/parallel/data_plane.h): rows of any element type reach
 // their peers in peer order, every byte is counted under its purpose as host messages are,
 // the fixed-order all-reduce gives the Communicator's bits, and malformed calls are refused
-// with a message that names the tensors. (The NCCL plane is checked on two GPUs by
+// with a message that names the tensors; a group started beside the compute arrives at its
+// finish, and the plane takes no other call while it is in flight. (The NCCL plane is checked on two GPUs by
 // mok-gpu-check --checks parallel.)
 #include <QtTest>
 
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +17,7 @@
 #include "core/parallel/data_plane.h"
 #include "core/parallel/local_communicator.h"
 #include "core/util/counter_rng.h"
+#include "support/deferring_data_plane.h"
 
 using namespace mok;
 
@@ -53,6 +56,85 @@ class TestDataPlane : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::logic_error, plane.all_to_all_rows_group(uneven));
     QVERIFY_THROWS_EXCEPTION(std::logic_error, plane.all_to_all_rows(a, four, out, three, CommPurpose::dispatch));
     QCOMPARE(comm.stats().calls, int64_t(0));
+  }
+
+  // Started on a plane that delivers only at finish: nothing before it, everything after it,
+  // no other call in between; a Transfer dropped unfinished is finished by its destructor.
+  void aStartedGroupArrivesAtFinish() {
+    std::mutex m;
+    std::vector<std::string> failures;
+    run_local_ranks(2, [&](Communicator& comm) {
+      const int me = comm.rank(), peer = 1 - me;
+      test::DeferringDataPlane plane(comm);
+      const std::vector<int64_t> counts{2, 2};
+      std::vector<float> send(4 * kWidth), want(4 * kWidth);
+      for (int64_t i = 0; i < 4 * kWidth; ++i) send[i] = value(me, 0, i);
+      for (int64_t i = 0; i < 2 * kWidth; ++i) {
+        want[(2 * me) * kWidth + i] = value(me, 0, (2 * me) * kWidth + i);             // own block
+        want[(2 * peer) * kWidth + i] = value(peer, 0, (2 * me) * kWidth + i);  // the peer's block for me
+      }
+      auto fail = [&](const std::string& what) {
+        std::lock_guard lock(m);
+        failures.push_back("rank " + std::to_string(me) + ": " + what);
+      };
+      auto received = [](const Tensor& t) {
+        std::vector<float> v(static_cast<size_t>(t.numel()));
+        t.copy_to_host(v.data(), t.bytes());
+        return v;
+      };
+      Tensor st = cpu_context().upload(send.data(), {4, kWidth}, DType::f32);
+      Tensor rt = cpu_context().zeros({4, kWidth}, DType::f32);
+      const DataPlane::RowMove move[] = {{&st, counts, &rt, counts, CommPurpose::dispatch}};
+      {
+        DataPlane::Transfer t = plane.start_group(move);
+        if (!t.pending()) fail("not pending after start");
+        for (float v : received(rt))
+          if (!std::isnan(v)) fail("a row arrived before finish");
+        try {
+          plane.all_to_all_rows(st, counts, rt, counts, CommPurpose::dispatch);
+          fail("a call while a group is in flight was taken");
+        } catch (const std::logic_error&) {
+        }
+        try {
+          DataPlane::Transfer second = plane.start_group(move);
+          fail("a second group while one is in flight was taken");
+        } catch (const std::logic_error&) {
+        }
+        DataPlane::Transfer moved = std::move(t);
+        if (t.pending() || !moved.pending()) fail("a moved transfer did not move");
+        plane.finish(moved);
+        if (moved.pending()) fail("pending after finish");
+        if (received(rt) != want) fail("rows after finish");
+      }
+      rt = cpu_context().zeros({4, kWidth}, DType::f32);
+      const DataPlane::RowMove again[] = {{&st, counts, &rt, counts, CommPurpose::dispatch}};
+      { DataPlane::Transfer dropped = plane.start_group(again); }
+      if (received(rt) != want) fail("rows after a dropped transfer");
+      plane.all_to_all_rows(st, counts, rt, counts, CommPurpose::combine);  // idle again
+      if (!plane.fault().empty()) fail(plane.fault());
+      if (comm.stats().sent(CommPurpose::dispatch, peer) != 2 * 2 * kWidth * 4)
+        fail("dispatch bytes: each started group counted once");
+    });
+    for (const std::string& f : failures) qWarning("%s", f.c_str());
+    QVERIFY(failures.empty());
+  }
+
+  // The host plane moves a started group at once.
+  void theHostPlaneMovesAStartedGroupAtOnce() {
+    LocalCommunicator comm(std::make_shared<LocalCommGroup>(1), 0);
+    HostDataPlane plane(comm);
+    std::vector<float> v(3 * kWidth);
+    for (int64_t i = 0; i < 3 * kWidth; ++i) v[i] = value(0, 0, i);
+    Tensor a = cpu_context().upload(v.data(), {3, kWidth}, DType::f32);
+    Tensor b = cpu_context().zeros({3, kWidth}, DType::f32);
+    const std::vector<int64_t> three{3};
+    const DataPlane::RowMove move[] = {{&a, three, &b, three, CommPurpose::dispatch}};
+    DataPlane::Transfer t = plane.start_group(move);
+    std::vector<float> got(v.size());
+    b.copy_to_host(got.data(), b.bytes());
+    QVERIFY(got == v);
+    plane.finish(t);
+    QVERIFY(!t.pending());
   }
 
  private:

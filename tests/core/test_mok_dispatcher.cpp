@@ -10,7 +10,10 @@
 //  - transfers in C chunks on a helper thread (overlap) give the same bits and the same
 //    bytes as the blocking single-chunk order, for every C;
 //  - the plan made by the rank's ops (MokPlanPlace::device, what GPU ranks use) gives the
-//    same bits, the same bytes by purpose and the same step log as the host plan.
+//    same bits, the same bytes by purpose and the same step log as the host plan;
+//  - with that plan the rows travel beside the shadow copies' products (started groups) and
+//    nothing is read before it arrives nor written while it travels (a plane that delivers
+//    only at finish and poisons the buffers until then).
 #include <QtTest>
 
 #include <algorithm>
@@ -26,6 +29,7 @@
 #include "core/parallel/mok_dispatcher.h"
 #include "core/model/saved_input_policy.h"
 #include "core/util/counter_rng.h"
+#include "support/deferring_data_plane.h"
 #include "support/dispatch_fixture.h"
 
 using namespace mok;
@@ -40,6 +44,7 @@ class TestMokDispatcher : public QObject {
   void shadowingMovesWeightsAndGradientsOnly();
   void stepLogAgreesWithCounters();
   void inferenceForwardNeedsNoBackward();
+  void startedGroupsDeliverOnlyAtFinish();
   void overlapChunksChangeNoBitNorByte();
   void shadowCopiesKeepInputsLikeTheLayersExperts();
   void fewRowsUseFewerChunks();
@@ -90,13 +95,15 @@ struct RankRun {
   Result result;  // gathered over ranks, global token order
   std::vector<CommStats> stats;
   std::vector<MokStepLog> logs;
+  std::vector<int> started;         // groups started beside the compute, per rank (deferring plane)
+  std::vector<std::string> faults;  // what the deferring plane found, per rank
 };
 
 // classic = true runs ClassicDispatcher instead (same harness).
 // chunks = MokOptions::overlap_chunks.
 // plan = MokOptions::plan.
 RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int chunks = 4,
-                  MokPlanPlace plan = MokPlanPlace::automatic) {
+                  MokPlanPlace plan = MokPlanPlace::automatic, bool deferring = false) {
   RankRun run;
   run.result.y.assign(kN * kD, 0);
   run.result.dx.assign(kN * kD, 0);
@@ -104,12 +111,15 @@ RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int c
   run.result.expert_grad.assign(kE, {});
   run.stats.resize(R);
   run.logs.resize(R);
+  run.started.resize(R);
+  run.faults.resize(R);
   std::mutex m;
   run_local_ranks(R, [&](Communicator& comm) {
     const int me = comm.rank();
     const int64_t t0 = kN * me / R, t1 = kN * (me + 1) / R;
     ExpertBank bank = make_bank(f);
     const ExpertPlacement place = ExpertPlacement::contiguous(kE, R);
+    test::DeferringDataPlane deferring_plane(comm);
     std::unique_ptr<ExpertDispatcher> dispatcher;
     MokDispatcher* mok = nullptr;
     if (classic) {
@@ -120,7 +130,8 @@ RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int c
       opt.overlap_chunks = chunks;
       opt.min_chunk_rows = 1;  // this small batch still uses every chunk asked for
       opt.plan = plan;
-      auto md = std::make_unique<MokDispatcher>(comm, place, opt);
+      auto md = deferring ? std::make_unique<MokDispatcher>(deferring_plane, place, opt)
+                          : std::make_unique<MokDispatcher>(comm, place, opt);
       mok = md.get();
       dispatcher = std::move(md);
     }
@@ -136,6 +147,8 @@ RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int c
     for (int e : place.experts_on(me)) run.result.expert_grad[e] = test::expert_grads(*bank.experts[e]);
     run.stats[me] = comm.stats();
     if (mok) run.logs[me] = mok->last_log();
+    run.started[me] = deferring_plane.started();
+    run.faults[me] = deferring_plane.fault();
   });
   return run;
 }
@@ -466,6 +479,31 @@ void TestMokDispatcher::devicePlanMatchesHostPlanBitwise() {
         if (mode == ShadowMode::always) QVERIFY2(!device.logs[0].shadowed.empty(), qPrintable(what));
         if (mode == ShadowMode::never) QVERIFY2(device.logs[0].shipped_rows > 0, qPrintable(what));
       }
+}
+
+// The rows' group (forward) and dy's (backward) start before the shadow copies' products and
+// finish after them; a plane that delivers only at finish gives the blocking plan's bits.
+void TestMokDispatcher::startedGroupsDeliverOnlyAtFinish() {
+  for (int R : {2, 3})
+    for (ShadowMode mode : {ShadowMode::never, ShadowMode::always, ShadowMode::automatic}) {
+      const int64_t f = 24;
+      const RankRun blocking = run_ranks(R, mode, f, false, 1, MokPlanPlace::device);
+      const RankRun deferred = run_ranks(R, mode, f, false, 1, MokPlanPlace::device, /*deferring=*/true);
+      const QString what = QString("R=%1 mode=%2").arg(R).arg(shadow_mode_name(mode));
+      QVERIFY2(same_bits(deferred.result.y, blocking.result.y), qPrintable("y " + what));
+      QVERIFY2(same_bits(deferred.result.dx, blocking.result.dx), qPrintable("dx " + what));
+      QVERIFY2(same_bits(deferred.result.dgate, blocking.result.dgate), qPrintable("dgate " + what));
+      for (int e = 0; e < kE; ++e)
+        QVERIFY2(same_bits(deferred.result.expert_grad[e], blocking.result.expert_grad[e]), qPrintable("grad " + what));
+      for (int me = 0; me < R; ++me) {
+        QVERIFY2(deferred.faults[me].empty(), qPrintable(what + ": " + QString::fromStdString(deferred.faults[me])));
+        QCOMPARE(deferred.started[me], 2);  // forward's rows, backward's dy
+        for (CommPurpose p : {CommPurpose::dispatch, CommPurpose::combine, CommPurpose::weights,
+                              CommPurpose::gradients, CommPurpose::control})
+          QVERIFY2(deferred.stats[me].remote_sent(p) == blocking.stats[me].remote_sent(p),
+                   qPrintable(what + " bytes of " + comm_purpose_name(p)));
+      }
+    }
 }
 
 QTEST_GUILESS_MAIN(TestMokDispatcher)
