@@ -85,6 +85,7 @@ CommStats CommStats::since(const CommStats& earlier) const {
   d.calls = calls - earlier.calls;
   d.wall_seconds = wall_seconds - earlier.wall_seconds;
   d.modeled_seconds = modeled_seconds - earlier.modeled_seconds;
+  d.overlapped_seconds = overlapped_seconds - earlier.overlapped_seconds;
   return d;
 }
 

@@ -36,6 +36,9 @@ struct CommStats {
   int64_t calls = 0;             // collectives (and barriers) entered
   double wall_seconds = 0.0;     // time inside collectives, waiting for peers included
   double modeled_seconds = 0.0;  // time the emulated link would have taken (LinkModel)
+  // Device time of transfers run beside compute on a transfer stream; what the compute
+  // waited for of it is in wall_seconds.
+  double overlapped_seconds = 0.0;
 
   CommStats() = default;
   CommStats(int ranks, int self);

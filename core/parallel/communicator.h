@@ -116,6 +116,9 @@ class Communicator {
 
   // Time another transport spent on this rank's collectives, measured after the fact.
   void add_wall_seconds(double seconds) { stats_.wall_seconds += seconds; }
+  // Device time of transfers another transport ran on a transfer stream beside compute
+  // (CommStats::overlapped_seconds); the part the rank waited for goes to add_wall_seconds.
+  void add_overlapped_seconds(double seconds) { stats_.overlapped_seconds += seconds; }
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_.reset(); }

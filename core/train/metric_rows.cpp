@@ -22,7 +22,8 @@ MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step
   v.push_back({"perf/step_ms", r.step_s * 1e3});
   if (rc.parallel()) {
     // Traffic: bytes sent to other ranks during the step, summed over ranks. Times: per
-    // rank, averaged over ranks (comm = inside collectives, waiting for peers included).
+    // rank, averaged over ranks (comm = inside collectives, waiting for peers included;
+    // comm_overlapped = device time of transfers on a transfer stream, beside compute).
     const StepFigures& f = r.ranks;
     const double R = rc.ranks;
     v.push_back({"comm/remote_bytes", f.remote_bytes});
@@ -33,6 +34,7 @@ MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step
     v.push_back({"comm/control_bytes", f.control_bytes});
     v.push_back({"comm/local_tokens", f.local_pairs});
     v.push_back({"perf/comm_ms", f.comm_s / R * 1e3});
+    v.push_back({"perf/comm_overlapped_ms", f.overlapped_s / R * 1e3});
     v.push_back({"perf/compute_ms", (f.step_s - f.comm_s) / R * 1e3});
     if (rc.comm->link().enabled()) v.push_back({"comm/modeled_ms", f.modeled_s / R * 1e3});
   }

@@ -26,6 +26,7 @@ struct StepFigures {
   double comm_s = 0.0;       // wall time inside collectives (waiting for peers included)
   double modeled_s = 0.0;    // emulated link time (LinkModel)
   double step_s = 0.0;       // wall time of the step
+  double overlapped_s = 0.0; // device time of transfers on a transfer stream beside compute
 
   // Fills the traffic and time fields from the communicator's counters since `before`.
   void take_comm(const CommStats& now, const CommStats& before);

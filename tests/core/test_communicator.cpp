@@ -116,8 +116,11 @@ class TestCommunicator : public QObject {
     run_local_ranks(2, [&](Communicator& c) {
       float v[4] = {1, 2, 3, 4};
       c.broadcast(v, 16, 0, CommPurpose::weights);
+      c.add_overlapped_seconds(2.0);  // before the mark: not in the delta
       const CommStats mark = c.stats();
       c.broadcast(v, 8, 1, CommPurpose::weights);
+      c.add_wall_seconds(0.5);
+      c.add_overlapped_seconds(0.25 * (c.rank() + 1));
       delta[c.rank()] = c.stats().since(mark);
       total[c.rank()] = c.stats();
       c.reset_stats();
@@ -129,7 +132,14 @@ class TestCommunicator : public QObject {
       QCOMPARE(delta[r].remote_received(CommPurpose::weights), r == 0 ? int64_t{8} : int64_t{0});
       QCOMPARE(total[r].remote_sent(CommPurpose::weights), r == 0 ? int64_t{16} : int64_t{8});
       QCOMPARE(total[r].calls, int64_t{2});
+      // Time added by another transport: waited (wall, on top of the broadcast's own) and
+      // overlapped with compute (only what was added after the mark).
+      QVERIFY(delta[r].wall_seconds >= 0.5);
+      QCOMPARE(delta[r].overlapped_seconds, 0.25 * (r + 1));
+      QCOMPARE(total[r].overlapped_seconds, 2.0 + 0.25 * (r + 1));
       QCOMPARE(after_reset[r].remote_sent_total(), int64_t{0});
+      QCOMPARE(after_reset[r].wall_seconds, 0.0);
+      QCOMPARE(after_reset[r].overlapped_seconds, 0.0);
       QCOMPARE(after_reset[r].calls, int64_t{0});
       QCOMPARE(after_reset[r].ranks, 2);
       QCOMPARE(after_reset[r].self, r);

@@ -287,6 +287,7 @@ class TestParallelTrain : public QObject {
       QVERIFY(remote > 2 * expect + 2.0 * (R - 1) * dense_bytes);  // + routing counts and gates
       total_remote += remote;
       QVERIFY(rec.value(step, "perf/comm_ms") >= 0.0);
+      QCOMPARE(rec.value(step, "perf/comm_overlapped_ms"), 0.0);  // CPU ranks: no transfer stream
       QVERIFY(rec.value(step, "perf/compute_ms") > 0.0);
     }
     QCOMPARE(static_cast<double>(r.comm_bytes_remote), total_remote);

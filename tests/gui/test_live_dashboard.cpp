@@ -48,7 +48,8 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 // A step of a two-rank run, as train_metric_row writes it: bytes sent between ranks summed
 // over ranks (dispatch s MiB, combine 2s MiB, gradients 3 MiB, shadow weights 0.25·s MiB,
-// control 0.125 MiB; the total their sum), time in communication 1.5 + 0.1·s ms.
+// control 0.125 MiB; the total their sum), time waiting in communication 1.5 + 0.1·s ms and
+// transfers overlapped with compute 0.5 + 0.2·s ms.
 static MetricRow two_rank_row(int64_t step) {
   MetricRow r;
   r.step = step;
@@ -64,6 +65,7 @@ static MetricRow two_rank_row(int64_t step) {
               {"comm/control_bytes", 0.125 * kMiB},
               {"comm/local_tokens", 1000.0 + s},
               {"perf/comm_ms", 1.5 + 0.1 * s},
+              {"perf/comm_overlapped_ms", 0.5 + 0.2 * s},
               {"perf/compute_ms", 40.0}};
   return r;
 }
@@ -140,10 +142,16 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(comm->point_count(time), 20);
     QCOMPARE(comm->value_axis(time), comm->plot()->yAxis2);
     QVERIFY(comm->plot()->yAxis2->visible());
-    QCOMPARE(comm->curve_count(), int(bytes.size()) + 1);  // comm/local_tokens and perf/compute_ms are not drawn here
+    const int overlapped = comm->find_curve("perf/comm_overlapped_ms");
+    QVERIFY(overlapped >= 0);
+    QVERIFY(comm->curve_visible(overlapped));
+    QCOMPARE(comm->point_count(overlapped), 20);
+    QCOMPARE(comm->value_axis(overlapped), comm->plot()->yAxis2);
+    QCOMPARE(comm->curve_count(), int(bytes.size()) + 2);  // comm/local_tokens and perf/compute_ms are not drawn here
     QCOMPARE(comm->find_curve("comm/local_tokens"), -1);
+    QCOMPARE(comm->find_curve("perf/compute_ms"), -1);
     QCOMPARE(comm->plot()->yAxis->label(), QStringLiteral("MiB per step (all ranks)"));
-    QCOMPARE(comm->plot()->yAxis2->label(), QStringLiteral("ms per step in communication"));
+    QCOMPARE(comm->plot()->yAxis2->label(), QStringLiteral("ms per step: exposed (waited) and overlapped"));
 
     auto value = [&](const QString& curve, int i) { return comm->points(comm->find_curve(curve))[size_t(i)].value; };
     QCOMPARE(value("comm/dispatch_bytes", 4), 5.0);  // step 5
@@ -156,15 +164,20 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(value("perf/comm_ms", 0), 1.6);
     QCOMPARE(value("perf/comm_ms", 19), 3.5);
     QCOMPARE(comm->points(time)[19].step, int64_t(20));
+    QCOMPARE(value("perf/comm_overlapped_ms", 0), 0.7);  // step 1: 0.5 + 0.2
+    QCOMPARE(value("perf/comm_overlapped_ms", 19), 4.5);
+    QCOMPARE(comm->points(overlapped)[19].step, int64_t(20));
 
-    // Each axis spans its own values: MiB on the left (not bytes, not ms), ms on the right.
+    // Each axis spans its own values: MiB on the left (not bytes, not ms), ms on the right
+    // (both times: exposed 1.6..3.5, overlapped 0.7..4.5).
     const QCPRange left = comm->plot()->yAxis->range(), right = comm->plot()->yAxis2->range();
     QVERIFY2(left.lower <= 0.125 && left.upper >= 68.125 && left.upper < 100.0,
              qPrintable(QString("%1..%2").arg(left.lower).arg(left.upper)));
-    QVERIFY2(right.lower <= 1.6 && right.lower > 0.0 && right.upper >= 3.5 && right.upper < 10.0,
+    QVERIFY2(right.lower <= 0.7 && right.lower > 0.0 && right.upper >= 4.5 && right.upper < 10.0,
              qPrintable(QString("%1..%2").arg(right.lower).arg(right.upper)));
     const QString hover = comm->hover_text_at(5);
-    QVERIFY2(hover.contains("comm/weight_bytes") && hover.contains("comm/control_bytes") && hover.contains("perf/comm_ms"),
+    QVERIFY2(hover.contains("comm/weight_bytes") && hover.contains("comm/control_bytes") && hover.contains("perf/comm_ms") &&
+                 hover.contains("perf/comm_overlapped_ms: 1.5"),
              qPrintable(hover));
   }
 

@@ -85,11 +85,14 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   optimizer_->add_curve("train/grad_norm", QColor(), CurveAxis::right);
   optimizer_->set_right_y_label(tr("gradient norm"));
   // Bytes sent to other ranks in the step, summed over ranks, by purpose (MiB, left axis);
-  // the time a rank spends inside collectives, waiting for peers included (ms, right axis).
+  // on the right axis (ms, mean over ranks) the time a rank waits in communication, waiting
+  // for peers included (exposed), and the device time of transfers that ran beside compute
+  // on a transfer stream (overlapped).
   comm_ = make(tr("Between ranks"), tr("MiB per step (all ranks)"));
   for (const QString& n : comm_byte_curves()) comm_->add_curve(n);
   comm_->add_curve("perf/comm_ms", QColor(), CurveAxis::right);
-  comm_->set_right_y_label(tr("ms per step in communication"));
+  comm_->add_curve("perf/comm_overlapped_ms", QColor(), CurveAxis::right);
+  comm_->set_right_y_label(tr("ms per step: exposed (waited) and overlapped"));
   validation_->set_empty_note(tr("no evaluation yet:\none comes every train.eval_every\nsteps and after the last"));
   show_comm_device(QString());
   memory_ = new StackedMemoryPlot;
@@ -201,7 +204,8 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
       else if (name == "train/lr" || name == "train/grad_norm") optimizer_->append(optimizer_->find_curve(name), p);
       else if (name.startsWith("comm/") && name.endsWith("_bytes") && name != "comm/bytes_saved")
         comm_->append(curve_for(comm_, name), MetricPoint{row.step, row.tokens, row.wall_s, v.value / kMiB});
-      else if (name == "perf/comm_ms" || (name.startsWith("comm/") && name.endsWith("_ms")))
+      else if (name == "perf/comm_ms" || name == "perf/comm_overlapped_ms" ||
+               (name.startsWith("comm/") && name.endsWith("_ms")))
         comm_->append(curve_for(comm_, name, CurveAxis::right), p);
       else if (parse_layer(v.name, "mem/saved/layer", &layer)) saved[layer] += v.value;
       else if (name == "mem/peak_saved_activation_bytes") saved_peak = v.value;
