@@ -44,6 +44,14 @@ class NcclDataPlane final : public mok::DataPlane {
     // When the group gives up (a rank failed), pending NCCL operations are aborted so that no
     // rank waits on the GPU for a peer that will never send.
     control.add_abort_hook(this, [this] { abort_nccl(); });
+    // The transfer stream at the device's highest priority, so that a started group's NCCL
+    // kernels get their SMs while the compute stream's products fill the rest.
+    int least = 0, greatest = 0;
+    MOK_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    MOK_CUDA_CHECK(cudaStreamCreateWithPriority(&transfer_, cudaStreamNonBlocking, greatest));
+    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&moved_, cudaEventDisableTiming));
+    transfer_timer_ = std::make_unique<CollectiveTimer>(transfer_);
   }
   ~NcclDataPlane() override {
     control().remove_abort_hook(this);
@@ -51,19 +59,29 @@ class NcclDataPlane final : public mok::DataPlane {
       // This rank is failing: peers may be waiting on it, and its own stream may wait on them.
       control().abort_group();  // runs every rank's hook, this one's included
       abort_nccl();
+      release_transfer_stream();
       return;
     }
-    std::lock_guard lock(mutex_);
-    if (comm_) {
-      cudaStreamSynchronize(ops_->stream());
-      ncclCommDestroy(comm_);
-      comm_ = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (comm_) {
+        cudaStreamSynchronize(transfer_);
+        cudaStreamSynchronize(ops_->stream());
+        ncclCommDestroy(comm_);
+        comm_ = nullptr;
+      }
     }
+    release_transfer_stream();
   }
 
   const char* kind() const override { return "nccl"; }
 
-  void settle() override { control().add_wall_seconds(timer_.seconds()); }
+  // Exposed: the compute stream's collectives and its waits for started groups; overlapped:
+  // the started groups' time on the transfer stream.
+  void settle() override {
+    control().add_wall_seconds(timer_.seconds());
+    control().add_overlapped_seconds(transfer_timer_->seconds());
+  }
 
   void all_reduce_sum(mok::Tensor& data, mok::CommPurpose purpose) override {
     const cudaStream_t stream = ops_->stream();
@@ -118,14 +136,37 @@ class NcclDataPlane final : public mok::DataPlane {
     exchange_group({&move, 1});
   }
 
-  // Every move's own block by a device copy, then one NCCL group of every move's sends and
-  // receives: a launch and a latency for the lot.
   void exchange_group(std::span<const ByteMove> moves) override {
-    const int R = size(), me = rank();
-    const cudaStream_t stream = ops_->stream();
-    const ncclComm_t comm = live_comm();
     const auto profiled = profile(moves.size() > 1 ? "nccl_all_to_all_group" : "nccl_all_to_all", main_purpose(moves));
     const auto timed = timer_.scope();
+    enqueue_group(moves, ops_->stream());
+  }
+
+  // On the transfer stream, after the compute stream's work so far; finish waits for it.
+  void start_exchange_group(std::span<const ByteMove> moves) override {
+    started_purpose_ = main_purpose(moves);
+    const auto profiled = profile("nccl_start", started_purpose_);
+    MOK_CUDA_CHECK(cudaEventRecord(queued_, ops_->stream()));
+    MOK_CUDA_CHECK(cudaStreamWaitEvent(transfer_, queued_, 0));
+    {
+      const auto timed = transfer_timer_->scope();
+      enqueue_group(moves, transfer_);
+    }
+    MOK_CUDA_CHECK(cudaEventRecord(moved_, transfer_));
+  }
+
+  void finish_exchange_group() override {
+    const auto profiled = profile("nccl_wait", started_purpose_);
+    const auto timed = timer_.scope();  // what the compute stream waits: the exposed part
+    MOK_CUDA_CHECK(cudaStreamWaitEvent(ops_->stream(), moved_, 0));
+  }
+
+ private:
+  // Every move's own block by a device copy, then one NCCL group of every move's sends and
+  // receives: a launch and a latency for the lot.
+  void enqueue_group(std::span<const ByteMove> moves, cudaStream_t stream) {
+    const int R = size(), me = rank();
+    const ncclComm_t comm = live_comm();
     std::vector<std::vector<int64_t>> soff(moves.size()), roff(moves.size());
     for (size_t i = 0; i < moves.size(); ++i) {
       const ByteMove& m = moves[i];
@@ -152,7 +193,15 @@ class NcclDataPlane final : public mok::DataPlane {
     for (const ByteMove& m : moves) control().count_transfer(m.send_bytes, m.recv_bytes, m.purpose, 0.0);
   }
 
- private:
+  void release_transfer_stream() {
+    transfer_timer_.reset();
+    if (moved_) cudaEventDestroy(moved_);
+    if (queued_) cudaEventDestroy(queued_);
+    if (transfer_) cudaStreamDestroy(transfer_);
+    moved_ = queued_ = nullptr;
+    transfer_ = nullptr;
+  }
+
   OpProfiler::Scope profile(const char* kind, mok::CommPurpose purpose) {
     return profile_collective(ops_->profiler(), kind, purpose);
   }
@@ -175,7 +224,12 @@ class NcclDataPlane final : public mok::DataPlane {
   CudaOps* ops_;
   std::mutex mutex_;  // guards comm_ against an abort from another rank's thread
   ncclComm_t comm_ = nullptr;
-  CollectiveTimer timer_;  // the collectives since the last settle()
+  CollectiveTimer timer_;  // on the compute stream since the last settle(): exposed
+  cudaStream_t transfer_ = nullptr;         // started groups
+  cudaEvent_t queued_ = nullptr;            // compute stream: the group's data are ready
+  cudaEvent_t moved_ = nullptr;             // transfer stream: the group has moved
+  std::unique_ptr<CollectiveTimer> transfer_timer_;  // started groups since the last settle()
+  mok::CommPurpose started_purpose_ = mok::CommPurpose::dispatch;
 };
 
 }  // namespace

@@ -80,6 +80,11 @@ class PeerDataPlane final : public mok::DataPlane {
     }
     MOK_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     MOK_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    // Started groups copy on a stream of their own (the copy engines run beside the kernels).
+    MOK_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_, cudaStreamNonBlocking));
+    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&moved_, cudaEventDisableTiming));
+    transfer_timer_ = std::make_unique<CollectiveTimer>(transfer_);
     control.add_abort_hook(this, [r = rendezvous_] { r->abort(); });
   }
 
@@ -89,15 +94,24 @@ class PeerDataPlane final : public mok::DataPlane {
       rendezvous_->abort();     // peers may be waiting for this rank at a rendezvous
       control().abort_group();  // or in a host collective
     } else {
+      cudaStreamSynchronize(transfer_);
       cudaStreamSynchronize(ops_->stream());  // peers' copies out of this rank's memory included
     }
+    transfer_timer_.reset();
     cudaEventDestroy(ready_);
     cudaEventDestroy(done_);
+    cudaEventDestroy(queued_);
+    cudaEventDestroy(moved_);
+    cudaStreamDestroy(transfer_);
   }
 
   const char* kind() const override { return "peer"; }
 
-  void settle() override { control().add_wall_seconds(timer_.seconds()); }
+  // Exposed (the compute stream's collectives and waits) and overlapped (started groups).
+  void settle() override {
+    control().add_wall_seconds(timer_.seconds());
+    control().add_overlapped_seconds(transfer_timer_->seconds());
+  }
 
   void all_reduce_sum(mok::Tensor& data, mok::CommPurpose purpose) override {
     // Each move one pull: what every rank offers each peer, and where this rank puts its share.
@@ -163,10 +177,34 @@ class PeerDataPlane final : public mok::DataPlane {
   // Every move's own block by a device copy; the peers' blocks, all moves at once, in one
   // pull (one pair of rendezvous for the group).
   void exchange_group(std::span<const ByteMove> moves) override {
-    const int R = size(), me = rank();
     const auto profiled = profile_collective(ops_->profiler(), moves.size() > 1 ? "peer_all_to_all_group" : "peer_all_to_all",
                                              main_purpose(moves));
     const auto timed = timer_.scope();
+    pull_group(moves, ops_->stream());
+  }
+
+  // The same pull on the transfer stream, after the compute stream's work so far.
+  void start_exchange_group(std::span<const ByteMove> moves) override {
+    started_purpose_ = main_purpose(moves);
+    const auto profiled = profile_collective(ops_->profiler(), "peer_start", started_purpose_);
+    MOK_CUDA_CHECK(cudaEventRecord(queued_, ops_->stream()));
+    MOK_CUDA_CHECK(cudaStreamWaitEvent(transfer_, queued_, 0));
+    {
+      const auto timed = transfer_timer_->scope();
+      pull_group(moves, transfer_);
+    }
+    MOK_CUDA_CHECK(cudaEventRecord(moved_, transfer_));
+  }
+
+  void finish_exchange_group() override {
+    const auto profiled = profile_collective(ops_->profiler(), "peer_wait", started_purpose_);
+    const auto timed = timer_.scope();  // what the compute stream waits: the exposed part
+    MOK_CUDA_CHECK(cudaStreamWaitEvent(ops_->stream(), moved_, 0));
+  }
+
+ private:
+  void pull_group(std::span<const ByteMove> moves, cudaStream_t stream) {
+    const int R = size(), me = rank();
     std::vector<std::vector<Piece>> offer(R);
     std::vector<std::vector<Take>> take(R);
     for (const ByteMove& m : moves) {
@@ -175,7 +213,7 @@ class PeerDataPlane final : public mok::DataPlane {
         if (p == me) {
           if (m.send_bytes[me])
             MOK_CUDA_CHECK(cudaMemcpyAsync(m.recv + roff, m.send + soff, m.send_bytes[me], cudaMemcpyDeviceToDevice,
-                                           ops_->stream()));
+                                           stream));
         } else {
           offer[p].push_back({m.send + soff, m.send_bytes[p]});
           take[p].push_back({m.recv + roff, m.recv_bytes[p]});
@@ -184,11 +222,10 @@ class PeerDataPlane final : public mok::DataPlane {
         roff += m.recv_bytes[p];
       }
     }
-    pull(offer, take);
+    pull(offer, take, stream);
     for (const ByteMove& m : moves) control().count_transfer(m.send_bytes, m.recv_bytes, m.purpose, 0.0);
   }
 
- private:
   // One buffer's collective: offers offer[p] (offset, bytes) of `base` to each peer p and
   // copies want[s] bytes of what each peer s offers this rank into into[s]. The own entries
   // are the caller's (offer[me] and want[me] are 0).
@@ -202,14 +239,15 @@ class PeerDataPlane final : public mok::DataPlane {
       pieces[p].push_back({base + offer[p].first, offer[p].second});
       takes[p].push_back({into[p], want[p]});
     }
-    pull(pieces, takes);
+    pull(pieces, takes, ops_->stream());
   }
 
   // Offers offer[p] to each peer p and copies what each peer s offers this rank into
-  // take[s], piece by piece (steps 1–3 at the top of the header). The own lists are empty.
-  void pull(const std::vector<std::vector<Piece>>& offer, const std::vector<std::vector<Take>>& take) {
+  // take[s], piece by piece (steps 1–3 at the top of the header), on `stream`. The own lists
+  // are empty.
+  void pull(const std::vector<std::vector<Piece>>& offer, const std::vector<std::vector<Take>>& take,
+            cudaStream_t stream) {
     const int R = size(), me = rank();
-    const cudaStream_t stream = ops_->stream();
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     MOK_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture != cudaStreamCaptureStatusNone)
@@ -257,6 +295,11 @@ class PeerDataPlane final : public mok::DataPlane {
   std::shared_ptr<Rendezvous> rendezvous_;
   cudaEvent_t ready_ = nullptr;  // after the work that produced this rank's offer
   cudaEvent_t done_ = nullptr;   // after this rank's copies out of its peers' memory
+  cudaStream_t transfer_ = nullptr;  // started groups
+  cudaEvent_t queued_ = nullptr;     // compute stream: the group's data are ready
+  cudaEvent_t moved_ = nullptr;      // transfer stream: the group has moved
+  std::unique_ptr<CollectiveTimer> transfer_timer_;  // started groups since the last settle()
+  mok::CommPurpose started_purpose_ = mok::CommPurpose::dispatch;
 };
 
 }  // namespace

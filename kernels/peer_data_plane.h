@@ -17,6 +17,8 @@
 //      (the allocator reusing a buffer, a kernel writing it) can touch what a peer still reads.
 //   all_to_all_rows   each peer's block of the send buffer, pulled by that peer
 //   all_to_all_rows_group  every move's blocks in one pull (one pair of rendezvous)
+//   start_group       that pull on the plane's transfer stream, after an event of the compute
+//                     stream; finish makes the compute stream wait for its end
 //   all_reduce_sum    the fixed order of the NCCL plane and the host: reduce-scatter by pulls
 //                     into an (R, chunk) buffer, the owner adds the copies in rank order
 //                     (kernels/rank_order_all_reduce.h), all-gather by pulls — the same bits

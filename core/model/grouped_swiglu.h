@@ -60,6 +60,25 @@ class GroupedSwiGlu {
   Tensor backward_gated(const Tensor& dys, Tensor&& dys_gated, const Tensor& gate, Tensor& dgate,
                         const InputRebuild* rebuild_input = nullptr);
 
+  // The same passes by ranges of experts, for a caller whose rows arrive range by range (the
+  // classic dispatcher's chunks, each travelling while the range before it computes). Ranges
+  // go in order, each starting where the last ended, up to G; each writes only its experts'
+  // rows, with the ops of the whole pass on those rows (so a row's values, and each expert's
+  // weight gradient, are those of one pass). Host offsets only.
+  //   begin_forward(xs, segments, keep)   xs (m, d) whole: later ranges' rows may not be there yet
+  //   forward_experts(g0, g1)              experts [g0, g1)
+  //   end_forward() → ys (m, d)            after the last range; keeps what backward needs
+  //   begin_backward(gate, dgate)          gate (m); dgate (m) written range by range
+  //   backward_experts(dys, g0, g1)        dys (m, d): the range's rows arrived
+  //   end_backward() → dxs (m, d)
+  // forward() is one range [0, G); backward_gated() is the same ops over all rows at once.
+  void begin_forward(Tensor xs, const RowSegments& segments, bool keep);
+  void forward_experts(int g0, int g1);
+  Tensor end_forward();
+  void begin_backward(const Tensor& gate, Tensor& dgate, const InputRebuild* rebuild_input = nullptr);
+  void backward_experts(const Tensor& dys, int g0, int g1);
+  Tensor end_backward();
+
   void set_policy(SavedInputPolicy* policy);
   SavedInputPolicy* policy() const { return policy_; }
   void set_recompute_hidden(bool on) { recompute_hidden_ = on; }
@@ -87,6 +106,15 @@ class GroupedSwiGlu {
   void weight_grad(const Tensor& dy, SavedRows& saved, Stack& w, const Tensor* recomputed);
   Tensor restore_act();  // a (m, 2f); with a policy, frees the compact copy
   void reset_saved();
+  // Range [g0, g1) of a pass by ranges: checked in order; whether it is the last.
+  bool take_range(int g0, int g1, const char* pass);
+  // The range's segments (rebased to its first row) and rows; the whole when it is [0, G).
+  RowSegments range_segments(const RowSegments& whole, int g0, int g1) const;
+  // Rows [r0, r1) of t (rows, cols); t itself when they are all of it.
+  static Tensor row_range(const Tensor& t, int64_t r0, int64_t r1);
+  // Stack s's blocks [g0, g1) (G, rows, cols) as a (g1 − g0, rows, cols) view.
+  static Tensor stack_range(const Tensor& s, int g0, int g1);
+  void weight_grad_range(const Tensor& dy, SavedRows& saved, Stack& w, const Tensor* x_whole, int g0, int g1);
 
   std::vector<ExpertSpec> specs_;
   int64_t d_, f_;
@@ -96,6 +124,20 @@ class GroupedSwiGlu {
   SavedInputPolicy* policy_ = nullptr;
   bool recompute_hidden_ = false;
   bool rebuild_input_ = false;
+
+  // A pass by ranges in progress.
+  struct Pass {
+    bool active = false;
+    int next = 0;  // first expert of the next range
+    bool keep = false;
+    RowSegments segments;
+    Tensor xs, a, h, ys;  // forward
+    Tensor gate, a_back, h_back, x_back, dxs;  // backward: inputs restored or rebuilt for it
+    Tensor h_copy, x_copy;                      // backward: one-copy saved inputs, restored
+    Tensor* dgate = nullptr;
+    const InputRebuild* rebuild = nullptr;
+  };
+  Pass pass_;
 
   // Kept between forward and backward.
   RowSegments segments_;

@@ -1,13 +1,17 @@
 // Stacked experts: a GroupedSwiGlu over expert segments computes bitwise what separate
 // SwiGluMlp experts compute on the same rows (forward, gated backward, weight gradients),
 // with empty segments; each expert's named parameters are views of its block and start from
-// the values a separate expert of that name and seed would have.
+// the values a separate expert of that name and seed would have. A pass by ranges of experts
+// (what a dispatcher whose rows arrive in chunks runs) gives the whole pass's bits.
 #include <QtTest>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core/backend/exec_context.h"
+#include "core/config/experiment_config.h"
+#include "core/kittens/kitten_saved_input_policy.h"
 #include "core/model/expert_bank.h"
 #include "core/util/counter_rng.h"
 
@@ -107,6 +111,92 @@ class TestGroupedExperts : public QObject {
       QVERIFY(same(alone[e]->up().weight().grad.data(), bank.experts[e]->up().weight().grad.data(), kD * 2 * kF));
       QVERIFY(same(alone[e]->down().weight().grad.data(), bank.experts[e]->down().weight().grad.data(), kF * kD));
     }
+  }
+
+  void rangesGiveTheWholePassBitwise_data() {
+    QTest::addColumn<QString>("keeping");
+    for (const char* k : {"exact", "hidden recomputed", "input rebuilt", "lowbit", "rsvd"})
+      QTest::newRow(k) << QString(k);
+  }
+
+  // Experts [0, 1), [1, 3), [3, 4) one range after another (expert 1 has no rows) against one
+  // pass: outputs, input and gate gradients, and weight gradients bit for bit, for each way
+  // the inputs are kept for backward (whole, rebuilt, kitten copies of all rows or per expert).
+  void rangesGiveTheWholePassBitwise() {
+    QFETCH(QString, keeping);
+    const std::vector<int64_t> offsets = {0, 5, 5, 17, 20};
+    const int64_t m = offsets.back();
+    const Tensor xs = random_rows(m, kD, 6), dys = random_rows(m, kD, 7), gate_rows = random_rows(m, 1, 8);
+    Tensor gate = gate_rows.clone();
+    gate.reshape({m});
+    KittensConfig kc;
+    kc.mode = "kitten";
+    kc.method = keeping == "lowbit" ? "lowbit" : "rsvd";
+    kc.rank = 3;
+    const bool kittens = keeping == "lowbit" || keeping == "rsvd";
+    const GroupedSwiGlu::InputRebuild rebuild = [&] { return xs.clone(); };
+    struct Pass {
+      std::unique_ptr<SavedInputPolicy> policy;
+      ExpertBank bank;
+      Tensor ys, dxs, dgate;
+    };
+    auto run = [&](bool by_ranges) {
+      Pass p;
+      p.bank = make_stacked_expert_bank(specs(), {}, kD, kF, 0.3, 0.2, 0, "moe.expert");
+      GroupedSwiGlu& g = *p.bank.grouped;
+      if (kittens) {
+        p.policy = std::make_unique<KittenSavedInputPolicy>(kc, 1, 17, 10);
+        g.set_policy(p.policy.get());
+      }
+      g.set_recompute_hidden(keeping == "hidden recomputed");
+      g.set_rebuild_input(keeping == "input rebuilt");
+      const GroupedSwiGlu::InputRebuild* rb = keeping == "input rebuilt" ? &rebuild : nullptr;
+      p.dgate = Tensor({m});
+      const std::vector<std::pair<int, int>> ranges = {{0, 1}, {1, 3}, {3, 4}};
+      if (!by_ranges) {
+        p.ys = g.forward(xs.clone(), offsets, true);
+        Tensor dys_gated({m, kD});
+        cpu_context().ops().scale_rows(dys, gate, dys_gated);
+        p.dxs = g.backward_gated(dys, std::move(dys_gated), gate, p.dgate, rb);
+        return p;
+      }
+      g.begin_forward(xs.clone(), offsets, true);
+      for (auto [g0, g1] : ranges) g.forward_experts(g0, g1);
+      p.ys = g.end_forward();
+      g.begin_backward(gate, p.dgate, rb);
+      for (auto [g0, g1] : ranges) g.backward_experts(dys, g0, g1);
+      p.dxs = g.end_backward();
+      return p;
+    };
+    const Pass whole = run(false), ranged = run(true);
+    QVERIFY(same(ranged.ys.data(), whole.ys.data(), m * kD));
+    QVERIFY(same(ranged.dxs.data(), whole.dxs.data(), m * kD));
+    QVERIFY(same(ranged.dgate.data(), whole.dgate.data(), m));
+    for (int e = 0; e < kExperts; ++e) {
+      QVERIFY2(same(ranged.bank.experts[e]->up().weight().grad.data(), whole.bank.experts[e]->up().weight().grad.data(),
+                    kD * 2 * kF),
+               qPrintable(QString("up gradient of expert %1").arg(e)));
+      QVERIFY2(same(ranged.bank.experts[e]->down().weight().grad.data(),
+                    whole.bank.experts[e]->down().weight().grad.data(), kF * kD),
+               qPrintable(QString("down gradient of expert %1").arg(e)));
+    }
+    // The gradients are not all zero (the comparison could fail).
+    real sum = 0;
+    for (real v : ranged.bank.experts[3]->up().weight().grad.span()) sum += std::abs(v);
+    QVERIFY(sum > 0);
+  }
+
+  void rangesGoInOrder() {
+    ExpertBank bank = make_stacked_expert_bank(specs(), {}, kD, kF, 0.3, 0.2, 0, "moe.expert");
+    GroupedSwiGlu& g = *bank.grouped;
+    const std::vector<int64_t> offsets = {0, 3, 6, 9, 12};
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, g.forward_experts(0, 1));  // no begin
+    g.begin_forward(random_rows(12, kD, 9), offsets, false);
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, g.forward_experts(1, 2));  // a gap
+    g.forward_experts(0, 2);
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, g.end_forward());  // before the last range
+    g.forward_experts(2, 4);
+    QCOMPARE(g.end_forward().dim(0), int64_t(12));
   }
 
   void keepsTheTakenRowsAsSavedActivationsWithoutACopy() {
