@@ -287,6 +287,7 @@ void GroupedSwiGlu::begin_backward(const Tensor& gate, Tensor& dgate, const Inpu
   pass_.gate = gate.view(0, gate.shape());
   pass_.dgate = &dgate;
   pass_.rebuild = rebuild_input;
+  pass_.dxs = cx.activation({m, d_});
   pass_.a_back = restore_act();  // (m, 2f)
   // h as backward_gated takes it: the kept tensor, rebuilt from a, or left to the gated op.
   if (hidden_kept_ && !policy_) {
@@ -350,7 +351,6 @@ void GroupedSwiGlu::backward_experts(const Tensor& dys, int g0, int g1) {
     Tensor h = pass_.h_back.empty() ? Tensor() : row_range(pass_.h_back, r0, r1);
     ops.swiglu_backward_gated(row_range(pass_.a_back, r0, r1), std::move(h), dh, gate, dgate, da);
     dh.reset();
-    if (pass_.dxs.empty()) pass_.dxs = cx.activation({m, d_});
     Tensor dx = row_range(pass_.dxs, r0, r1);
     ops.grouped_gemm(true, seg, da, stack_range(up_.weights(), g0, g1), 0.0, dx);  // da·W_upᵀ
     if (input_kept_) {
@@ -368,8 +368,7 @@ void GroupedSwiGlu::backward_experts(const Tensor& dys, int g0, int g1) {
 Tensor GroupedSwiGlu::end_backward() {
   if (!pass_.active || pass_.next != groups())
     throw std::logic_error("GroupedSwiGlu: end_backward before the last range");
-  const int64_t m = pass_.segments.rows();
-  Tensor dxs = pass_.dxs.empty() ? ExecContext::current().activation({m, d_}) : std::move(pass_.dxs);
+  Tensor dxs = std::move(pass_.dxs);
   pass_ = Pass{};
   reset_saved();
   return dxs;

@@ -75,6 +75,9 @@ class GroupedSwiGlu {
   void begin_forward(Tensor xs, const RowSegments& segments, bool keep);
   void forward_experts(int g0, int g1);
   Tensor end_forward();
+  // The pass's output so far: ys in a forward (after its first range), dxs (m, d) in a
+  // backward; a range's rows are final once it has run.
+  const Tensor& pass_output() const { return pass_.active && !pass_.dxs.empty() ? pass_.dxs : pass_.ys; }
   void begin_backward(const Tensor& gate, Tensor& dgate, const InputRebuild* rebuild_input = nullptr);
   void backward_experts(const Tensor& dys, int g0, int g1);
   Tensor end_backward();

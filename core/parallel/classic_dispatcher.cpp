@@ -37,6 +37,8 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   const int64_t n = x.dim(0), d = x.dim(1);
   const int k = r.k;
   if (!keep && fixed_layout_max_rows_ > 0 && n <= fixed_layout_max_rows_) return forward_fixed(x, r, bank);
+  chunks_ = 1;
+  if (const int C = chunks_for_step(); C > 1) return forward_chunked(x, r, bank, keep, C);
   const std::vector<int64_t>& off = r.pairs.segments.host();  // (E + 1) expert-major rows of this rank's pairs
   const int64_t m = r.pairs.rows();
   const std::vector<int>& mine = placement_.experts_on(me);
@@ -164,6 +166,7 @@ Tensor ClassicDispatcher::forward_fixed(const Tensor& x, const RoutingDecision& 
 
 Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate) {
   if (!kept_) throw std::logic_error("ClassicDispatcher::backward without a kept forward");
+  if (chunks_ > 1) return backward_chunked(dy, bank, dgate);
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t n = n_, d = dy.dim(1), m = order_.numel();

@@ -26,6 +26,7 @@
 // collectives), with the same `keep`. The bank must hold this rank's experts stacked
 // (make_stacked_expert_bank).
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -69,12 +70,22 @@ class ClassicDispatcher final : public ExpertDispatcher {
   // (generation: B/R). 0 (the default): never.
   void set_fixed_layout_max_rows(int64_t rows) { fixed_layout_max_rows_ = rows; }
 
+  // C > 1: a step with keep or more rows than the fixed layout's limit runs in chunks of each
+  // rank's local experts, one chunk's transfers beside the previous chunk's expert products
+  // (core/parallel/classic_dispatcher_chunks.cpp); min(C, most experts on a rank) chunks, the
+  // same on every rank. The results are those of 1 (the default) bit for bit.
+  void set_overlap_chunks(int chunks) { overlap_chunks_ = std::max(1, chunks); }
+  int overlap_chunks() const { return overlap_chunks_; }
+
   const DispatchCounts& last_counts() const { return counts_; }
   const ExpertPlacement& placement() const { return placement_; }
 
  private:
   void check_setup() const;
   Tensor forward_fixed(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank);
+  int chunks_for_step() const;
+  Tensor forward_chunked(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep, int chunks);
+  Tensor backward_chunked(const Tensor& dy, ExpertBank& bank, Tensor& dgate);
 
   std::unique_ptr<DataPlane> own_plane_;  // the CPU constructor's
   DataPlane& plane_;
@@ -94,6 +105,16 @@ class ClassicDispatcher final : public ExpertDispatcher {
   Tensor order_, row_of_pair_;        // the router's pair order (kept for backward)
   Tensor recv_gate_;                  // gates of the received rows, expert-major
   bool kept_ = false;
+
+  // The chunked plan (chunks_ > 1): per chunk and peer the rows sent and received, where each
+  // chunk's received block starts, the stacked groups of its experts, and the permutations
+  // between its received block and its expert-major rows (i32 on the device).
+  int overlap_chunks_ = 1;
+  int chunks_ = 1;
+  std::vector<int64_t> chunk_send_rows_, chunk_recv_rows_;  // [c·R + peer]
+  std::vector<int64_t> chunk_row_begin_;                    // (C + 1)
+  std::vector<int> chunk_groups_;                           // (C + 1)
+  std::vector<Tensor> chunk_gather_, chunk_scatter_;        // expert-major ← received, received ← expert-major
 
   int64_t fixed_layout_max_rows_ = 0;
   ExpertDestinations fixed_tables_;  // the fixed layout's ship_rows tables (made once)

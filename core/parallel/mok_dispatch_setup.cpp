@@ -1,6 +1,7 @@
 #include "core/parallel/mok_dispatch_setup.h"
 
 #include <stdexcept>
+#include <string>
 
 #include "core/parallel/classic_dispatcher.h"
 #include "core/parallel/mok_dispatcher.h"
@@ -22,9 +23,13 @@ MokCostParams mok_cost_params(const ExperimentConfig& c) {
 std::unique_ptr<ExpertDispatcher> make_expert_dispatcher(const ExperimentConfig& c, Communicator& comm,
                                                          const ExpertPlacement& placement, int layer,
                                                          DataPlane* plane) {
-  if (c.routing.dispatcher == "classic")
-    return plane ? std::make_unique<ClassicDispatcher>(*plane, placement)
-                 : std::make_unique<ClassicDispatcher>(comm, placement);
+  if (c.routing.dispatcher == "classic") {
+    if (!plane) return std::make_unique<ClassicDispatcher>(comm, placement);
+    auto classic = std::make_unique<ClassicDispatcher>(*plane, placement);
+    // Chunks only where a transfer can run beside the compute (a device plane's own stream).
+    if (std::string(plane->kind()) != "host") classic->set_overlap_chunks(c.routing.overlap_chunks);
+    return classic;
+  }
   if (c.routing.dispatcher == "mok") {
     MokOptions opt;
     opt.cost = mok_cost_params(c);

@@ -45,6 +45,7 @@ class TestMokDispatcher : public QObject {
   void stepLogAgreesWithCounters();
   void inferenceForwardNeedsNoBackward();
   void startedGroupsDeliverOnlyAtFinish();
+  void classicChunksChangeNoBitNorByte();
   void overlapChunksChangeNoBitNorByte();
   void shadowCopiesKeepInputsLikeTheLayersExperts();
   void fewRowsUseFewerChunks();
@@ -103,7 +104,7 @@ struct RankRun {
 // chunks = MokOptions::overlap_chunks.
 // plan = MokOptions::plan.
 RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int chunks = 4,
-                  MokPlanPlace plan = MokPlanPlace::automatic, bool deferring = false) {
+                  MokPlanPlace plan = MokPlanPlace::automatic, bool deferring = false, int classic_chunks = 1) {
   RankRun run;
   run.result.y.assign(kN * kD, 0);
   run.result.dx.assign(kN * kD, 0);
@@ -123,7 +124,10 @@ RankRun run_ranks(int R, ShadowMode mode, int64_t f, bool classic = false, int c
     std::unique_ptr<ExpertDispatcher> dispatcher;
     MokDispatcher* mok = nullptr;
     if (classic) {
-      dispatcher = std::make_unique<ClassicDispatcher>(comm, place);
+      auto cd = deferring ? std::make_unique<ClassicDispatcher>(deferring_plane, place)
+                          : std::make_unique<ClassicDispatcher>(comm, place);
+      cd->set_overlap_chunks(classic_chunks);
+      dispatcher = std::move(cd);
     } else {
       MokOptions opt;
       opt.cost = MokCostParams{25.0, 0.0, 1e6, mode};
@@ -501,6 +505,32 @@ void TestMokDispatcher::startedGroupsDeliverOnlyAtFinish() {
         for (CommPurpose p : {CommPurpose::dispatch, CommPurpose::combine, CommPurpose::weights,
                               CommPurpose::gradients, CommPurpose::control})
           QVERIFY2(deferred.stats[me].remote_sent(p) == blocking.stats[me].remote_sent(p),
+                   qPrintable(what + " bytes of " + comm_purpose_name(p)));
+      }
+    }
+}
+
+// The classic dispatcher in chunks of each rank's experts, each chunk's transfers started
+// beside the previous chunk's products on a plane that delivers only at finish: the bits and
+// the bytes of one chunk, some ranks with an empty chunk (R = 4: ranks of one expert).
+void TestMokDispatcher::classicChunksChangeNoBitNorByte() {
+  for (int R : {2, 3, 4})
+    for (int chunks : {2, 4}) {
+      const RankRun one = run_ranks(R, ShadowMode::never, 24, true);
+      const RankRun chunked = run_ranks(R, ShadowMode::never, 24, true, 4, MokPlanPlace::automatic, true, chunks);
+      const QString what = QString("R=%1 chunks=%2").arg(R).arg(chunks);
+      QVERIFY2(same_bits(chunked.result.y, one.result.y), qPrintable("y " + what));
+      QVERIFY2(same_bits(chunked.result.dx, one.result.dx), qPrintable("dx " + what));
+      QVERIFY2(same_bits(chunked.result.dgate, one.result.dgate), qPrintable("dgate " + what));
+      for (int e = 0; e < kE; ++e)
+        QVERIFY2(same_bits(chunked.result.expert_grad[e], one.result.expert_grad[e]), qPrintable("grad " + what));
+      const int most = (kE + R - 1) / R;
+      const int C = std::min(chunks, most);
+      for (int me = 0; me < R; ++me) {
+        QVERIFY2(chunked.faults[me].empty(), qPrintable(what + ": " + QString::fromStdString(chunked.faults[me])));
+        QVERIFY2(chunked.started[me] == 2 * C, qPrintable(what + QString(": %1 groups started").arg(chunked.started[me])));
+        for (CommPurpose p : {CommPurpose::dispatch, CommPurpose::combine, CommPurpose::control})
+          QVERIFY2(chunked.stats[me].remote_sent(p) == one.stats[me].remote_sent(p),
                    qPrintable(what + " bytes of " + comm_purpose_name(p)));
       }
     }
