@@ -26,8 +26,10 @@ std::unique_ptr<ExpertDispatcher> make_expert_dispatcher(const ExperimentConfig&
   if (c.routing.dispatcher == "classic") {
     if (!plane) return std::make_unique<ClassicDispatcher>(comm, placement);
     auto classic = std::make_unique<ClassicDispatcher>(*plane, placement);
-    // Chunks only where a transfer can run beside the compute (a device plane's own stream).
-    if (std::string(plane->kind()) != "host") classic->set_overlap_chunks(c.routing.overlap_chunks);
+    // Chunks only where a transfer runs beside the compute on another GPU's link: NCCL. On the
+    // host plane nothing overlaps, and the peer plane may put both ranks on one GPU, where the
+    // chunks measured slower (docs/benchmarks.md, "2026-12-05 (afternoon)").
+    if (std::string(plane->kind()) == "nccl") classic->set_overlap_chunks(c.routing.overlap_chunks);
     return classic;
   }
   if (c.routing.dispatcher == "mok") {

@@ -24,7 +24,7 @@
 # machine of one GPU both ranks share cuda:0 (parallel.gpus 0,0) — the same checks of the
 # two-rank path, where timings say nothing about two GPUs; part mpi needs nccl and is skipped.
 # Settings: PARTS=checks,training,mpi,generate,throughput,profile  GEN_BATCH=64 (or 64,512)  GEN_TOKENS=64  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
-#           TPUT_VARIANTS=1gpu,classic,mok,mok_calibrated,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
+#           TPUT_VARIANTS=1gpu,classic,classic_whole,mok,mok_calibrated,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
 #           MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
@@ -180,6 +180,7 @@ variant_args() {  # sets extra=(…): the mok train settings of a variant
   case "$1" in
     1gpu) extra=(--set train.batch=16) ;;
     classic) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}") ;;
+    classic_whole) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.overlap_chunks=1) ;;
     mok) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok) ;;
     mok_ship) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok
                      --set routing.shadow=never) ;;
@@ -291,7 +292,7 @@ fi
 
 want throughput || { echo "written under $OUT_DIR"; exit 0; }
 section "throughput: one GPU against two"
-IFS=',' read -r -a VARIANTS <<< "${TPUT_VARIANTS:-1gpu,classic,mok,mok_calibrated,mok_ship,mok_locality}"
+IFS=',' read -r -a VARIANTS <<< "${TPUT_VARIANTS:-1gpu,classic,classic_whole,mok,mok_calibrated,mok_ship,mok_locality}"
 for shape in "${SHAPE_LIST[@]}"; do
   yaml="$(yaml_for "$shape")"
   for variant in "${VARIANTS[@]}"; do
@@ -320,15 +321,19 @@ def figures(name):
     ms = [float(r["value"]) for r in rows if r["name"] == "perf/step_ms" and int(r["step"]) > warmup]
     comm = [float(r["value"]) for r in rows if r["name"] == "comm/remote_bytes" and int(r["step"]) > warmup]
     comm_ms = [float(r["value"]) for r in rows if r["name"] == "perf/comm_ms" and int(r["step"]) > warmup]
+    over_ms = [float(r["value"]) for r in rows if r["name"] == "perf/comm_overlapped_ms" and int(r["step"]) > warmup]
     peak = 0
     try:
         j = json.loads(open(f"{out}/{name}.json").read().strip().splitlines()[-1])
         peak = j.get("peak_device_bytes", 0)
     except Exception:
         pass
-    return median(tps), median(ms), median(comm) if comm else 0.0, peak, median(comm_ms) if comm_ms else 0.0
-print(f"{'shape':6s} {'run':26s} {'tokens/s':>10s} {'step ms':>8s} {'comm ms':>8s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'vs 1 GPU':>8s} {'vs classic':>10s}")
-labels = {"1gpu": "1 GPU", "classic": "2 GPUs classic", "mok": "2 GPUs MoK", "mok_calibrated": "2 GPUs MoK, rates measured",
+    return (median(tps), median(ms), median(comm) if comm else 0.0, peak, median(comm_ms) if comm_ms else 0.0,
+            median(over_ms) if over_ms else 0.0)
+# comm ms: what the compute stream waited for (exposed); overlapped ms: transfers beside compute.
+print(f"{'shape':6s} {'run':26s} {'tokens/s':>10s} {'step ms':>8s} {'comm ms':>8s} {'overlapped ms':>13s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'vs 1 GPU':>8s} {'vs classic':>10s}")
+labels = {"1gpu": "1 GPU", "classic": "2 GPUs classic", "classic_whole": "2 GPUs classic, no chunks",
+          "mok": "2 GPUs MoK", "mok_calibrated": "2 GPUs MoK, rates measured",
           "mok_ship": "2 GPUs MoK, no shadows",
           "mok_locality": "2 GPUs MoK + locality"}
 for s in shapes:
@@ -342,6 +347,6 @@ for s in shapes:
             print(f"{s:6s} {label:26s} failed"); continue
         up = f[0] / one[0] if one and one[0] else float("nan")
         vs = f[0] / classic[0] if classic and classic[0] and v != "1gpu" else float("nan")
-        print(f"{s:6s} {label:26s} {f[0]:10.0f} {f[1]:8.1f} {f[4]:8.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f} {vs:10.2f}")
+        print(f"{s:6s} {label:26s} {f[0]:10.0f} {f[1]:8.1f} {f[4]:8.1f} {f[5]:13.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f} {vs:10.2f}")
 PY
 echo "written under $OUT_DIR"
