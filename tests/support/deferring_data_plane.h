@@ -48,13 +48,14 @@ class DeferringDataPlane final : public DataPlane {
       for (int64_t b : m.send_bytes) s += b;
       for (int64_t b : m.recv_bytes) r += b;
       sent_copy_.emplace_back(m.send, m.send + s);
-      std::memset(m.recv, 0xff, static_cast<size_t>(r));
+      if (r) std::memset(m.recv, 0xff, static_cast<size_t>(r));  // (an empty chunk's buffers may be null)
     }
   }
 
   void finish_exchange_group() override {
     for (size_t i = 0; i < pending_.size(); ++i)
-      if (std::memcmp(pending_[i].send, sent_copy_[i].data(), sent_copy_[i].size()) != 0 && fault_.empty())
+      if (!sent_copy_[i].empty() && std::memcmp(pending_[i].send, sent_copy_[i].data(), sent_copy_[i].size()) != 0 &&
+          fault_.empty())
         fault_ = "move " + std::to_string(i) + " of started group " + std::to_string(started_) +
                  ": sent bytes changed before finish";
     exchange_group(pending_);
