@@ -126,11 +126,17 @@ Tensor ClassicDispatcher::forward(const Tensor& x, const RoutingDecision& r, Exp
   Tensor got_y = cx.activation({m, d});
   plane_.all_to_all_rows(back_y, recv_rows_, got_y, send_rows_, CommPurpose::combine);
   back_y.reset();
-  got_y = send_order_.undo(std::move(got_y));
-
   // 6. gated combine, slots in order.
+  return combine_returned(std::move(got_y), x, r, keep);
+}
+
+Tensor ClassicDispatcher::combine_returned(Tensor got_y, const Tensor& x, const RoutingDecision& r, bool keep) {
+  const ExecContext& cx = ExecContext::current();
+  const int64_t n = x.dim(0), d = x.dim(1), m = r.pairs.rows();
+  const int k = r.k, me = plane_.rank();
+  got_y = send_order_.undo(std::move(got_y));
   Tensor y = cx.activation({n, d});
-  ops.combine_pairs(got_y, r.pairs.row_of_pair, &r.gate, n, k, y);
+  cx.ops().combine_pairs(got_y, r.pairs.row_of_pair, &r.gate, n, k, y);
 
   counts_.pairs = m;
   counts_.pairs_to_rank = send_rows_;
@@ -169,7 +175,7 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& d
   if (chunks_ > 1) return backward_chunked(dy, bank, dgate);
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
-  const int64_t n = n_, d = dy.dim(1), m = order_.numel();
+  const int64_t d = dy.dim(1), m = order_.numel();
   const int k = k_;
   int64_t recv_total = 0;
   for (int64_t c : recv_rows_) recv_total += c;
@@ -197,6 +203,14 @@ Tensor ClassicDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& d
                                       {&back_dgate, recv_rows_, &got_dgate, send_rows_, CommPurpose::control}};
   plane_.all_to_all_rows_group(moves);
   back_dx.reset();
+  return combine_returned_gradients(std::move(got_dx), std::move(got_dgate), dgate);
+}
+
+Tensor ClassicDispatcher::combine_returned_gradients(Tensor got_dx, Tensor got_dgate, Tensor& dgate) {
+  const ExecContext& cx = ExecContext::current();
+  Ops& ops = cx.ops();
+  const int64_t n = n_, d = got_dx.dim(1);
+  const int k = k_;
   got_dx = send_order_.undo(std::move(got_dx));
   got_dgate = send_order_.undo(std::move(got_dgate));
 

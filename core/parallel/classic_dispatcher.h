@@ -86,6 +86,11 @@ class ClassicDispatcher final : public ExpertDispatcher {
   int chunks_for_step() const;
   Tensor forward_chunked(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep, int chunks);
   Tensor backward_chunked(const Tensor& dy, ExpertBank& bank, Tensor& dgate);
+  // Both layouts' ends: the outputs returned in send order (m, d) combined into y (n, d) with
+  // the gates, and what backward keeps; the dx rows and gate gradients returned in send order
+  // into dx (n, d) and dgate (n·k).
+  Tensor combine_returned(Tensor got_y, const Tensor& x, const RoutingDecision& routing, bool keep);
+  Tensor combine_returned_gradients(Tensor got_dx, Tensor got_dgate, Tensor& dgate);
 
   std::unique_ptr<DataPlane> own_plane_;  // the CPU constructor's
   DataPlane& plane_;

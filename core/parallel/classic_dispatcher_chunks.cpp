@@ -31,7 +31,7 @@ Tensor ClassicDispatcher::forward_chunked(const Tensor& x, const RoutingDecision
   Communicator& control = plane_.control();
   const int R = plane_.size(), me = plane_.rank();
   const int E = placement_.experts();
-  const int64_t n = x.dim(0), d = x.dim(1);
+  const int64_t d = x.dim(1);
   const int k = r.k;
   const std::vector<int64_t>& off = r.pairs.segments.host();  // (E + 1) expert-major rows of this rank's pairs
   const int64_t m = r.pairs.rows();
@@ -216,26 +216,8 @@ Tensor ClassicDispatcher::forward_chunked(const Tensor& x, const RoutingDecision
   send_x.reset();
   recv_x.reset();
   back_y.reset();
-  got_y = send_order_.undo(std::move(got_y));
-
-  Tensor y = cx.activation({n, d});
-  ops.combine_pairs(got_y, r.pairs.row_of_pair, &r.gate, n, k, y);
-
   chunks_ = C;
-  counts_.pairs = m;
-  counts_.pairs_to_rank = send_rows_;
-  counts_.local_pairs = send_rows_[me];
-  counts_.remote_pairs = m - send_rows_[me];
-  n_ = n;
-  k_ = k;
-  kept_ = keep;
-  if (keep) {
-    order_ = r.pairs.order.clone(MemTag{});
-    row_of_pair_ = r.pairs.row_of_pair.clone(MemTag{});
-  } else {
-    recv_gate_.reset();
-  }
-  return y;
+  return combine_returned(std::move(got_y), x, r, keep);
 }
 
 Tensor ClassicDispatcher::backward_chunked(const Tensor& dy, ExpertBank& bank, Tensor& dgate) {
@@ -243,7 +225,7 @@ Tensor ClassicDispatcher::backward_chunked(const Tensor& dy, ExpertBank& bank, T
   Ops& ops = cx.ops();
   const int R = plane_.size();
   const int C = chunks_;
-  const int64_t n = n_, d = dy.dim(1), m = order_.numel();
+  const int64_t d = dy.dim(1), m = order_.numel();
   const int k = k_;
   const int64_t recv_total = chunk_row_begin_[C];
   std::vector<int64_t> send_start(C + 1, 0);
@@ -331,18 +313,7 @@ Tensor ClassicDispatcher::backward_chunked(const Tensor& dy, ExpertBank& bank, T
   dge.reset();
   back_dx.reset();
   back_dgate.reset();
-  got_dx = send_order_.undo(std::move(got_dx));
-  got_dgate = send_order_.undo(std::move(got_dgate));
-
-  dgate = cx.empty({n * k}, kRealDType);
-  ops.rows_to_pairs(got_dgate, order_, dgate);  // 0 for dropped pairs
-  Tensor dx = cx.activation({n, d});
-  ops.combine_pairs(got_dx, row_of_pair_, nullptr, n, k, dx);  // gates already applied
-  kept_ = false;
-  recv_gate_.reset();
-  order_.reset();
-  row_of_pair_.reset();
-  return dx;
+  return combine_returned_gradients(std::move(got_dx), std::move(got_dgate), dgate);
 }
 
 MOK_NN_END
