@@ -14,6 +14,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/rank_order_all_reduce.h"
+#include "kernels/transfer_stream.h"
 
 #if MOK_HAVE_NCCL
 #include <nccl.h>
@@ -44,14 +45,7 @@ class NcclDataPlane final : public mok::DataPlane {
     // When the group gives up (a rank failed), pending NCCL operations are aborted so that no
     // rank waits on the GPU for a peer that will never send.
     control.add_abort_hook(this, [this] { abort_nccl(); });
-    // The transfer stream at the device's highest priority, so that a started group's NCCL
-    // kernels get their SMs while the compute stream's products fill the rest.
-    int least = 0, greatest = 0;
-    MOK_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    MOK_CUDA_CHECK(cudaStreamCreateWithPriority(&transfer_, cudaStreamNonBlocking, greatest));
-    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
-    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&moved_, cudaEventDisableTiming));
-    transfer_timer_ = std::make_unique<CollectiveTimer>(transfer_);
+    transfer_ = std::make_unique<TransferStream>(/*high_priority=*/true);  // NCCL's kernels need SMs
   }
   ~NcclDataPlane() override {
     control().remove_abort_hook(this);
@@ -59,19 +53,19 @@ class NcclDataPlane final : public mok::DataPlane {
       // This rank is failing: peers may be waiting on it, and its own stream may wait on them.
       control().abort_group();  // runs every rank's hook, this one's included
       abort_nccl();
-      release_transfer_stream();
+      transfer_.reset();
       return;
     }
     {
       std::lock_guard lock(mutex_);
       if (comm_) {
-        cudaStreamSynchronize(transfer_);
+        transfer_->synchronize();
         cudaStreamSynchronize(ops_->stream());
         ncclCommDestroy(comm_);
         comm_ = nullptr;
       }
     }
-    release_transfer_stream();
+    transfer_.reset();
   }
 
   const char* kind() const override { return "nccl"; }
@@ -80,7 +74,7 @@ class NcclDataPlane final : public mok::DataPlane {
   // the started groups' time on the transfer stream.
   void settle() override {
     control().add_wall_seconds(timer_.seconds());
-    control().add_overlapped_seconds(transfer_timer_->seconds());
+    control().add_overlapped_seconds(transfer_->seconds());
   }
 
   void all_reduce_sum(mok::Tensor& data, mok::CommPurpose purpose) override {
@@ -146,19 +140,12 @@ class NcclDataPlane final : public mok::DataPlane {
   void start_exchange_group(std::span<const ByteMove> moves) override {
     started_purpose_ = main_purpose(moves);
     const auto profiled = profile("nccl_start", started_purpose_);
-    MOK_CUDA_CHECK(cudaEventRecord(queued_, ops_->stream()));
-    MOK_CUDA_CHECK(cudaStreamWaitEvent(transfer_, queued_, 0));
-    {
-      const auto timed = transfer_timer_->scope();
-      enqueue_group(moves, transfer_);
-    }
-    MOK_CUDA_CHECK(cudaEventRecord(moved_, transfer_));
+    transfer_->start(ops_->stream(), [&](cudaStream_t stream) { enqueue_group(moves, stream); });
   }
 
   void finish_exchange_group() override {
     const auto profiled = profile("nccl_wait", started_purpose_);
-    const auto timed = timer_.scope();  // what the compute stream waits: the exposed part
-    MOK_CUDA_CHECK(cudaStreamWaitEvent(ops_->stream(), moved_, 0));
+    transfer_->finish(ops_->stream(), timer_);  // what the compute stream waits: the exposed part
   }
 
  private:
@@ -193,15 +180,6 @@ class NcclDataPlane final : public mok::DataPlane {
     for (const ByteMove& m : moves) control().count_transfer(m.send_bytes, m.recv_bytes, m.purpose, 0.0);
   }
 
-  void release_transfer_stream() {
-    transfer_timer_.reset();
-    if (moved_) cudaEventDestroy(moved_);
-    if (queued_) cudaEventDestroy(queued_);
-    if (transfer_) cudaStreamDestroy(transfer_);
-    moved_ = queued_ = nullptr;
-    transfer_ = nullptr;
-  }
-
   OpProfiler::Scope profile(const char* kind, mok::CommPurpose purpose) {
     return profile_collective(ops_->profiler(), kind, purpose);
   }
@@ -225,10 +203,7 @@ class NcclDataPlane final : public mok::DataPlane {
   std::mutex mutex_;  // guards comm_ against an abort from another rank's thread
   ncclComm_t comm_ = nullptr;
   CollectiveTimer timer_;  // on the compute stream since the last settle(): exposed
-  cudaStream_t transfer_ = nullptr;         // started groups
-  cudaEvent_t queued_ = nullptr;            // compute stream: the group's data are ready
-  cudaEvent_t moved_ = nullptr;             // transfer stream: the group has moved
-  std::unique_ptr<CollectiveTimer> transfer_timer_;  // started groups since the last settle()
+  std::unique_ptr<TransferStream> transfer_;  // started groups (and their time since the last settle())
   mok::CommPurpose started_purpose_ = mok::CommPurpose::dispatch;
 };
 

@@ -18,6 +18,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/rank_order_all_reduce.h"
+#include "kernels/transfer_stream.h"
 
 namespace mok::cuda {
 
@@ -81,10 +82,7 @@ class PeerDataPlane final : public mok::DataPlane {
     MOK_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     MOK_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     // Started groups copy on a stream of their own (the copy engines run beside the kernels).
-    MOK_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_, cudaStreamNonBlocking));
-    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
-    MOK_CUDA_CHECK(cudaEventCreateWithFlags(&moved_, cudaEventDisableTiming));
-    transfer_timer_ = std::make_unique<CollectiveTimer>(transfer_);
+    transfer_ = std::make_unique<TransferStream>(/*high_priority=*/false);
     control.add_abort_hook(this, [r = rendezvous_] { r->abort(); });
   }
 
@@ -94,15 +92,12 @@ class PeerDataPlane final : public mok::DataPlane {
       rendezvous_->abort();     // peers may be waiting for this rank at a rendezvous
       control().abort_group();  // or in a host collective
     } else {
-      cudaStreamSynchronize(transfer_);
+      transfer_->synchronize();
       cudaStreamSynchronize(ops_->stream());  // peers' copies out of this rank's memory included
     }
-    transfer_timer_.reset();
+    transfer_.reset();
     cudaEventDestroy(ready_);
     cudaEventDestroy(done_);
-    cudaEventDestroy(queued_);
-    cudaEventDestroy(moved_);
-    cudaStreamDestroy(transfer_);
   }
 
   const char* kind() const override { return "peer"; }
@@ -110,7 +105,7 @@ class PeerDataPlane final : public mok::DataPlane {
   // Exposed (the compute stream's collectives and waits) and overlapped (started groups).
   void settle() override {
     control().add_wall_seconds(timer_.seconds());
-    control().add_overlapped_seconds(transfer_timer_->seconds());
+    control().add_overlapped_seconds(transfer_->seconds());
   }
 
   void all_reduce_sum(mok::Tensor& data, mok::CommPurpose purpose) override {
@@ -187,19 +182,12 @@ class PeerDataPlane final : public mok::DataPlane {
   void start_exchange_group(std::span<const ByteMove> moves) override {
     started_purpose_ = main_purpose(moves);
     const auto profiled = profile_collective(ops_->profiler(), "peer_start", started_purpose_);
-    MOK_CUDA_CHECK(cudaEventRecord(queued_, ops_->stream()));
-    MOK_CUDA_CHECK(cudaStreamWaitEvent(transfer_, queued_, 0));
-    {
-      const auto timed = transfer_timer_->scope();
-      pull_group(moves, transfer_);
-    }
-    MOK_CUDA_CHECK(cudaEventRecord(moved_, transfer_));
+    transfer_->start(ops_->stream(), [&](cudaStream_t stream) { pull_group(moves, stream); });
   }
 
   void finish_exchange_group() override {
     const auto profiled = profile_collective(ops_->profiler(), "peer_wait", started_purpose_);
-    const auto timed = timer_.scope();  // what the compute stream waits: the exposed part
-    MOK_CUDA_CHECK(cudaStreamWaitEvent(ops_->stream(), moved_, 0));
+    transfer_->finish(ops_->stream(), timer_);  // what the compute stream waits: the exposed part
   }
 
  private:
@@ -295,10 +283,7 @@ class PeerDataPlane final : public mok::DataPlane {
   std::shared_ptr<Rendezvous> rendezvous_;
   cudaEvent_t ready_ = nullptr;  // after the work that produced this rank's offer
   cudaEvent_t done_ = nullptr;   // after this rank's copies out of its peers' memory
-  cudaStream_t transfer_ = nullptr;  // started groups
-  cudaEvent_t queued_ = nullptr;     // compute stream: the group's data are ready
-  cudaEvent_t moved_ = nullptr;      // transfer stream: the group has moved
-  std::unique_ptr<CollectiveTimer> transfer_timer_;  // started groups since the last settle()
+  std::unique_ptr<TransferStream> transfer_;  // started groups (and their time since the last settle())
   mok::CommPurpose started_purpose_ = mok::CommPurpose::dispatch;
 };
 
