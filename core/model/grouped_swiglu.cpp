@@ -169,7 +169,7 @@ void GroupedSwiGlu::forward_experts(int g0, int g1) {
   const bool last = take_range(g0, g1, "forward");
   const bool whole = g0 == 0 && last;
   const bool keep = pass_.keep, keep_hidden = !recompute_hidden_;
-  const int64_t m = pass_.xs.empty() && !pass_.a.empty() ? pass_.a.dim(0) : pass_.segments.rows();
+  const int64_t m = pass_.segments.rows();  // (begin_forward checked it against xs)
   const int64_t r0 = whole ? 0 : pass_.segments.begin(g0), r1 = whole ? m : pass_.segments.begin(g1);
   const bool compute = whole || r1 > r0;
   const RowSegments seg = compute ? range_segments(pass_.segments, g0, g1) : RowSegments();
@@ -301,19 +301,18 @@ void GroupedSwiGlu::weight_grad_range(const Tensor& dy, SavedRows& saved, Stack&
   Ops& ops = ExecContext::current().ops();
   const RowSegments& whole = pass_.segments;
   const int64_t r0 = whole.begin(g0), r1 = whole.begin(g1);
-  if (x_whole) {
-    Tensor dw = stack_range(w.grad, g0, g1);
-    ops.grouped_weight_grad(range_segments(whole, g0, g1), row_range(*x_whole, r0, r1), dy, dw);
-    return;
-  }
-  if (saved.one_copy) {  // restored once, for every range
+  const Tensor* x = x_whole;
+  if (!x && saved.one_copy) {  // restored once, for every range
     Tensor& restored = &saved == &h_saved_ ? pass_.h_copy : pass_.x_copy;
     if (restored.empty()) {
       restored = saved.all->restore();
       saved.all->release();
     }
+    x = &restored;
+  }
+  if (x) {
     Tensor dw = stack_range(w.grad, g0, g1);
-    ops.grouped_weight_grad(range_segments(whole, g0, g1), row_range(restored, r0, r1), dy, dw);
+    ops.grouped_weight_grad(range_segments(whole, g0, g1), row_range(*x, r0, r1), dy, dw);
     return;
   }
   const int64_t rows_w = w.grad.dim(1), cols_w = w.grad.dim(2), cols = dy.dim(1);
