@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,11 @@ class ClassicDispatcher final : public ExpertDispatcher {
   void check_setup() const;
   Tensor forward_fixed(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank);
   int chunks_for_step() const;
+  // Chunk c's per-peer rows sent and received; its part (rows, or values of a 1-D t) of a
+  // tensor laid out chunk-major, begin (C + 1) giving where each chunk starts.
+  std::span<const int64_t> chunk_sends(int c) const;
+  std::span<const int64_t> chunk_recvs(int c) const;
+  static Tensor chunk_part(const Tensor& t, const std::vector<int64_t>& begin, int c);
   Tensor forward_chunked(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep, int chunks);
   Tensor backward_chunked(const Tensor& dy, ExpertBank& bank, Tensor& dgate);
   // Both layouts' ends: the outputs returned in send order (m, d) combined into y (n, d) with
@@ -117,7 +123,8 @@ class ClassicDispatcher final : public ExpertDispatcher {
   int overlap_chunks_ = 1;
   int chunks_ = 1;
   std::vector<int64_t> chunk_send_rows_, chunk_recv_rows_;  // [c·R + peer]
-  std::vector<int64_t> chunk_row_begin_;                    // (C + 1)
+  std::vector<int64_t> chunk_send_begin_;                   // (C + 1) where each chunk's sent rows start
+  std::vector<int64_t> chunk_row_begin_;                    // (C + 1) … and its received rows
   std::vector<int> chunk_groups_;                           // (C + 1)
   std::vector<Tensor> chunk_gather_, chunk_scatter_;        // expert-major ← received, received ← expert-major
 

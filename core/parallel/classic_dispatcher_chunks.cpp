@@ -17,6 +17,21 @@
 
 MOK_NN_BEGIN
 
+std::span<const int64_t> ClassicDispatcher::chunk_sends(int c) const {
+  const size_t R = static_cast<size_t>(plane_.size());
+  return std::span<const int64_t>(chunk_send_rows_).subspan(static_cast<size_t>(c) * R, R);
+}
+
+std::span<const int64_t> ClassicDispatcher::chunk_recvs(int c) const {
+  const size_t R = static_cast<size_t>(plane_.size());
+  return std::span<const int64_t>(chunk_recv_rows_).subspan(static_cast<size_t>(c) * R, R);
+}
+
+Tensor ClassicDispatcher::chunk_part(const Tensor& t, const std::vector<int64_t>& begin, int c) {
+  const int64_t r0 = begin[static_cast<size_t>(c)], rows = begin[static_cast<size_t>(c) + 1] - r0;
+  return t.rank() == 1 ? t.view(r0, {rows}) : row_block(t, r0, rows);
+}
+
 int ClassicDispatcher::chunks_for_step() const {
   int most = 0;
   for (int q = 0; q < placement_.ranks(); ++q)
@@ -49,7 +64,9 @@ Tensor ClassicDispatcher::forward_chunked(const Tensor& x, const RoutingDecision
   std::vector<int32_t> send_perm;
   send_perm.reserve(static_cast<size_t>(m));
   send_rows_.assign(R, 0);
-  for (int c = 0; c < C; ++c)
+  chunk_send_begin_.assign(C + 1, 0);
+  for (int c = 0; c < C; ++c) {
+    chunk_send_begin_[c + 1] = chunk_send_begin_[c];
     for (int q = 0; q < R; ++q) {
       const auto& theirs = placement_.experts_on(q);
       const int Lq = static_cast<int>(theirs.size());
@@ -59,7 +76,9 @@ Tensor ClassicDispatcher::forward_chunked(const Tensor& x, const RoutingDecision
         for (int64_t i = off[e]; i < off[e + 1]; ++i) send_perm.push_back(static_cast<int32_t>(i));
       }
       send_rows_[q] += chunk_send_rows_[static_cast<size_t>(c) * R + q];
+      chunk_send_begin_[c + 1] += chunk_send_rows_[static_cast<size_t>(c) * R + q];
     }
+  }
   send_order_ = make_row_permutation(send_perm);
 
   std::vector<int64_t> recv_counts(static_cast<size_t>(R) * L, 0);  // [s·L + l]
@@ -130,28 +149,15 @@ Tensor ClassicDispatcher::forward_chunked(const Tensor& x, const RoutingDecision
   Tensor xe = cx.activation({recv_total, d});
   Tensor back_y = cx.activation({recv_total, d});
   Tensor got_y = cx.activation({m, d});
-  std::vector<int64_t> send_start(C + 1, 0);
-  for (int c = 0; c < C; ++c) {
-    send_start[c + 1] = send_start[c];
-    for (int q = 0; q < R; ++q) send_start[c + 1] += chunk_send_rows_[static_cast<size_t>(c) * R + q];
-  }
   // Chunk c's blocks and their per-peer counts.
-  auto sent_block = [&](const Tensor& t, int c) { return row_block(t, send_start[c], send_start[c + 1] - send_start[c]); };
-  auto recv_block = [&](const Tensor& t, int c) {
-    return row_block(t, chunk_row_begin_[c], chunk_row_begin_[c + 1] - chunk_row_begin_[c]);
-  };
-  auto sent_values = [&](const Tensor& t, int c) { return t.view(send_start[c], {send_start[c + 1] - send_start[c]}); };
-  auto recv_values = [&](const Tensor& t, int c) {
-    return t.view(chunk_row_begin_[c], {chunk_row_begin_[c + 1] - chunk_row_begin_[c]});
-  };
-  auto sends = [&](int c) { return std::span<const int64_t>(chunk_send_rows_).subspan(static_cast<size_t>(c) * R, R); };
-  auto recvs = [&](int c) { return std::span<const int64_t>(chunk_recv_rows_).subspan(static_cast<size_t>(c) * R, R); };
+  auto sent_part = [&](const Tensor& t, int c) { return chunk_part(t, chunk_send_begin_, c); };
+  auto recv_part = [&](const Tensor& t, int c) { return chunk_part(t, chunk_row_begin_, c); };
   std::vector<Tensor> send_x_c(C), recv_x_c(C), back_c(C), got_c(C);
   for (int c = 0; c < C; ++c) {
-    send_x_c[c] = sent_block(send_x, c);
-    recv_x_c[c] = recv_block(recv_x, c);
-    back_c[c] = recv_block(back_y, c);
-    got_c[c] = sent_block(got_y, c);
+    send_x_c[c] = sent_part(send_x, c);
+    recv_x_c[c] = recv_part(recv_x, c);
+    back_c[c] = recv_part(back_y, c);
+    got_c[c] = sent_part(got_y, c);
   }
 
   Tensor send_gate, got_gate;
@@ -162,14 +168,17 @@ Tensor ClassicDispatcher::forward_chunked(const Tensor& x, const RoutingDecision
     send_gate = send_order_.apply(std::move(gate_rows));
     got_gate = cx.empty({recv_total}, kRealDType);
     for (int c = 0; c < C; ++c) {
-      send_gate_c[c] = sent_values(send_gate, c);
-      got_gate_c[c] = recv_values(got_gate, c);
+      send_gate_c[c] = sent_part(send_gate, c);
+      got_gate_c[c] = recv_part(got_gate, c);
     }
   }
-  // Chunk c's rows out (with their gates when kept).
+  // Chunk c's rows out (with their gates when kept); its outputs back.
+  auto combine = [&](int c, std::vector<DataPlane::RowMove>& moves) {
+    moves.push_back({&back_c[c], chunk_recvs(c), &got_c[c], chunk_sends(c), CommPurpose::combine});
+  };
   auto dispatch = [&](int c, std::vector<DataPlane::RowMove>& moves) {
-    moves.push_back({&send_x_c[c], sends(c), &recv_x_c[c], recvs(c), CommPurpose::dispatch});
-    if (keep) moves.push_back({&send_gate_c[c], sends(c), &got_gate_c[c], recvs(c), CommPurpose::control});
+    moves.push_back({&send_x_c[c], chunk_sends(c), &recv_x_c[c], chunk_recvs(c), CommPurpose::dispatch});
+    if (keep) moves.push_back({&send_gate_c[c], chunk_sends(c), &got_gate_c[c], chunk_recvs(c), CommPurpose::control});
   };
   {
     std::vector<DataPlane::RowMove> first;
@@ -184,23 +193,25 @@ Tensor ClassicDispatcher::forward_chunked(const Tensor& x, const RoutingDecision
   for (int c = 0; c < C; ++c) {
     std::vector<DataPlane::RowMove> moves;
     if (c + 1 < C) dispatch(c + 1, moves);
-    if (c > 0) moves.push_back({&back_c[c - 1], recvs(c - 1), &got_c[c - 1], sends(c - 1), CommPurpose::combine});
+    if (c > 0) combine(c - 1, moves);
     DataPlane::Transfer in_flight = plane_.start_group(moves);
     if (!chunk_gather_[c].empty()) {
-      Tensor xe_c = recv_block(xe_view, c);
+      Tensor xe_c = recv_part(xe_view, c);
       ops.gather_rows(recv_x_c[c], chunk_gather_[c], 1, xe_c);
       if (keep) {
-        Tensor to = recv_values(recv_gate_, c);
+        Tensor to = recv_part(recv_gate_, c);
         ops.pairs_to_rows(got_gate_c[c], chunk_gather_[c], to);  // expert-major
       }
     }
     if (c + 1 == C) xe_view.reset();  // the pass may keep its input without a copy
     experts.forward_experts(chunk_groups_[c], chunk_groups_[c + 1]);
-    if (!chunk_gather_[c].empty()) ops.gather_rows(recv_block(experts.pass_output(), c), chunk_scatter_[c], 1, back_c[c]);
+    if (!chunk_gather_[c].empty())
+      ops.gather_rows(recv_part(experts.pass_output(), c), chunk_scatter_[c], 1, back_c[c]);  // receive order
     plane_.finish(in_flight);
   }
   {
-    const DataPlane::RowMove last[] = {{&back_c[C - 1], recvs(C - 1), &got_c[C - 1], sends(C - 1), CommPurpose::combine}};
+    std::vector<DataPlane::RowMove> last;
+    combine(C - 1, last);
     plane_.all_to_all_rows_group(last);
   }
   Tensor ye = experts.end_forward();
@@ -223,26 +234,12 @@ Tensor ClassicDispatcher::forward_chunked(const Tensor& x, const RoutingDecision
 Tensor ClassicDispatcher::backward_chunked(const Tensor& dy, ExpertBank& bank, Tensor& dgate) {
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
-  const int R = plane_.size();
   const int C = chunks_;
   const int64_t d = dy.dim(1), m = order_.numel();
   const int k = k_;
   const int64_t recv_total = chunk_row_begin_[C];
-  std::vector<int64_t> send_start(C + 1, 0);
-  for (int c = 0; c < C; ++c) {
-    send_start[c + 1] = send_start[c];
-    for (int q = 0; q < R; ++q) send_start[c + 1] += chunk_send_rows_[static_cast<size_t>(c) * R + q];
-  }
-  auto sends = [&](int c) { return std::span<const int64_t>(chunk_send_rows_).subspan(static_cast<size_t>(c) * R, R); };
-  auto recvs = [&](int c) { return std::span<const int64_t>(chunk_recv_rows_).subspan(static_cast<size_t>(c) * R, R); };
-  auto sent_part = [&](const Tensor& t, int c) {
-    return t.rank() == 1 ? t.view(send_start[c], {send_start[c + 1] - send_start[c]})
-                         : row_block(t, send_start[c], send_start[c + 1] - send_start[c]);
-  };
-  auto recv_part = [&](const Tensor& t, int c) {
-    const int64_t r0 = chunk_row_begin_[c], rows = chunk_row_begin_[c + 1] - r0;
-    return t.rank() == 1 ? t.view(r0, {rows}) : row_block(t, r0, rows);
-  };
+  auto sent_part = [&](const Tensor& t, int c) { return chunk_part(t, chunk_send_begin_, c); };
+  auto recv_part = [&](const Tensor& t, int c) { return chunk_part(t, chunk_row_begin_, c); };
 
   // dy of every shipped pair, in send order (the reverse of the combine), out chunk by chunk.
   Tensor dys = cx.activation({m, d});
@@ -265,11 +262,11 @@ Tensor ClassicDispatcher::backward_chunked(const Tensor& dy, ExpertBank& bank, T
     got_dgate_c[c] = sent_part(got_dgate, c);
   }
   auto dy_out = [&](int c, std::vector<DataPlane::RowMove>& moves) {
-    moves.push_back({&send_dy_c[c], sends(c), &recv_dy_c[c], recvs(c), CommPurpose::combine});
+    moves.push_back({&send_dy_c[c], chunk_sends(c), &recv_dy_c[c], chunk_recvs(c), CommPurpose::combine});
   };
   auto dx_back = [&](int c, std::vector<DataPlane::RowMove>& moves) {
-    moves.push_back({&back_dx_c[c], recvs(c), &got_dx_c[c], sends(c), CommPurpose::dispatch});
-    moves.push_back({&back_dgate_c[c], recvs(c), &got_dgate_c[c], sends(c), CommPurpose::control});
+    moves.push_back({&back_dx_c[c], chunk_recvs(c), &got_dx_c[c], chunk_sends(c), CommPurpose::dispatch});
+    moves.push_back({&back_dgate_c[c], chunk_recvs(c), &got_dgate_c[c], chunk_sends(c), CommPurpose::control});
   };
   {
     std::vector<DataPlane::RowMove> first;

@@ -528,7 +528,8 @@ void TestMokDispatcher::classicChunksChangeNoBitNorByte() {
       const int C = std::min(chunks, most);
       for (int me = 0; me < R; ++me) {
         QVERIFY2(chunked.faults[me].empty(), qPrintable(what + ": " + QString::fromStdString(chunked.faults[me])));
-        QVERIFY2(chunked.started[me] == 2 * C, qPrintable(what + QString(": %1 groups started").arg(chunked.started[me])));
+        QVERIFY2(chunked.started[me] == 2 * C,
+                 qPrintable(what + QString(": %1 groups started").arg(chunked.started[me])));
         for (CommPurpose p : {CommPurpose::dispatch, CommPurpose::combine, CommPurpose::control})
           QVERIFY2(chunked.stats[me].remote_sent(p) == one.stats[me].remote_sent(p),
                    qPrintable(what + " bytes of " + comm_purpose_name(p)));
