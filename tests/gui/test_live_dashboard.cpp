@@ -151,7 +151,7 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(comm->find_curve("comm/local_tokens"), -1);
     QCOMPARE(comm->find_curve("perf/compute_ms"), -1);
     QCOMPARE(comm->plot()->yAxis->label(), QStringLiteral("MiB per step (all ranks)"));
-    QCOMPARE(comm->plot()->yAxis2->label(), QStringLiteral("ms per step: exposed (waited) and overlapped"));
+    QCOMPARE(comm->plot()->yAxis2->label(), QStringLiteral("ms per step: waited, overlapped"));
 
     auto value = [&](const QString& curve, int i) { return comm->points(comm->find_curve(curve))[size_t(i)].value; };
     QCOMPARE(value("comm/dispatch_bytes", 4), 5.0);  // step 5

@@ -92,7 +92,7 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   for (const QString& n : comm_byte_curves()) comm_->add_curve(n);
   comm_->add_curve("perf/comm_ms", QColor(), CurveAxis::right);
   comm_->add_curve("perf/comm_overlapped_ms", QColor(), CurveAxis::right);
-  comm_->set_right_y_label(tr("ms per step: exposed (waited) and overlapped"));
+  comm_->set_right_y_label(tr("ms per step: waited, overlapped"));
   validation_->set_empty_note(tr("no evaluation yet:\none comes every train.eval_every\nsteps and after the last"));
   show_comm_device(QString());
   memory_ = new StackedMemoryPlot;
