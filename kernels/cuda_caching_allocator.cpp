@@ -155,6 +155,12 @@ void CudaCachingAllocator::set_limit(int64_t bytes) {
   limit_ = bytes > 0 ? bytes : 0;
 }
 
+int64_t CudaCachingAllocator::device_capacity_bytes() const {
+  size_t free_b = 0, total_b = 0;
+  MOK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));  // of the current device: the rank's
+  return static_cast<int64_t>(total_b);
+}
+
 void CudaCachingAllocator::trim() {
   {
     std::lock_guard lock(mutex_);

@@ -54,6 +54,7 @@ class CudaCachingAllocator final : public mok::Allocator {
   int64_t cached_bytes() const override;
   // Reserved bytes may not pass it: the cache is given back first, then the request fails.
   void set_limit(int64_t bytes) override;
+  int64_t device_capacity_bytes() const override;  // the GPU's memory in all (cudaMemGetInfo)
 
   int64_t reserved_bytes() const override;  // held from the driver: live blocks + cached ones
   int64_t peak_reserved_bytes() const override;

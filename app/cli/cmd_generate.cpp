@@ -3,7 +3,8 @@
 //                               [--top-p P] [--seed S] [--json]
 //                               [--batch B] [--ranks R] [--comm local|mpi] [--dispatcher classic|mok]
 //                               [--link-gbps G] [--link-latency-us U] [--prompts-from-data [N]]
-//                               [--decode-layout auto|fixed|counted] [--threads T] [--set KEY=VALUE]... [--quiet]
+//                               [--decode-layout auto|fixed|counted] [--resident-experts auto|off|all|N]
+//                               [--threads T] [--set KEY=VALUE]... [--quiet]
 // With one sequence on one rank the text streams to stdout as it is produced; with --json
 // the last stdout line is one JSON object {"text", "prompt", "new_tokens", "tokens_per_s",
 // "checkpoint"} instead. With --batch B > 1 or --ranks R > 1 (or under mpirun with --comm
@@ -55,6 +56,11 @@ const char* kUsage =
     "                   sends every row to every rank and counts nothing (no wait for a GPU),\n"
     "                   counted sends only rows with experts there; auto: fixed on GPUs,\n"
     "                   counted on CPUs (default). The same tokens either way\n"
+    "  --resident-experts auto|off|all|N   MoK: MoE layers every rank holds whole for\n"
+    "                   the generation (the first N; read from the checkpoint, never sent):\n"
+    "                   their tokens never leave the rank, and with all of them a decode\n"
+    "                   step makes no exchange. auto: as many as the GPU's memory allows\n"
+    "                   on GPU ranks, none on CPU ranks and with classic (default)\n"
     "  --prompts-from-data [N]    prompts: N-token windows of the validation split\n"
     "                   (default N 32), one per sequence, instead of --prompt\n"
     "  --threads T      CPU threads per rank (default: the checkpoint's parallel.threads)\n"
@@ -95,6 +101,9 @@ void print_batched_json(const ParallelGenerateResult& r, const std::string& prom
   j.key("batch").value(r.batch);
   j.key("dispatcher").value(r.dispatcher);
   j.key("decode_layout").value(r.decode_layout);
+  j.key("resident_layers").value(r.resident_layers);
+  j.key("resident_bytes").value(r.resident_bytes);
+  j.key("replayed_steps").value(r.replayed_steps);
   j.key("device").value(r.device);
   j.key("precision").value(r.precision);
   j.key("remote_bytes").value(r.remote_bytes);
@@ -194,6 +203,9 @@ int generate_batched(const std::string& dir, ParallelGenerateOptions po, const s
   if (r.dispatcher == "mok")
     std::printf(", %lld experts shadowed, %lld bytes saved", static_cast<long long>(r.shadowed_experts),
                 static_cast<long long>(r.bytes_saved));
+  if (r.resident_layers > 0)
+    std::printf(", %d MoE layer%s resident (%.1f MiB of copies a rank)", r.resident_layers,
+                r.resident_layers == 1 ? "" : "s", static_cast<double>(r.resident_bytes) / (1024.0 * 1024.0));
   std::printf("\n");
   return 0;
 }
@@ -262,6 +274,9 @@ int cmd_generate(int argc, char** argv) {
       po.decode_layout = argv[++i];
       if (po.decode_layout != "auto" && po.decode_layout != "fixed" && po.decode_layout != "counted")
         return usage_error("--decode-layout: unknown '" + po.decode_layout + "'; use auto, fixed or counted");
+    } else if (arg == "--resident-experts") {
+      if (i + 1 >= argc) return usage_error("--resident-experts needs auto, off, all or a number of MoE layers");
+      po.resident_experts = argv[++i];
     } else if (arg == "--link-gbps") {
       if (!number(0, 1e6, &v)) return usage_error("--link-gbps needs a number >= 0 (GB/s; 0 = no emulated link)");
       po.link_gbps = v;
@@ -294,7 +309,8 @@ int cmd_generate(int argc, char** argv) {
   if (dir.empty()) return usage_error("missing CHECKPOINT_DIR");
   if (prompt_given && po.prompts_from_data > 0) return usage_error("--prompt and --prompts-from-data exclude each other");
   if (po.batch > 1 || po.ranks > 1 || comm == "mpi" || po.prompts_from_data > 0 || !po.dispatcher.empty() ||
-      po.link_gbps >= 0 || po.link_latency_us >= 0 || po.threads > 0 || !po.overrides.empty()) {
+      po.link_gbps >= 0 || po.link_latency_us >= 0 || po.threads > 0 || !po.overrides.empty() ||
+      po.decode_layout != "auto" || po.resident_experts != "auto") {
     po.max_new_tokens = o.max_new_tokens;
     po.sampling = o.sampling;
     po.seed = o.seed;

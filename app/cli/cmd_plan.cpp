@@ -25,6 +25,7 @@
 #include "core/plan/generation_plan.h"
 #include "core/plan/memory_plan.h"
 #include "core/util/byte_size.h"
+#include "core/train/resident_experts.h"
 #include "core/util/json_writer.h"
 
 namespace mok::cli {
@@ -33,7 +34,8 @@ namespace {
 const char* kUsage =
     "usage: mok plan CONFIG [--set key=value]... [--device-memory SIZE] [--by-kind] [--json]\n"
     "       mok plan CONFIG --generate [--batch B] [--ranks R] [--prompt-tokens N] [--tokens T]\n"
-    "                       [--set key=value]... [--device-memory SIZE] [--json]\n"
+    "                       [--resident-experts auto|off|all|N] [--set key=value]...\n"
+    "                       [--device-memory SIZE] [--json]\n"
     "  the memory each rank needs, by category (an estimate before anything runs), against a\n"
     "  capacity: --device-memory (e.g. 16GiB), else parallel.device_memory_limit, else this\n"
     "  machine's memory for a CPU run; says whether it fits, the largest batch that does, how\n"
@@ -44,6 +46,8 @@ const char* kUsage =
     "  --generate        plan `mok generate` instead of training: B sequences (default 1) over\n"
     "                    R ranks (default parallel.ranks), prompts of N tokens (default 32),\n"
     "                    T new tokens each (default 200); the same flags as mok generate\n"
+    "                    (--resident-experts auto fills the capacity as mok generate does on\n"
+    "                    a GPU of that size; none where no capacity is known)\n"
     "  Exit 0 when it fits (or no capacity is known), 1 when it does not, 2 on bad input.\n";
 
 std::string mib(double bytes) {
@@ -138,6 +142,7 @@ int cmd_plan(int argc, char** argv) {
   bool json = false, generate = false, by_kind = false;
   GenerationShape shape;
   int gen_ranks = 0;  // --ranks; 0 → parallel.ranks
+  std::string resident_text = "auto";  // --resident-experts
   std::vector<std::string> generate_only;  // generation flags given, for the error without --generate
   auto positive = [&](const std::string& flag, const char* text, int* out) {
     char* end = nullptr;
@@ -175,6 +180,9 @@ int cmd_plan(int argc, char** argv) {
       if (!positive(arg, argv[++i], &shape.prompt_tokens)) return 2;
     } else if (arg == "--tokens" && i + 1 < argc) {
       if (!positive(arg, argv[++i], &shape.new_tokens)) return 2;
+    } else if (arg == "--resident-experts" && i + 1 < argc) {
+      resident_text = argv[++i];
+      generate_only.push_back(arg);
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "mok plan: unknown option or missing value '%s'\n\n%s", arg.c_str(), kUsage);
       return 2;
@@ -243,6 +251,11 @@ int cmd_plan(int argc, char** argv) {
   std::optional<CardCount> cards;
   std::vector<FitOption> advice;
   if (generate) {
+    if (const std::string why = resident_experts_problem(resident_text, config); !why.empty()) {
+      std::fprintf(stderr, "mok plan: %s\n", why.c_str());
+      return 2;
+    }
+    shape.resident_layers = resident_layer_count(resident_text, config, shape, capacity.bytes);
     gen = estimate_generation_memory(config, shape);
     est = gen.memory;
     if (known) {
@@ -296,6 +309,7 @@ int cmd_plan(int argc, char** argv) {
       j.key("sequences_per_rank").value(gen.sequences_per_rank).key("context").value(gen.context);
       j.key("prefill_tokens").value(gen.prefill_tokens);
       j.key("kv_cache_bytes_per_sequence").value(gen.kv_cache_bytes_per_sequence);
+      j.key("resident_layers").value(static_cast<int64_t>(shape.resident_layers));
     }
     if (!generate) {
       j.key("saved_by_kind").begin_array();
@@ -331,6 +345,9 @@ int cmd_plan(int argc, char** argv) {
   if (generate)
     std::printf("kv_cache: %s MiB per sequence (%d positions); no gradients or optimizer state\n",
                 mib(gen.kv_cache_bytes_per_sequence).c_str(), gen.context);
+  if (generate && shape.resident_layers > 0)
+    std::printf("resident_experts: %d MoE layer(s) held whole on every rank (--resident-experts %s)\n",
+                shape.resident_layers, resident_text.c_str());
   if (by_kind) {
     const double saved = est.bytes_of("saved_activations");
     std::printf("saved_activations by kind (summed over layers)\n  %-24s %-16s %6s %12s %7s\n", "kind", "kept",

@@ -146,10 +146,14 @@ LanguageModel::LanguageModel(const ModelOptions& o) : impl_(std::make_unique<Imp
   if (!o.local_experts.empty() && static_cast<int>(o.local_experts.size()) != c.experts)
     throw std::invalid_argument("model: local_experts names " + std::to_string(o.local_experts.size()) +
                                 " experts, the model has " + std::to_string(c.experts));
-  bc.moe_config.local_experts = o.local_experts;
+  if (!o.resident_layers.empty() && static_cast<int>(o.resident_layers.size()) != c.layers)
+    throw std::invalid_argument("model: resident_layers names " + std::to_string(o.resident_layers.size()) +
+                                " layers, the model has " + std::to_string(c.layers));
   m.embedding = std::make_unique<Embedding>("embed", o.vocab_size, c.d_model, c.init_std, o.seed);
   for (int l = 0; l < c.layers; ++l) {
     bc.moe = moe[l];
+    const bool resident = !o.resident_layers.empty() && o.resident_layers[l];
+    bc.moe_config.local_experts = resident ? std::vector<bool>{} : o.local_experts;
     m.blocks.push_back(std::make_unique<TransformerBlock>(l, bc, &m.rope, o.seed));
   }
   m.final_norm = std::make_unique<RmsNorm>("final_norm", c.d_model, c.norm_eps, -1, "final_norm");

@@ -65,6 +65,9 @@ struct ModelOptions {
   // parallelism: the other slots stay null, and parameters() skips them. Every expert's
   // initial values depend on its name and the seed only, so replicas agree.
   std::vector<bool> local_experts;
+  // (layers) true where the block's MoE layer holds every expert whatever local_experts says:
+  // a generating rank's resident layers (core/train/resident_experts.h). Empty → none.
+  std::vector<bool> resident_layers;
 };
 
 // Which layers are MoE for ModelConfig.moe_layers ("all", "none", "every_N" = layers

@@ -18,7 +18,8 @@ std::vector<bool> expert_ownership(const ExpertPlacement& placement, int rank) {
 
 std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, const ExperimentConfig& config,
                                                        Communicator& comm, const ExpertPlacement& placement,
-                                                       MokCalibration* calibration, DataPlane* plane) {
+                                                       MokCalibration* calibration, DataPlane* plane,
+                                                       const std::vector<bool>& resident_layers) {
   std::vector<ExpertDispatcher*> out;
   const std::vector<MoeLayer*> layers = model.moe_layers();
   // Calibrated rates enter exactly where pinned ones would: as the cost-model keys.
@@ -36,6 +37,10 @@ std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, con
     if (layer->experts().size() != placement.experts())
       throw std::invalid_argument("expert placement covers " + std::to_string(placement.experts()) +
                                   " experts, the layer has " + std::to_string(layer->experts().size()));
+    if (l < resident_layers.size() && resident_layers[l]) {
+      apply_routing_policy(config, placement, comm.rank(), layer->router());
+      continue;
+    }
     std::unique_ptr<ExpertDispatcher> d = make_expert_dispatcher(tuned, comm, placement, static_cast<int>(l), plane);
     out.push_back(d.get());
     layer->set_dispatcher(std::move(d));

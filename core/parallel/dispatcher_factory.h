@@ -36,10 +36,14 @@ std::vector<bool> expert_ownership(const ExpertPlacement& placement, int rank);
 // With routing.dispatcher mok and routing.cost_calibrate, the cost model's rates are first
 // measured (calibrate_mok_cost, a collective) and written to *calibration when given.
 // `plane`: the data plane of the ranks' device (null: rows as host messages over `comm`).
+// `resident_layers` (layers, empty = none; the same on every rank): layers whose every expert
+// this rank holds (ModelOptions::resident_layers) keep the layer's own dispatcher — their
+// tokens never leave the rank — and get only the routing policy.
 std::vector<ExpertDispatcher*> install_expert_parallel(LanguageModel& model, const ExperimentConfig& config,
                                                        Communicator& comm, const ExpertPlacement& placement,
                                                        MokCalibration* calibration = nullptr,
-                                                       DataPlane* plane = nullptr);
+                                                       DataPlane* plane = nullptr,
+                                                       const std::vector<bool>& resident_layers = {});
 
 // Pairs of this rank's tokens in the last forward of a multi-rank dispatcher.
 struct LastDispatch {

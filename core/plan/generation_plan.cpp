@@ -1,7 +1,9 @@
 #include "core/plan/generation_plan.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "core/model/language_model.h"
 #include "core/plan/parameter_block_rounding.h"
 #include "core/plan/planned_shape.h"
 #include "core/tensor/size_class.h"
@@ -37,6 +39,7 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
   const double E = std::max(0, c.model.experts);
   const double k = E > 0 ? std::max(1, std::min(c.model.top_k, c.model.experts)) : 0.0;
   const double hidden = E > 0 ? f : std::max(1, c.model.dense_hidden);
+  const std::vector<bool> mask = E > 0 ? moe_layer_mask(c.model) : std::vector<bool>{};
 
   // KV cache: keys and values, (context, d) each, per layer and sequence.
   g.kv_cache_bytes_per_sequence = 2.0 * std::max(0, c.model.layers) * g.context * d * act;
@@ -52,15 +55,23 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
   const double attention = 5.0 * d * act;
   const double mlp = std::max(1.0, k) * (d + 3.0 * hidden) * act + E * kFloat;
   const double workspace = rows * (3.0 * d * act + std::max({head, attention, mlp}));
+  // Resident layers: the experts this rank does not own, whole, as its own are held.
+  const int moe_layers = static_cast<int>(std::count(mask.begin(), mask.end(), true));
+  const int resident = ranks > 1 ? std::clamp(shape.resident_layers, 0, moe_layers) : 0;
+  const double not_owned = E - std::floor(E / ranks);
+  const double per_weight = kFloat + (bf16 ? 2.0 : 0.0);
+  const double resident_bytes = resident * not_owned * 3.0 * d * f * per_weight;
   // Routed copies between ranks: dispatch out and in, combine out and in (rows · k each,
-  // balanced routing; a rank whose experts draw more rows holds more).
-  const double comm = ranks > 1 && E > 0 ? 4.0 * rows * k * d * act : 0.0;
+  // balanced routing; a rank whose experts draw more rows holds more). None where every MoE
+  // layer is resident.
+  const double comm = ranks > 1 && E > 0 && resident < moe_layers ? 4.0 * rows * k * d * act : 0.0;
 
   // No gradients: generation builds its model without them (ForwardOnlyParameters).
   est.parts = {{"parameters", master + (bf16 ? est.device_parameter_count * 2.0 : 0.0)},
                {"kv_cache", kv},
                {"workspace", workspace},
                {"communication", comm}};
+  if (resident_bytes > 0.0) est.parts.push_back({"resident_experts", resident_bytes});
   // A GPU's caching allocator rounds each block up to its size class and a device memory limit
   // holds the blocks: the parameter values' rounding, as in training's plan.
   if (c.parallel.device == "cuda")

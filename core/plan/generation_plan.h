@@ -10,6 +10,9 @@
 //                (so the number of new tokens does not change it);
 //   workspace    the temporaries of the largest forward: the prefill of ceil(B/R) sequences
 //                × their prompt (or seq_len/2 tokens when a cache fills and restarts);
+//   resident_experts  with resident MoE layers (core/train/resident_experts.h), every expert
+//                of those layers the rank does not own, at the parameters' bytes per weight
+//                (the rank owning the fewest experts: floor(E/R));
 //   communication  dispatch and combine buffers of that prefill (R > 1), for balanced
 //                routing: dropless, a rank whose experts draw more than their share of the
 //                rows holds more (on the quickstart shape over 4 ranks the busiest rank's
@@ -29,6 +32,7 @@ struct GenerationShape {
   int batch = 1;           // sequences B over all ranks (--batch); rounded up to a multiple of R
   int prompt_tokens = 32;  // tokens of each prompt (--prompts-from-data N, or the prompt's)
   int new_tokens = 200;    // per sequence (--tokens): decides whether a cache refills
+  int resident_layers = 0;  // MoE layers every rank holds whole (R > 1; --resident-experts)
 };
 
 struct GenerationEstimate {

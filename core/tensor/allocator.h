@@ -54,6 +54,9 @@ class Allocator {
   // 0 = none). The CPU's shared block cache keeps none: the rank's MemoryTracker caps a CPU
   // rank's tensors.
   virtual void set_limit(int64_t bytes) { (void)bytes; }
+  // The memory its device has in all, in bytes; 0 for the host, whose memory the ranks of a
+  // process share with everything else.
+  virtual int64_t device_capacity_bytes() const { return 0; }
 };
 
 // The host's allocator (the block cache).

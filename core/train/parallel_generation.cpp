@@ -26,11 +26,13 @@
 #include "core/parallel/mok_step_log.h"
 #include "core/model/batched_inference_session.h"
 #include "core/model/language_model.h"
+#include "core/model/moe_layer.h"
 #include "core/tensor/memory_tracker.h"
 #include "core/train/checkpoint.h"
 #include "core/train/op_profile_window.h"
 #include "core/train/rank_device.h"
 #include "core/train/rank_launch.h"
+#include "core/train/resident_experts.h"
 #include "core/util/byte_size.h"
 #include "core/util/counter_rng.h"
 #include "core/util/thread_pool.h"
@@ -74,8 +76,29 @@ struct RankOutput {
   int64_t peak_reserved_bytes = 0;  // what its allocator held, cache included, likewise
   // remote, dispatch, combine, weights, control bytes, modeled seconds, shadowed, saved
   std::vector<double> figures;
-  std::string decode_layout;  // fixed | counted; "" on one rank or without experts
+  std::string decode_layout;  // fixed | counted | none; "" on one rank or without experts
+  int resident_layers = 0;
+  int64_t resident_bytes = 0;  // the copies of experts it does not own
+  int64_t replayed_steps = 0;
 };
+
+// The routed-expert parameters of `resident` layers that this rank holds beyond the experts it
+// owns: read from the checkpoint like its own, never sent between ranks.
+std::vector<const Parameter*> resident_copies(LanguageModel& model, const std::vector<bool>& resident,
+                                              const std::vector<bool>& owned) {
+  std::vector<const Parameter*> out;
+  const std::vector<MoeLayer*> layers = model.moe_layers();
+  for (size_t l = 0; l < layers.size() && l < resident.size(); ++l) {
+    if (!layers[l] || !resident[l]) continue;
+    ExpertBank& bank = layers[l]->experts();
+    for (int e = 0; e < bank.size(); ++e) {
+      if (owned[static_cast<size_t>(e)] || !bank.experts[e]) continue;
+      out.push_back(&bank.experts[e]->up().weight());
+      out.push_back(&bank.experts[e]->down().weight());
+    }
+  }
+  return out;
+}
 
 // local_rank: the rank's index on its host (it picks the GPU of parallel.device cuda).
 RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communicator* comm, int local_rank) {
@@ -121,13 +144,32 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   if (parallel) {
     placement = ExpertPlacement::parse(cfg.parallel.expert_placement, cfg.model.experts, ranks);
     mo.local_experts = expert_ownership(placement, rank);
+    // Resident layers: the smallest count any rank can hold, so that every rank dispatches the
+    // same layers.
+    ExperimentConfig run = cfg;
+    run.parallel.ranks = ranks;
+    const GenerationShape shape{o.batch, sh.prompt_len, o.max_new_tokens, 0};
+    double fewest = -resident_layer_count(o.resident_experts, run, shape,
+                                          static_cast<double>(device.exec().allocator().device_capacity_bytes()));
+    comm->all_reduce_max(&fewest, 1, CommPurpose::control);
+    mo.resident_layers = resident_layer_mask(cfg.model, static_cast<int>(-fewest));
   }
+  const int resident = static_cast<int>(std::count(mo.resident_layers.begin(), mo.resident_layers.end(), true));
+  const std::vector<bool> moe_mask = moe_layer_mask(cfg.model);
+  const bool every_layer_resident =
+      parallel && resident == static_cast<int>(std::count(moe_mask.begin(), moe_mask.end(), true));
   const ForwardOnlyParameters forward_only;  // decoding needs no gradients: 4 bytes per weight fewer
   LanguageModel model(mo);
   std::vector<ExpertDispatcher*> dispatchers;
-  if (parallel) dispatchers = install_expert_parallel(model, cfg, *comm, placement, nullptr, plane.get());
+  if (parallel)
+    dispatchers = install_expert_parallel(model, cfg, *comm, placement, nullptr, plane.get(), mo.resident_layers);
   RankOutput out;
-  if (parallel) {
+  out.resident_layers = resident;
+  const std::vector<const Parameter*> copies =
+      parallel ? resident_copies(model, mo.resident_layers, mo.local_experts) : std::vector<const Parameter*>{};
+  if (every_layer_resident) {
+    out.decode_layout = "none";  // no MoE layer exchanges rows
+  } else if (parallel) {
     // A decode step has `local` rows on every rank (the prefill `local` × prompt length).
     // The fixed layout never shadows: auto keeps counting where shadows are asked for.
     const bool automatic = o.decode_layout.empty() || o.decode_layout == "auto";
@@ -137,15 +179,18 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   }
   const std::vector<Parameter*> params = model.parameters();  // null experts skipped
   if (comm && ranks > 1) {
-    // A rank holds the dense parameters and its own experts of the full checkpoint.
-    int64_t expert_tensors = 0, dense_tensors = 0;
-    for (const Parameter* p : params) (p->expert ? expert_tensors : dense_tensors) += 1;
-    comm->all_reduce_sum(&expert_tensors, 1, CommPurpose::control);
-    load_model_weights(sh.dir, params, static_cast<size_t>(dense_tensors + expert_tensors));
+    // A rank holds the dense parameters, its own experts of the full checkpoint and the
+    // resident layers' other experts (counted once: every rank holds those).
+    int64_t owned_expert_tensors = 0, dense_tensors = 0;
+    for (const Parameter* p : params) (p->expert ? owned_expert_tensors : dense_tensors) += 1;
+    owned_expert_tensors -= static_cast<int64_t>(copies.size());
+    comm->all_reduce_sum(&owned_expert_tensors, 1, CommPurpose::control);
+    load_model_weights(sh.dir, params, static_cast<size_t>(dense_tensors + owned_expert_tensors));
   } else {
     load_model_weights(sh.dir, params);
   }
   ExecContext::current().ops().refresh_compute_copies(params);  // bf16 copies of the loaded values (GPU)
+  for (const Parameter* p : copies) out.resident_bytes += p->value.bytes() + p->compute_copy.bytes();
   MokDecisionLog mok_log;
   for (ExpertDispatcher* d : dispatchers)
     if (auto* m = dynamic_cast<MokDispatcher*>(d)) m->set_decision_log(&mok_log);
@@ -174,7 +219,9 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   const std::string rank_label =
       "decode, rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " (" + ops.name() + ")";
   BatchedInferenceSession session(model, local, context);
-  session.set_replay(!parallel && !profile.active());  // one rank: decode steps from a recorded one where it can
+  // Decode steps from a recorded one where it can: on one rank, and over ranks where no MoE
+  // layer exchanges rows (every one resident).
+  session.set_replay((!parallel || every_layer_resident) && !profile.active());
   // Restarts every cache from the last `keep` tokens of each sequence (all the same length).
   auto refill = [&](int keep) {
     std::vector<int32_t> p;
@@ -207,6 +254,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
     profile.after_step(ops, i + 1, seconds_since(step_start), rank_label);
   }
   out.decode_s = seconds_since(t1);
+  out.replayed_steps = session.replayed_steps();
   out.peak_bytes = tracker.peak_total();
   out.peak_device_bytes = tracker.peak_total(DeviceType::cuda);
   out.peak_block_bytes = device.exec().allocator().peak_live_block_bytes();
@@ -253,9 +301,10 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
     comm->all_reduce_sum(figures.data(), static_cast<int64_t>(figures.size()), CommPurpose::control);
     comm->broadcast(times, sizeof times, 0, CommPurpose::control);  // rank 0's clock
   }
-  // Peaks: the largest rank's.
-  constexpr int kPeaks = 4;
-  int64_t peaks[kPeaks] = {mine.peak_bytes, mine.peak_device_bytes, mine.peak_block_bytes, mine.peak_reserved_bytes};
+  // Peaks and resident copies: the largest rank's.
+  constexpr int kPeaks = 5;
+  int64_t peaks[kPeaks] = {mine.peak_bytes, mine.peak_device_bytes, mine.peak_block_bytes, mine.peak_reserved_bytes,
+                           mine.resident_bytes};
   if (comm && ranks > 1) {
     std::vector<int64_t> all(kPeaks * static_cast<size_t>(ranks));
     comm->all_gather(peaks, sizeof peaks, all.data(), CommPurpose::control);
@@ -266,6 +315,9 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
   r.peak_device_bytes = peaks[1];
   r.peak_block_bytes = peaks[2];
   r.peak_reserved_bytes = peaks[3];
+  r.resident_bytes = peaks[4];
+  r.resident_layers = mine.resident_layers;  // the same on every rank (agreed)
+  r.replayed_steps = mine.replayed_steps;
   const int total = sh.prompt_len + o.max_new_tokens;
   const int vocab = sh.tokenizer->vocab_size();
   r.batch = o.batch;
@@ -317,6 +369,7 @@ std::string parallel_generate_problem(const ExperimentConfig& config, const Para
   if (!o.decode_layout.empty() && o.decode_layout != "auto" && o.decode_layout != "fixed" &&
       o.decode_layout != "counted")
     return "unknown decode layout '" + o.decode_layout + "'; use auto, fixed or counted";
+  if (const std::string why = resident_experts_problem(o.resident_experts, cfg); !why.empty()) return why;
   if (o.decode_layout == "fixed" && cfg.routing.dispatcher == "mok" && cfg.routing.shadow == "always")
     return "--decode-layout fixed never shadows an expert, and routing.shadow is always; use counted (or auto)";
   if (cfg.routing.dispatcher != "classic" && cfg.routing.dispatcher != "mok")

@@ -62,6 +62,11 @@ struct ParallelGenerateOptions {
   // steps of more than one token per sequence are always counted. Both give the same tokens
   // and logits, bit for bit.
   std::string decode_layout = "auto";
+  // MoE layers every rank holds whole for the generation (core/train/resident_experts.h):
+  // "auto" (MoK on GPU ranks: as many as fit), "off", "all" or a count N (the first N). A
+  // resident layer's tokens never leave the rank; with every MoE layer resident, decode steps
+  // are replayed from a recorded one as on one GPU.
+  std::string resident_experts = "auto";
 };
 
 struct ParallelGenerateResult {
@@ -87,6 +92,9 @@ struct ParallelGenerateResult {
   int64_t shadowed_experts = 0;
   int64_t bytes_saved = 0;
   std::string decode_layout;     // fixed | counted with R > 1 and experts; "" otherwise
+  int resident_layers = 0;       // MoE layers every rank held whole
+  int64_t resident_bytes = 0;    // the largest rank's copies of experts it does not own
+  int64_t replayed_steps = 0;    // rank 0's decode steps replayed from a recorded one
   // The memory tracker's peak of one rank while it built its model, loaded the weights and
   // decoded (the largest over ranks), in bytes: everything, and of it on the GPU (0 on the
   // CPU). `mok plan --generate` predicts it (core/plan/generation_plan.h).
@@ -100,7 +108,7 @@ struct ParallelGenerateResult {
 };
 
 // Why these options cannot run from a checkpoint of `config` on `ranks` ranks (batch split,
-// placement, dispatcher, prompt length, decode layout), or "" when they can.
+// placement, dispatcher, prompt length, decode layout, resident experts), or "" when they can.
 std::string parallel_generate_problem(const ExperimentConfig& config, const ParallelGenerateOptions& options,
                                       int ranks);
 

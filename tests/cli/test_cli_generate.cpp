@@ -100,6 +100,18 @@ class TestCliGenerate : public QObject {
                      two.json["weight_bytes"].toDouble();
     }
     QVERIFY2(payload[1] <= payload[0], qPrintable(QString("mok %1 > classic %2").arg(payload[1]).arg(payload[0])));
+
+    // MoK with every MoE layer resident: the same texts, no row between ranks.
+    QStringList resident_args = batched("mok", 2);
+    resident_args << "--resident-experts" << "all";
+    const Result resident = run_mok(resident_args, tmp_.path());
+    QVERIFY2(resident.exit_code == 0, qPrintable(resident.err));
+    QCOMPARE(resident.json["texts"].toArray(), texts);
+    QVERIFY(resident.json["resident_layers"].toInt() >= 1);
+    QVERIFY(resident.json["resident_bytes"].toDouble() > 0);
+    QCOMPARE(resident.json["dispatch_bytes"].toDouble(), 0.0);
+    QCOMPARE(resident.json["decode_layout"].toString(), QString("none"));
+    QVERIFY(resident.json.contains("replayed_steps"));
   }
 
   void quietPrintsOnlyTheSummary() {
@@ -129,6 +141,16 @@ class TestCliGenerate : public QObject {
     r = run_mok({"generate", ckpt_, "--batch", "2", "--ranks", "2", "--decode-layout", "padded"}, tmp_.path());
     QCOMPARE(r.exit_code, 2);
     QVERIFY2(r.err.contains("auto, fixed or counted"), qPrintable(r.err));
+    r = run_mok({"generate", ckpt_, "--batch", "2", "--ranks", "2", "--resident-experts", "most"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("auto, off, all"), qPrintable(r.err));
+    r = run_mok({"generate", ckpt_, "--ranks", "2", "--batch", "2", "--dispatcher", "classic", "--resident-experts",
+                 "all"},
+                tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("MoK's"), qPrintable(r.err));
+    r = run_mok({"generate", ckpt_, "--resident-experts", "lots"}, tmp_.path());  // one sequence: still checked
+    QCOMPARE(r.exit_code, 2);
     r = run_mok({"generate", ckpt_, "--prompt", "x", "--prompts-from-data", "4"}, tmp_.path());
     QCOMPARE(r.exit_code, 2);
     r = run_mok({"generate", ckpt_, "--batch", "2", "--prompts-from-data", "64"}, tmp_.path());  // seq_len 32

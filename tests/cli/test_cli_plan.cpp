@@ -346,11 +346,15 @@ class TestCliPlan : public QObject {
     const QString checkpoint = run.json["checkpoint"].toString();
     struct Case {
       int batch, ranks, prompt, tokens;
+      bool resident;  // MoK, every MoE layer held whole on every rank
     };
-    // One rank; a cache that fills and restarts from seq_len/2 tokens; two ranks.
-    for (const Case c : {Case{16, 1, 64, 8}, Case{4, 1, 100, 60}, Case{8, 2, 64, 8}}) {
-      const QStringList shape = {"--batch", QString::number(c.batch), "--ranks", QString::number(c.ranks), "--tokens",
-                                 QString::number(c.tokens)};
+    // One rank; a cache that fills and restarts from seq_len/2 tokens; two ranks; two ranks
+    // holding every expert.
+    for (const Case c : {Case{16, 1, 64, 8, false}, Case{4, 1, 100, 60, false}, Case{8, 2, 64, 8, false},
+                         Case{8, 2, 64, 8, true}}) {
+      QStringList shape = {"--batch", QString::number(c.batch), "--ranks", QString::number(c.ranks), "--tokens",
+                           QString::number(c.tokens)};
+      if (c.resident) shape << "--resident-experts" << "all" << "--set" << "routing.dispatcher=mok";
       const Result gen = run_mok(QStringList{"generate", checkpoint, "--prompts-from-data", QString::number(c.prompt),
                                              "--json", "--quiet", "--set", "data.corpus=" + tmp_.path() + "/corpus"} +
                                      shape,
@@ -359,7 +363,14 @@ class TestCliPlan : public QObject {
       const Result plan = run_mok(QStringList{"plan", config_, "--json", "--generate", "--prompt-tokens",
                                               QString::number(c.prompt)} + shape,
                                   tmp_.path());
-      QCOMPARE(plan.exit_code, 0);
+      QVERIFY2(plan.exit_code == 0, qPrintable(plan.err));
+      if (c.resident) {
+        QCOMPARE(gen.json["resident_layers"].toInt(), 4);
+        QCOMPARE(plan.json["resident_layers"].toInt(), 4);
+        QCOMPARE(plan.json["bytes"].toObject()["resident_experts"].toDouble(), gen.json["resident_bytes"].toDouble());
+        QVERIFY(!plan.json["bytes"].toObject().contains("communication") ||
+                plan.json["bytes"].toObject()["communication"].toDouble() == 0.0);
+      }
       const double measured = gen.json["peak_bytes"].toDouble(), planned = plan.json["total_bytes"].toDouble();
       qInfo("generate B=%d R=%d prompt %d, %d new: planned %.2f MiB, measured %.2f MiB (%+.1f %%)", c.batch, c.ranks,
             c.prompt, c.tokens, planned / 1048576.0, measured / 1048576.0, 100.0 * (planned - measured) / measured);

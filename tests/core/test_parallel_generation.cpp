@@ -6,11 +6,15 @@
 //     tokens and logits within float rounding; repeats are bitwise identical;
 //   - MoK sends no more payload bytes than classic for the same run, and its bytes_saved
 //     is exactly the difference;
+//   - resident MoE layers (every expert on every rank) give the dispatched run's tokens and
+//     R = 1's logits within float rounding, send no row for those layers, hold exactly the
+//     bytes the memory plan gives them, and are refused with classic dispatch;
 //   - a seeded sampled sequence does not depend on R, and sequence 0 is TextGenerator's text
 //     (also past the context, where every cache restarts); a batch that does not divide by
 //     R is refused with a clear message.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +23,7 @@
 #include "core/model/batched_inference_session.h"
 #include "core/model/inference_session.h"
 #include "core/model/language_model.h"
+#include "core/plan/generation_plan.h"
 #include "core/train/checkpoint.h"
 #include "core/train/parallel_generation.h"
 #include "core/train/text_generator.h"
@@ -308,6 +313,64 @@ class TestParallelGeneration : public QObject {
     QCOMPARE(generate_parallel(ckpt_, greedy(2, "mok")).decode_layout, std::string("counted"));
   }
 
+  // Every MoE layer resident: no row crosses ranks, the texts and logits are R = 1's (the
+  // experts see the same rows; only the grouping of the products changes), repeats are
+  // bitwise, and the copies are exactly what the memory plan counts. One resident layer of
+  // two: the other still dispatches, so fewer bytes than none resident but some.
+  void residentLayersKeepTheTexts() {
+    const ParallelGenerateResult one = generate_parallel(ckpt_, greedy(1, ""));
+    ParallelGenerateOptions o = greedy(2, "mok");
+    o.resident_experts = "off";
+    const ParallelGenerateResult shipped = generate_parallel(ckpt_, o);
+    QCOMPARE(shipped.resident_layers, 0);
+    QCOMPARE(shipped.resident_bytes, int64_t(0));
+    QVERIFY(shipped.dispatch_bytes > 0);
+
+    o.resident_experts = "all";
+    const ParallelGenerateResult all = generate_parallel(ckpt_, o);
+    const ExperimentConfig cfg = parse_experiment_config(read_checkpoint_config(ckpt_), ckpt_);
+    const std::vector<bool> mask = moe_layer_mask(cfg.model);
+    const int moe_layers = static_cast<int>(std::count(mask.begin(), mask.end(), true));
+    QVERIFY(moe_layers >= 2);
+    QCOMPARE(all.resident_layers, moe_layers);
+    QCOMPARE(all.decode_layout, std::string("none"));
+    QCOMPARE(all.dispatch_bytes, int64_t(0));
+    QCOMPARE(all.combine_bytes, int64_t(0));
+    QCOMPARE(all.weight_bytes, int64_t(0));
+    QCOMPARE(all.tokens, shipped.tokens);
+    double worst = 0.0;
+    for (int b = 0; b < 4; ++b) worst = std::max(worst, relative_difference(all.logits[b], one.logits[b]));
+    qInfo("every MoE layer resident vs R = 1: largest relative logit difference %.3g", worst);
+    QVERIFY2(worst <= kTol, qPrintable(QString::number(worst)));
+    // The copies: the experts a rank does not own (E − E/R), 3·d·f weights each, fp32 here.
+    const int64_t per_layer = int64_t(cfg.model.experts - cfg.model.experts / 2) * 3 * cfg.model.d_model *
+                              cfg.model.expert_hidden * int64_t(sizeof(float));
+    QCOMPARE(all.resident_bytes, moe_layers * per_layer);
+    ExperimentConfig two = cfg;
+    two.parallel.ranks = 2;
+    const GenerationShape shape{4, 8, 12, moe_layers};
+    double planned = -1.0;
+    for (const MemoryEstimate::Part& p : estimate_generation_memory(two, shape).memory.parts)
+      if (p.category == "resident_experts") planned = p.bytes;
+    QCOMPARE(planned, static_cast<double>(all.resident_bytes));
+
+    const ParallelGenerateResult again = generate_parallel(ckpt_, o);
+    for (int b = 0; b < 4; ++b)
+      QVERIFY(std::memcmp(again.logits[b].data(), all.logits[b].data(), all.logits[b].size() * sizeof(float)) == 0);
+
+    o.resident_experts = "1";
+    const ParallelGenerateResult first = generate_parallel(ckpt_, o);
+    QCOMPARE(first.resident_layers, 1);
+    QCOMPARE(first.resident_bytes, per_layer);
+    QVERIFY(first.dispatch_bytes > 0);
+    QVERIFY(first.dispatch_bytes < shipped.dispatch_bytes);
+    QCOMPARE(first.tokens, shipped.tokens);
+
+    // On CPU ranks auto holds none: a host message costs a CPU rank no wait for a device.
+    o.resident_experts = "auto";
+    QCOMPARE(generate_parallel(ckpt_, o).resident_layers, 0);
+  }
+
   void badSplitIsRefused() {
     ParallelGenerateOptions o = greedy(2, "mok");
     o.batch = 3;
@@ -330,6 +393,18 @@ class TestParallelGeneration : public QObject {
     ExperimentConfig always = cfg;
     always.routing.shadow = "always";
     QVERIFY(parallel_generate_problem(always, o, 2).find("never shadows") != std::string::npos);
+    o.decode_layout = "auto";
+    o.resident_experts = "most";
+    QVERIFY(parallel_generate_problem(cfg, o, 2).find("--resident-experts") != std::string::npos);
+    o.resident_experts = "all";
+    QCOMPARE(parallel_generate_problem(cfg, o, 2), std::string());
+    o.dispatcher = "classic";
+    QVERIFY(parallel_generate_problem(cfg, o, 2).find("MoK's") != std::string::npos);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, generate_parallel(ckpt_, o));
+    for (const char* fine : {"auto", "off", "0"}) {
+      o.resident_experts = fine;
+      QCOMPARE(parallel_generate_problem(cfg, o, 2), std::string());
+    }
   }
 };
 

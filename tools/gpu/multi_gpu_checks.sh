@@ -15,8 +15,10 @@
 #   5. (part generate) batched greedy decoding (`mok generate`) of a quickstart checkpoint on
 #      one GPU and on two (classic, MoK) in fp32: the same texts as the CPU; then tokens/s of
 #      batched decoding (GEN_BATCH sequences, GEN_TOKENS new tokens each, bf16) of each shape's
-#      checkpoint on one GPU and on two (classic, MoK; the fixed decode layout, then the counted
-#      one: the same texts, tokens/s side by side), for each batch of GEN_BATCH (a list);
+#      checkpoint on one GPU and on two (classic, MoK shipping rows; the fixed decode layout,
+#      then the counted one: the same texts, tokens/s side by side; MoK with every MoE layer
+#      resident, decode steps replayed: its tokens/s against classic, its texts against MoK
+#      shipping rows), for each batch of GEN_BATCH (a list);
 #   6. (part profile) each rank's op profile (MOK_OP_PROFILE, core/train/op_profile_window.h) of
 #      PROFILE_VARIANTS on each shape: device ms per op, NCCL calls by purpose, host gaps.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
@@ -210,7 +212,8 @@ COMMON=(--batch 8 --tokens 48 --prompts-from-data 32 --temperature 0)
 gen gen_cpu "$Q" "${COMMON[@]}" --set parallel.device=cpu
 gen gen_gpu1 "$Q" "${COMMON[@]}" --set parallel.device=cuda --set train.precision=fp32
 gen gen_gpu2_classic "$Q" "${COMMON[@]}" --ranks 2 --dispatcher classic --set parallel.device=cuda "${GEN2[@]}" --set train.precision=fp32
-gen gen_gpu2_mok "$Q" "${COMMON[@]}" --ranks 2 --dispatcher mok --set parallel.device=cuda "${GEN2[@]}" --set train.precision=fp32
+gen gen_gpu2_mok "$Q" "${COMMON[@]}" --ranks 2 --dispatcher mok --resident-experts off --set parallel.device=cuda "${GEN2[@]}" --set train.precision=fp32
+gen gen_gpu2_mok_resident "$Q" "${COMMON[@]}" --ranks 2 --dispatcher mok --resident-experts all --set parallel.device=cuda "${GEN2[@]}" --set train.precision=fp32
 python3 - "$OUT_DIR" <<'PY'
 import json, sys
 out = sys.argv[1]
@@ -220,7 +223,7 @@ def texts(name):
     except Exception as e:
         return None
 ref = texts("gen_cpu")
-for name in ("gen_gpu1", "gen_gpu2_classic", "gen_gpu2_mok"):
+for name in ("gen_gpu1", "gen_gpu2_classic", "gen_gpu2_mok", "gen_gpu2_mok_resident"):
     t = texts(name)
     same = ref is not None and t == ref
     n = sum(a == b for a, b in zip(ref or [], t or []))
@@ -236,12 +239,15 @@ for shape in "${SHAPE_LIST[@]}"; do
     tag="${shape}_b${b}"
     gen "gen_${tag}_1gpu" "$C" "${ARGS[@]}"
     gen "gen_${tag}_classic" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher classic
-    gen "gen_${tag}_mok" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok
-    gen "gen_${tag}_mok_locality" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --set routing.policy=locality \
-      --set routing.locality_margin=0.05
+    gen "gen_${tag}_mok" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --resident-experts off
+    gen "gen_${tag}_mok_locality" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --resident-experts off \
+      --set routing.policy=locality --set routing.locality_margin=0.05
     # The counted decode layout against the fixed one (auto on GPUs): the same texts, bit for bit.
     gen "gen_${tag}_classic_counted" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher classic --decode-layout counted
-    gen "gen_${tag}_mok_counted" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --decode-layout counted
+    gen "gen_${tag}_mok_counted" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok --resident-experts off \
+      --decode-layout counted
+    # MoK's default on GPUs: as many MoE layers resident as the memory allows (here all).
+    gen "gen_${tag}_mok_resident" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok
   done
 done
 python3 - "$OUT_DIR" "$SHAPES" "${GEN_BATCH:-64}" <<'PY'
@@ -271,6 +277,22 @@ for shape in shapes:
                   f"{cl.get('tokens_per_s', 0):8.0f} {mk.get('tokens_per_s', 0):8.0f} {ratio:6.2f} "
                   f"{loc.get('tokens_per_s', 0) if loc else float('nan'):8.0f} | "
                   f"{cl.get('remote_bytes', 0) / 1e6:8.1f} / {mk.get('remote_bytes', 0) / 1e6:8.1f} | {same}")
+print()
+print("MoK with resident MoE layers (--resident-experts auto) against classic (fixed layout) and one GPU")
+print(f"{'shape':6s} {'batch':>5s} {'resident':>8s} {'GiB/rank':>8s} {'replayed':>8s} {'tokens/s':>9s} {'vs classic':>10s} "
+      f"{'vs 1 GPU':>8s} {'MB':>8s} | texts = MoK shipping rows")
+for shape in shapes:
+    for b in batches:
+        t = f"{shape}_b{b}"
+        one, cl, mk, res = (last(f"gen_{t}_{v}") for v in ("1gpu", "classic", "mok", "mok_resident"))
+        rt = res.get("tokens_per_s", 0)
+        vs_cl = rt / cl["tokens_per_s"] if cl.get("tokens_per_s") else float("nan")
+        vs_one = rt / one["tokens_per_s"] if one.get("tokens_per_s") else float("nan")
+        a, r = mk.get("texts") or [], res.get("texts") or []
+        n = sum(x == y for x, y in zip(a, r))
+        print(f"{shape:6s} {b:>5s} {res.get('resident_layers', 0):8d} {res.get('resident_bytes', 0) / 2**30:8.2f} "
+              f"{res.get('replayed_steps', 0):8d} {rt:9.0f} {vs_cl:10.2f} {vs_one:8.2f} "
+              f"{res.get('remote_bytes', 0) / 1e6:8.1f} | {n} of {len(a)}")
 PY
 fi
 
