@@ -46,8 +46,8 @@ const char* kUsage =
     "  --generate        plan `mok generate` instead of training: B sequences (default 1) over\n"
     "                    R ranks (default parallel.ranks), prompts of N tokens (default 32),\n"
     "                    T new tokens each (default 200); the same flags as mok generate\n"
-    "                    (--resident-experts auto fills the capacity as mok generate does on\n"
-    "                    a GPU of that size; none where no capacity is known)\n"
+    "                    (--resident-experts: none unless given; auto fills the capacity as\n"
+    "                    mok generate does on a GPU of that size)\n"
     "  Exit 0 when it fits (or no capacity is known), 1 when it does not, 2 on bad input.\n";
 
 std::string mib(double bytes) {
@@ -142,7 +142,9 @@ int cmd_plan(int argc, char** argv) {
   bool json = false, generate = false, by_kind = false;
   GenerationShape shape;
   int gen_ranks = 0;  // --ranks; 0 → parallel.ranks
-  std::string resident_text = "auto";  // --resident-experts
+  // --resident-experts: planned without resident layers unless asked (the advice and card
+  // counts replan other rank counts, where auto would choose again).
+  std::string resident_text = "off";
   std::vector<std::string> generate_only;  // generation flags given, for the error without --generate
   auto positive = [&](const std::string& flag, const char* text, int* out) {
     char* end = nullptr;

@@ -44,6 +44,7 @@ int resident_layer_count(const std::string& value, const ExperimentConfig& confi
                          double capacity_bytes) {
   const int layers = moe_layer_count(config.model);
   if (config.parallel.ranks < 2 || layers == 0) return 0;
+  if (value == "off") return 0;
   if (value == "all") return layers;
   if (const int n = parse_count(value); n >= 0) return std::min(n, layers);
   // auto: MoK on GPU ranks only.

@@ -71,6 +71,8 @@ class TestResidentExperts : public QObject {
     QCOMPARE(resident_layer_count("auto", c, s, gpu(0.5 * per_layer)), 0);
     QCOMPARE(resident_layer_count("auto", c, s, gpu(4.5 * per_layer)), 4);
     QCOMPARE(resident_layer_count("auto", c, s, gpu(100.0 * per_layer)), 12);
+    QCOMPARE(resident_layer_count("off", c, s, gpu(100.0 * per_layer)), 0);
+    QCOMPARE(resident_layer_count("0", c, s, gpu(100.0 * per_layer)), 0);
     // parallel.device_memory_limit wins over the device's size.
     ExperimentConfig limited = c;
     limited.parallel.device_memory_limit = std::to_string(static_cast<int64_t>(base + 2.5 * per_layer));
