@@ -1,5 +1,6 @@
 #include "core/model/language_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -56,6 +57,11 @@ std::vector<bool> moe_layer_mask(const ModelConfig& m) {
     }
   }
   return mask;
+}
+
+int moe_layer_count(const ModelConfig& m) {
+  const std::vector<bool> mask = moe_layer_mask(m);
+  return static_cast<int>(std::count(mask.begin(), mask.end(), true));
 }
 
 struct LanguageModel::Impl {

@@ -74,6 +74,8 @@ struct ModelOptions {
 // N−1, 2N−1, …, or a comma list "1,3"); all false when experts == 0. Throws
 // std::invalid_argument naming the bad value.
 std::vector<bool> moe_layer_mask(const ModelConfig& model);
+// How many layers moe_layer_mask marks.
+int moe_layer_count(const ModelConfig& model);
 
 class LanguageModel {
  public:

@@ -39,7 +39,6 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
   const double E = std::max(0, c.model.experts);
   const double k = E > 0 ? std::max(1, std::min(c.model.top_k, c.model.experts)) : 0.0;
   const double hidden = E > 0 ? f : std::max(1, c.model.dense_hidden);
-  const std::vector<bool> mask = E > 0 ? moe_layer_mask(c.model) : std::vector<bool>{};
 
   // KV cache: keys and values, (context, d) each, per layer and sequence.
   g.kv_cache_bytes_per_sequence = 2.0 * std::max(0, c.model.layers) * g.context * d * act;
@@ -56,7 +55,7 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
   const double mlp = std::max(1.0, k) * (d + 3.0 * hidden) * act + E * kFloat;
   const double workspace = rows * (3.0 * d * act + std::max({head, attention, mlp}));
   // Resident layers: the experts this rank does not own, whole, as its own are held.
-  const int moe_layers = static_cast<int>(std::count(mask.begin(), mask.end(), true));
+  const int moe_layers = moe_layer_count(c.model);
   const int resident = ranks > 1 ? std::clamp(shape.resident_layers, 0, moe_layers) : 0;
   const double not_owned = E - std::floor(E / ranks);
   const double per_weight = kFloat + (bf16 ? 2.0 : 0.0);

@@ -155,9 +155,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
     mo.resident_layers = resident_layer_mask(cfg.model, static_cast<int>(-fewest));
   }
   const int resident = static_cast<int>(std::count(mo.resident_layers.begin(), mo.resident_layers.end(), true));
-  const std::vector<bool> moe_mask = moe_layer_mask(cfg.model);
-  const bool every_layer_resident =
-      parallel && resident == static_cast<int>(std::count(moe_mask.begin(), moe_mask.end(), true));
+  const bool every_layer_resident = parallel && resident == moe_layer_count(cfg.model);
   const ForwardOnlyParameters forward_only;  // decoding needs no gradients: 4 bytes per weight fewer
   LanguageModel model(mo);
   std::vector<ExpertDispatcher*> dispatchers;

@@ -19,12 +19,6 @@ int parse_count(const std::string& value) {
   return std::stoi(value);
 }
 
-int moe_layer_count(const ModelConfig& model) {
-  if (model.experts <= 0) return 0;
-  const std::vector<bool> mask = moe_layer_mask(model);
-  return static_cast<int>(std::count(mask.begin(), mask.end(), true));
-}
-
 // What the GPU leaves the plan: 10 % of it is kept for what the plan does not count.
 constexpr double kPlannedShareOfGpu = 0.9;
 
@@ -65,7 +59,7 @@ int resident_layer_count(const std::string& value, const ExperimentConfig& confi
 }
 
 std::vector<bool> resident_layer_mask(const ModelConfig& model, int count) {
-  std::vector<bool> mask = model.experts > 0 ? moe_layer_mask(model) : std::vector<bool>(model.layers, false);
+  std::vector<bool> mask = moe_layer_mask(model);
   for (auto&& m : mask) {
     if (m && count > 0) {
       --count;
