@@ -248,6 +248,30 @@ class TestPlotReadings : public QObject {
     QVERIFY(!mem->plot()->legend->outerRect().intersects(mem->plot()->axisRect()->rect()));
   }
 
+  // Every legend entry is shown whole: inside the plot, as wide as its text needs (a
+  // dashboard a third narrower than a 1600-pixel screen's).
+  void legend_entries_show_whole() {
+    LiveDashboard dash;
+    dash.resize(1000, 750);
+    dash.show();
+    dash.add_rows(run_rows(60, 10));
+    flush_all(dash);
+    for (StreamingPlot* p : {dash.loss_plot(), dash.validation_plot(), dash.throughput_plot(), dash.comm_plot(),
+                             dash.optimizer_plot()}) {
+      p->plot()->replot();
+      QCPLegend* legend = p->plot()->legend;
+      QVERIFY(legend->itemCount() > 0);
+      for (int i = 0; i < legend->itemCount(); ++i) {
+        QCPAbstractLegendItem* item = legend->item(i);
+        auto* entry = qobject_cast<QCPPlottableLegendItem*>(item);
+        const QString text = entry ? entry->plottable()->name() : QString();
+        const QString where = QStringLiteral("%1: '%2'").arg(p->title(), text);
+        QVERIFY2(p->plot()->viewport().contains(item->outerRect()), qPrintable(where + " leaves the plot"));
+        QVERIFY2(item->outerRect().width() >= item->minimumOuterSizeHint().width(), qPrintable(where + " is cut"));
+      }
+    }
+  }
+
   void hover_shows_the_nearest_real_sample_with_its_step() {
     StreamingPlot plot;
     const int train = plot.add_curve("train/loss");

@@ -90,8 +90,8 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   // on a transfer stream (overlapped).
   comm_ = make(tr("Between ranks"), tr("MiB per step (all ranks)"));
   for (const QString& n : comm_byte_curves()) comm_->add_curve(n);
-  comm_->add_curve("perf/comm_ms", QColor(), CurveAxis::right);
-  comm_->add_curve("perf/comm_overlapped_ms", QColor(), CurveAxis::right);
+  comm_->add_curve("perf/comm_ms", QColor(), CurveAxis::right, tr("waited ms"));
+  comm_->add_curve("perf/comm_overlapped_ms", QColor(), CurveAxis::right, tr("overlapped ms"));
   comm_->set_right_y_label(tr("ms per step: waited, overlapped"));
   validation_->set_empty_note(tr("no evaluation yet:\none comes every train.eval_every\nsteps and after the last"));
   show_comm_device(QString());

@@ -65,7 +65,7 @@ StreamingPlot::StreamingPlot(QWidget* parent) : CoalescedPlot(parent) {
 
 StreamingPlot::~StreamingPlot() = default;
 
-int StreamingPlot::add_curve(const QString& name, const QColor& color, CurveAxis axis) {
+int StreamingPlot::add_curve(const QString& name, const QColor& color, CurveAxis axis, const QString& legend) {
   Curve c;
   c.name = name;
   c.color = color.isValid() ? color : curve_color(int(curves_.size()));
@@ -80,7 +80,8 @@ int StreamingPlot::add_curve(const QString& name, const QColor& color, CurveAxis
   c.raw->setVisible(smoothing_ > 0.0);
   c.smooth = plot()->addGraph(plot()->xAxis, value_axis);
   c.smooth->setPen(QPen(c.color, 1.0));
-  c.smooth->setName(axis == CurveAxis::right ? name + tr(" (right axis)") : name);
+  const QString shown = legend.isEmpty() ? name : legend;
+  c.smooth->setName(axis == CurveAxis::right ? shown + tr(" (right)") : shown);
   c.raw->setAdaptiveSampling(true);
   c.smooth->setAdaptiveSampling(true);
   curves_.push_back(std::move(c));

@@ -40,8 +40,11 @@ class StreamingPlot : public CoalescedPlot {
   explicit StreamingPlot(QWidget* parent = nullptr);
   ~StreamingPlot() override;
 
-  // GUI thread. Returns the curve id used by append().
-  int add_curve(const QString& name, const QColor& color = QColor(), CurveAxis axis = CurveAxis::left);
+  // GUI thread. Returns the curve id used by append(). `name` is the metric (hover text,
+  // find_curve); `legend` the legend's shorter text where the name would not fit (default: the
+  // name), followed by " (right)" for a curve on the right axis.
+  int add_curve(const QString& name, const QColor& color = QColor(), CurveAxis axis = CurveAxis::left,
+                const QString& legend = QString());
   int curve_count() const { return int(curves_.size()); }
   int find_curve(const QString& name) const;  // -1 when absent
   QString curve_name(int curve) const;
