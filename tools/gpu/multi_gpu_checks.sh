@@ -17,8 +17,8 @@
 #      batched decoding (GEN_BATCH sequences, GEN_TOKENS new tokens each, bf16) of each shape's
 #      checkpoint on one GPU and on two (classic, MoK shipping rows; the fixed decode layout,
 #      then the counted one: the same texts, tokens/s side by side; MoK with every MoE layer
-#      resident, decode steps replayed: its tokens/s against classic, its texts against MoK
-#      shipping rows), for each batch of GEN_BATCH (a list);
+#      resident, decode steps replayed: its tokens/s against classic, its texts bitwise one
+#      GPU's), for each batch of GEN_BATCH (a list);
 #   6. (part profile) each rank's op profile (MOK_OP_PROFILE, core/train/op_profile_window.h) of
 #      PROFILE_VARIANTS on each shape: device ms per op, NCCL calls by purpose, host gaps.
 #   tools/gpu/multi_gpu_checks.sh BIN_DIR [OUT_DIR]      (BIN_DIR from tools/gpu/pack.sh)
@@ -55,9 +55,13 @@ mkdir -p "$OUT_DIR"
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 SCRATCH="$(mktemp -d)"
-trap 'rm -rf "$SCRATCH"' EXIT
 cd "$ROOT"
 exec > >(tee -a "$OUT_DIR/multi_gpu.log") 2>&1
+# Each run's JSON, stderr and metrics CSV go to runs/, packed into runs.tgz at the end: a
+# device call brings back a few files, not one per run.
+RUNS="$OUT_DIR/runs"
+mkdir -p "$RUNS"
+trap 'tar czf "$OUT_DIR/runs.tgz" -C "$OUT_DIR" runs && rm -rf "$RUNS"; rm -rf "$SCRATCH"' EXIT
 section() { printf '\n==== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
 section "device"
@@ -75,10 +79,10 @@ run() {  # name, then mok train arguments
   local name="$1"; shift
   timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train experiments/quickstart.yaml --db "$SCRATCH/$name.db" --json --quiet \
     --set train.steps=20 --set train.eval_every=10 --set train.eval_batches=2 \
-    --set logging.checkpoint_dir="$SCRATCH/ckpt-$name" "$@" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
-  echo "$name: exit $? $(tail -n 1 "$OUT_DIR/$name.json" | cut -c1-300)"
-  [ -s "$OUT_DIR/$name.err" ] && tail -n 3 "$OUT_DIR/$name.err"
-  "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" > /dev/null 2>&1
+    --set logging.checkpoint_dir="$SCRATCH/ckpt-$name" "$@" > "$RUNS/$name.json" 2> "$RUNS/$name.err"
+  echo "$name: exit $? $(tail -n 1 "$RUNS/$name.json" | cut -c1-300)"
+  [ -s "$RUNS/$name.err" ] && tail -n 3 "$RUNS/$name.err"
+  "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$RUNS/$name.csv" > /dev/null 2>&1
 }
 run cpu2 --set parallel.device=cpu --set parallel.ranks=2 --set parallel.comm=local --set parallel.threads=4
 run gpu1_fp32 --set parallel.device=cuda --set train.precision=fp32
@@ -94,7 +98,7 @@ run gpu2_mok_calibrated --set parallel.device=cuda --set parallel.ranks=2 "${TWO
   --set routing.cost_calibrate=true
 "$BIN/mok" runs show 1 --db "$SCRATCH/gpu2_mok_calibrated.db" 2>&1 | grep -o "mok cost model calibrated.*"
 
-python3 - "$OUT_DIR" <<'PY'
+python3 - "$RUNS" <<'PY'
 import csv, math, sys
 out = sys.argv[1]
 TOL = {"train/loss": 1e-4, "val/loss": 1e-4, "val/bpb": 1e-4, "train/grad_norm": 1e-3}
@@ -151,12 +155,12 @@ for name in mpi2_fp32 threads2_fp32; do
   LD_LIBRARY_PATH="$SCRATCH/libs" timeout "${MOK_TIMEOUT:-300}" "${launch[@]}" "$BIN/mok" train experiments/quickstart.yaml \
     --db "$SCRATCH/$name.db" --json --quiet --set train.steps=20 --set train.eval_every=10 --set train.eval_batches=2 \
     --set logging.checkpoint_dir="$SCRATCH/ckpt-$name" --set parallel.device=cuda --set parallel.comm=nccl \
-    --set train.precision=fp32 "${extra[@]}" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
-  echo "$name: exit $? $(tail -n 1 "$OUT_DIR/$name.json" | cut -c1-200)"
-  [ -s "$OUT_DIR/$name.err" ] && tail -n 3 "$OUT_DIR/$name.err"
-  LD_LIBRARY_PATH="$SCRATCH/libs" "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" > /dev/null 2>&1
+    --set train.precision=fp32 "${extra[@]}" > "$RUNS/$name.json" 2> "$RUNS/$name.err"
+  echo "$name: exit $? $(tail -n 1 "$RUNS/$name.json" | cut -c1-200)"
+  [ -s "$RUNS/$name.err" ] && tail -n 3 "$RUNS/$name.err"
+  LD_LIBRARY_PATH="$SCRATCH/libs" "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$RUNS/$name.csv" > /dev/null 2>&1
 done
-python3 - "$OUT_DIR" <<'PY'
+python3 - "$RUNS" <<'PY'
 import csv, sys
 out = sys.argv[1]
 def load(name):
@@ -200,13 +204,13 @@ G="$SCRATCH/gen"
 mkdir -p "$G"
 timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train experiments/quickstart.yaml --db "$G/q.db" --json --quiet \
   --set train.steps=20 --set train.eval_every=20 --set train.eval_batches=1 --set logging.checkpoint_dir="$G/q" \
-  --set parallel.device=cpu > "$OUT_DIR/gen_quickstart_train.json" 2>&1
+  --set parallel.device=cpu > "$RUNS/gen_quickstart_train.json" 2>&1
 Q="$(ls -d "$G"/q/*/ 2>/dev/null | head -n 1)"
 gen() {  # name, then mok generate arguments
   local name="$1"; shift
-  timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" generate "$@" --json --quiet > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
-  echo "$name: exit $? $(tail -n 1 "$OUT_DIR/$name.json" | grep -o '"tokens_per_s":[0-9.e+-]*')"
-  [ -s "$OUT_DIR/$name.err" ] && tail -n 2 "$OUT_DIR/$name.err"
+  timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" generate "$@" --json --quiet > "$RUNS/$name.json" 2> "$RUNS/$name.err"
+  echo "$name: exit $? $(tail -n 1 "$RUNS/$name.json" | grep -o '"tokens_per_s":[0-9.e+-]*')"
+  [ -s "$RUNS/$name.err" ] && tail -n 2 "$RUNS/$name.err"
 }
 COMMON=(--batch 8 --tokens 48 --prompts-from-data 32 --temperature 0)
 gen gen_cpu "$Q" "${COMMON[@]}" --set parallel.device=cpu
@@ -214,7 +218,7 @@ gen gen_gpu1 "$Q" "${COMMON[@]}" --set parallel.device=cuda --set train.precisio
 gen gen_gpu2_classic "$Q" "${COMMON[@]}" --ranks 2 --dispatcher classic --set parallel.device=cuda "${GEN2[@]}" --set train.precision=fp32
 gen gen_gpu2_mok "$Q" "${COMMON[@]}" --ranks 2 --dispatcher mok --resident-experts off --set parallel.device=cuda "${GEN2[@]}" --set train.precision=fp32
 gen gen_gpu2_mok_resident "$Q" "${COMMON[@]}" --ranks 2 --dispatcher mok --resident-experts all --set parallel.device=cuda "${GEN2[@]}" --set train.precision=fp32
-python3 - "$OUT_DIR" <<'PY'
+python3 - "$RUNS" <<'PY'
 import json, sys
 out = sys.argv[1]
 def texts(name):
@@ -250,7 +254,7 @@ for shape in "${SHAPE_LIST[@]}"; do
     gen "gen_${tag}_mok_resident" "$C" "${ARGS[@]}" --ranks 2 "${GEN2[@]}" --dispatcher mok
   done
 done
-python3 - "$OUT_DIR" "$SHAPES" "${GEN_BATCH:-64}" <<'PY'
+python3 - "$RUNS" "$SHAPES" "${GEN_BATCH:-64}" <<'PY'
 import json, sys
 out, shapes, batches = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
 def last(name):
@@ -278,9 +282,13 @@ for shape in shapes:
                   f"{loc.get('tokens_per_s', 0) if loc else float('nan'):8.0f} | "
                   f"{cl.get('remote_bytes', 0) / 1e6:8.1f} / {mk.get('remote_bytes', 0) / 1e6:8.1f} | {same}")
 print()
+# A resident layer computes every expert on the rank as one GPU does: the same texts bit for
+# bit, sampled or greedy, in bf16 too. MoK shipping rows is not: a destination rank sums its
+# experts' outputs for a token and returns that sum rounded to bf16, so its bf16 texts part from
+# one GPU's after a few tokens (fp32: the same).
 print("MoK with resident MoE layers (--resident-experts auto) against classic (fixed layout) and one GPU")
 print(f"{'shape':6s} {'batch':>5s} {'resident':>8s} {'GiB/rank':>8s} {'replayed':>8s} {'tokens/s':>9s} {'vs classic':>10s} "
-      f"{'vs 1 GPU':>8s} {'MB':>8s} | texts = MoK shipping rows")
+      f"{'vs 1 GPU':>8s} {'MB':>8s} | texts = 1 GPU: resident, classic, MoK shipping")
 for shape in shapes:
     for b in batches:
         t = f"{shape}_b{b}"
@@ -288,11 +296,12 @@ for shape in shapes:
         rt = res.get("tokens_per_s", 0)
         vs_cl = rt / cl["tokens_per_s"] if cl.get("tokens_per_s") else float("nan")
         vs_one = rt / one["tokens_per_s"] if one.get("tokens_per_s") else float("nan")
-        a, r = mk.get("texts") or [], res.get("texts") or []
-        n = sum(x == y for x, y in zip(a, r))
+        ref = one.get("texts") or []
+        same = [sum(x == y for x, y in zip(ref, d.get("texts") or [])) for d in (res, cl, mk)]
+        verdict = "ok" if ref and same[0] == len(ref) else "DIFFERENT"
         print(f"{shape:6s} {b:>5s} {res.get('resident_layers', 0):8d} {res.get('resident_bytes', 0) / 2**30:8.2f} "
               f"{res.get('replayed_steps', 0):8d} {rt:9.0f} {vs_cl:10.2f} {vs_one:8.2f} "
-              f"{res.get('remote_bytes', 0) / 1e6:8.1f} | {n} of {len(a)}")
+              f"{res.get('remote_bytes', 0) / 1e6:8.1f} | {same[0]}, {same[1]}, {same[2]} of {len(ref)} (resident {verdict})")
 PY
 fi
 
@@ -305,14 +314,14 @@ for shape in "${SHAPE_LIST[@]}"; do
     variant_args "$variant"
     MOK_OP_PROFILE=5:3 timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train "$(yaml_for "$shape")" --json --quiet \
       --db "$SCRATCH/$name.db" --set parallel.device=cuda --set train.steps=7 \
-      --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" "${extra[@]}" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.txt"
+      --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" "${extra[@]}" > "$RUNS/$name.json" 2> "$RUNS/$name.txt"
     echo "$name: exit $?"
-    grep -E "^profile" "$OUT_DIR/$name.txt"
+    grep -E "^profile" "$RUNS/$name.txt"
   done
 done
 fi
 
-want throughput || { echo "written under $OUT_DIR"; exit 0; }
+want throughput || { echo "written under $OUT_DIR (multi_gpu.log, runs.tgz)"; exit 0; }
 section "throughput: one GPU against two"
 IFS=',' read -r -a VARIANTS <<< "${TPUT_VARIANTS:-1gpu,classic,classic_whole,mok,mok_calibrated,mok_ship,mok_locality}"
 for shape in "${SHAPE_LIST[@]}"; do
@@ -322,13 +331,13 @@ for shape in "${SHAPE_LIST[@]}"; do
     variant_args "$variant"
     timeout "${MOK_TIMEOUT:-300}" "$BIN/mok" train "$yaml" --json --quiet --db "$SCRATCH/$name.db" \
       --set parallel.device=cuda --set "train.steps=$((WARMUP + STEPS))" \
-      --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" "${extra[@]}" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+      --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" "${extra[@]}" > "$RUNS/$name.json" 2> "$RUNS/$name.err"
     echo "$name: exit $?"
-    [ -s "$OUT_DIR/$name.err" ] && tail -n 3 "$OUT_DIR/$name.err"
-    "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$OUT_DIR/$name.csv" > /dev/null 2>&1
+    [ -s "$RUNS/$name.err" ] && tail -n 3 "$RUNS/$name.err"
+    "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$RUNS/$name.csv" > /dev/null 2>&1
   done
 done
-python3 - "$OUT_DIR" "$SHAPES" "$WARMUP" "$(IFS=,; echo "${VARIANTS[*]}")" <<'PY'
+python3 - "$RUNS" "$SHAPES" "$WARMUP" "$(IFS=,; echo "${VARIANTS[*]}")" <<'PY'
 import csv, json, sys
 out, shapes, warmup, ran = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4].split(",")
 def median(v):
@@ -371,4 +380,4 @@ for s in shapes:
         vs = f[0] / classic[0] if classic and classic[0] and v != "1gpu" else float("nan")
         print(f"{s:6s} {label:26s} {f[0]:10.0f} {f[1]:8.1f} {f[4]:8.1f} {f[5]:13.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f} {vs:10.2f}")
 PY
-echo "written under $OUT_DIR"
+echo "written under $OUT_DIR (multi_gpu.log, runs.tgz)"
