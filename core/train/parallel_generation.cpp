@@ -235,10 +235,12 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   const auto t1 = Clock::now();
   std::vector<int32_t> next(local);
   for (int i = 0; i < o.max_new_tokens; ++i) {
+    next = sample_tokens(logits, vocab, o.sampling, rngs);
     for (int b = 0; b < local; ++b) {
-      const std::span<const float> row(logits.data() + static_cast<int64_t>(b) * vocab, vocab);
-      if (o.keep_logits) logit_rows[b].insert(logit_rows[b].end(), row.begin(), row.end());
-      next[b] = sample_token(row, o.sampling, rngs[b]);
+      if (o.keep_logits) {
+        const float* row = logits.data() + static_cast<int64_t>(b) * vocab;
+        logit_rows[b].insert(logit_rows[b].end(), row, row + vocab);
+      }
       seqs[b].push_back(next[b]);
     }
     if (i + 1 == o.max_new_tokens) break;

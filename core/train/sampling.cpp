@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <vector>
+
+#include "core/util/thread_pool.h"
 
 namespace mok {
 
@@ -25,15 +28,44 @@ int32_t sample_token(std::span<const float> logits, const SamplingOptions& o, Co
   if (o.temperature == 0) {
     return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
-  // Ids by decreasing logit (ties: lower id first), so filtering is a prefix.
-  std::vector<int32_t> ids(n);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  const float top = *std::max_element(logits.begin(), logits.end());
+  // exp((logit − top) / T) in double: the largest is 1, none overflows.
+  auto weight = [&](int32_t id) { return std::exp((static_cast<double>(logits[id]) - top) / o.temperature); };
+  thread_local std::vector<double> p;  // a decode step samples hundreds of rows: no allocation per row
+  if (o.top_k == 0 && o.top_p >= 1.0) {
+    // Nothing filtered: every id keeps its weight, and a draw may walk them in id order, O(vocab)
+    // with no sort. An id whose weight underflowed to 0 is never drawn.
+    p.resize(n);
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += p[i] = weight(i);
+    double u = rng.uniform() * sum;
+    int last = 0;
+    for (int i = 0; i < n; ++i) {
+      if (p[i] == 0) continue;
+      last = i;
+      u -= p[i];
+      if (u <= 0) return i;
+    }
+    return last;  // u left a rounding's worth: the last id with weight
+  }
+  // Filtered: ids by decreasing logit (ties: lower id first), so a filter keeps a prefix. A
+  // key is the logit's order-reversed bits above the id, so one integer sort gives that order.
+  thread_local std::vector<uint64_t> keys;
+  keys.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const float v = logits[i] == 0.0f ? 0.0f : logits[i];  // −0 ties +0
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    const uint32_t ascending = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+    keys[i] = (static_cast<uint64_t>(~ascending) << 32) | static_cast<uint32_t>(i);
+  }
   int keep = o.top_k > 0 ? std::min(o.top_k, n) : n;
-  std::vector<double> p(keep);
-  const double top = logits[ids[0]];
+  if (keep < n) std::nth_element(keys.begin(), keys.begin() + keep, keys.end());
+  std::sort(keys.begin(), keys.begin() + keep);
+  auto id_at = [&](int i) { return static_cast<int32_t>(keys[i] & 0xffffffffu); };
+  p.resize(keep);
   double sum = 0;
-  for (int i = 0; i < keep; ++i) sum += p[i] = std::exp((logits[ids[i]] - top) / o.temperature);
+  for (int i = 0; i < keep; ++i) sum += p[i] = weight(id_at(i));
   if (o.top_p < 1.0) {
     double acc = 0;
     int k = 0;
@@ -48,9 +80,31 @@ int32_t sample_token(std::span<const float> logits, const SamplingOptions& o, Co
   double u = rng.uniform() * sum;
   for (int i = 0; i < keep; ++i) {
     u -= p[i];
-    if (u <= 0) return ids[i];
+    if (u <= 0) return id_at(i);
   }
-  return ids[keep - 1];
+  return id_at(keep - 1);
+}
+
+std::vector<int32_t> sample_tokens(std::span<const float> logits, int vocab, const SamplingOptions& options,
+                                   std::vector<CounterRng>& rngs) {
+  const int64_t rows = static_cast<int64_t>(rngs.size());
+  if (vocab <= 0 || static_cast<int64_t>(logits.size()) != rows * vocab) {
+    throw std::invalid_argument("sample_tokens: logits must hold rows × vocab values");
+  }
+  std::vector<int32_t> out(rows);
+  // A pool's task must not throw: each chunk keeps its first error, rethrown in chunk order.
+  constexpr int64_t kRowsPerChunk = 16;
+  std::vector<std::exception_ptr> errors((rows + kRowsPerChunk - 1) / kRowsPerChunk);
+  parallel_for(rows, kRowsPerChunk, [&](int64_t begin, int64_t end) {
+    try {
+      for (int64_t b = begin; b < end; ++b) out[b] = sample_token(logits.subspan(b * vocab, vocab), options, rngs[b]);
+    } catch (...) {
+      errors[begin / kRowsPerChunk] = std::current_exception();
+    }
+  });
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
 }
 
 }  // namespace mok

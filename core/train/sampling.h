@@ -1,11 +1,13 @@
 #pragma once
 // Next-token sampling from logits: temperature, top-k and top-p (nucleus) filtering, then a
 // draw from a counter-based RNG, so a seed fixes the text. Temperature 0 is greedy
-// (argmax, lowest id on ties).
+// (argmax, lowest id on ties). Unfiltered, a draw walks the ids in id order (O(vocab), no
+// sort); filtered, by decreasing logit (ties: lower id first), where the filter keeps a prefix.
 
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <vector>
 
 #include "core/util/counter_rng.h"
 
@@ -25,5 +27,12 @@ struct NonFiniteLogits : std::runtime_error {
 // logits: (vocab). Throws std::invalid_argument on bad options or empty logits,
 // NonFiniteLogits when a logit is NaN or infinite.
 int32_t sample_token(std::span<const float> logits, const SamplingOptions& options, CounterRng& rng);
+
+// One token for each of rows = rngs.size() rows of logits (rows × vocab, row-major), row b
+// drawn with rngs[b], over the current thread pool: the same tokens for any thread count. A
+// decode step of hundreds of sequences samples while the device waits. Throws as
+// sample_token does, for the first bad row.
+std::vector<int32_t> sample_tokens(std::span<const float> logits, int vocab, const SamplingOptions& options,
+                                   std::vector<CounterRng>& rngs);
 
 }  // namespace mok
