@@ -49,7 +49,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingOptions& o, Co
     return last;  // u left a rounding's worth: the last id with weight
   }
   // Filtered: ids by decreasing logit (ties: lower id first), so a filter keeps a prefix. A
-  // key is the logit's order-reversed bits above the id, so one integer sort gives that order.
+  // key is the logit's order-reversed bits above the id, so integer order is that order.
   thread_local std::vector<uint64_t> keys;
   keys.resize(n);
   for (int i = 0; i < n; ++i) {
@@ -59,22 +59,49 @@ int32_t sample_token(std::span<const float> logits, const SamplingOptions& o, Co
     const uint32_t ascending = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
     keys[i] = (static_cast<uint64_t>(~ascending) << 32) | static_cast<uint32_t>(i);
   }
-  int keep = o.top_k > 0 ? std::min(o.top_k, n) : n;
-  if (keep < n) std::nth_element(keys.begin(), keys.begin() + keep, keys.end());
-  std::sort(keys.begin(), keys.begin() + keep);
   auto id_at = [&](int i) { return static_cast<int32_t>(keys[i] & 0xffffffffu); };
-  p.resize(keep);
+  int keep = o.top_k > 0 ? std::min(o.top_k, n) : n;
   double sum = 0;
-  for (int i = 0; i < keep; ++i) sum += p[i] = weight(id_at(i));
-  if (o.top_p < 1.0) {
-    double acc = 0;
-    int k = 0;
-    while (k < keep) {
-      acc += p[k++] / sum;
-      if (acc >= o.top_p) break;
+  if (keep < n || o.top_p >= 1.0) {
+    // top-k: sort the k candidates, sum their weights in that order.
+    if (keep < n) std::nth_element(keys.begin(), keys.begin() + keep, keys.end());
+    std::sort(keys.begin(), keys.begin() + keep);
+    p.resize(keep);
+    for (int i = 0; i < keep; ++i) sum += p[i] = weight(id_at(i));
+    if (o.top_p < 1.0) {
+      double acc = 0;
+      int k = 0;
+      while (k < keep) {
+        acc += p[k++] / sum;
+        if (acc >= o.top_p) break;
+      }
+      keep = k;
+      sum = 0;
+      for (int i = 0; i < keep; ++i) sum += p[i];
     }
-    keep = k;
-    sum = 0;
+  } else {
+    // top-p over the whole vocabulary: the total weight in id order, then ids sorted only as
+    // far as the mass reaches, in doubling blocks (the nucleus is usually a small part).
+    double total = 0;
+    for (int i = 0; i < n; ++i) total += weight(i);
+    p.clear();
+    double acc = 0;
+    int sorted = 0;
+    keep = 0;
+    while (keep == 0) {
+      const int next = std::min(n, std::max(64, 2 * sorted));
+      if (next < n) std::nth_element(keys.begin() + sorted, keys.begin() + next, keys.end());
+      std::sort(keys.begin() + sorted, keys.begin() + next);
+      for (int i = sorted; i < next; ++i) {
+        p.push_back(weight(id_at(i)));
+        acc += p.back() / total;
+        if (acc >= o.top_p || i + 1 == n) {
+          keep = i + 1;
+          break;
+        }
+      }
+      sorted = next;
+    }
     for (int i = 0; i < keep; ++i) sum += p[i];
   }
   double u = rng.uniform() * sum;

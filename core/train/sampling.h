@@ -3,6 +3,8 @@
 // draw from a counter-based RNG, so a seed fixes the text. Temperature 0 is greedy
 // (argmax, lowest id on ties). Unfiltered, a draw walks the ids in id order (O(vocab), no
 // sort); filtered, by decreasing logit (ties: lower id first), where the filter keeps a prefix.
+// top-p alone compares the running mass with the whole vocabulary's weight summed in id
+// order, so only the nucleus is sorted.
 
 #include <cstdint>
 #include <span>

@@ -26,10 +26,17 @@ int32_t reference_filtered_draw(const std::vector<float>& l, const mok::Sampling
   double sum = 0;
   for (int i = 0; i < keep; ++i) sum += p[i] = std::exp((double(l[ids[i]]) - l[ids[0]]) / o.temperature);
   if (o.top_p < 1.0) {
+    // top-p alone (top-k keeps every id) weighs the nucleus against every id's weight summed
+    // in id order.
+    double total = sum;
+    if (keep == int(l.size())) {
+      total = 0;
+      for (const float v : l) total += std::exp((double(v) - l[ids[0]]) / o.temperature);
+    }
     double acc = 0;
     int k = 0;
     while (k < keep) {
-      acc += p[k++] / sum;
+      acc += p[k++] / total;
       if (acc >= o.top_p) break;
     }
     keep = k;
@@ -119,7 +126,8 @@ class TestTrainSampling : public QObject {
     std::mt19937 gen(17);
     std::normal_distribution<float> normal(0.0f, 2.0f);
     for (const mok::SamplingOptions o : {mok::SamplingOptions{1.0, 5, 1.0}, mok::SamplingOptions{0.7, 0, 0.9},
-                                         mok::SamplingOptions{1.3, 40, 0.5}, mok::SamplingOptions{0.9, 300, 0.999}}) {
+                                         mok::SamplingOptions{1.3, 40, 0.5}, mok::SamplingOptions{0.9, 300, 0.999},
+                                         mok::SamplingOptions{2.0, 0, 0.99}, mok::SamplingOptions{0.5, 0, 0.3}}) {
       for (int trial = 0; trial < 40; ++trial) {
         std::vector<float> l(300);
         for (float& v : l) v = normal(gen);
