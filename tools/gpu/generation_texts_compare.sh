@@ -24,6 +24,7 @@ R="$OUT_DIR/texts"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 SCRATCH="$(mktemp -d)"
 trap 'tar czf "$OUT_DIR/texts.tgz" -C "$OUT_DIR" texts && rm -rf "$R"; rm -rf "$SCRATCH"' EXIT
+trap 'exit 143' TERM INT  # a timeout still packs what ran
 cd "$ROOT"
 TWO=(--ranks 2 --set parallel.comm="$TRANSPORT" --set parallel.ranks=2)
 [ "$TRANSPORT" = peer ] && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -lt 2 ] && TWO+=(--set parallel.gpus=0,0)

@@ -62,6 +62,7 @@ exec > >(tee -a "$OUT_DIR/multi_gpu.log") 2>&1
 RUNS="$OUT_DIR/runs"
 mkdir -p "$RUNS"
 trap 'tar czf "$OUT_DIR/runs.tgz" -C "$OUT_DIR" runs && rm -rf "$RUNS"; rm -rf "$SCRATCH"' EXIT
+trap 'exit 143' TERM INT  # a timeout still packs what ran
 section() { printf '\n==== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
 section "device"
