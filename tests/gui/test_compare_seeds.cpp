@@ -2,13 +2,16 @@
 // (kitten) checked, three seeds each, the note shows the other setting's difference in the
 // chosen metric paired by seed — its mean, standard error and 95 % interval, as `mok runs
 // paired` computes them — and follows the metric; it is hidden where no seed pairs up.
+#include <QHeaderView>
 #include <QLabel>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QtTest>
 
 // Designated initializers leave the other members at their defaults, on purpose.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/store/paired_comparison.h"
@@ -105,6 +108,61 @@ class TestCompareSeeds : public QObject {
     const QString turned = page.seeds_note()->text();
     QVERIFY2(turned.contains("exact_seed1") && turned.contains(QString::asprintf("%+.2f %% ±", back)) && back < 0.0,
              qPrintable(turned));
+  }
+
+  // Every figure of two runs fits a page 1100 pixels wide without a horizontal scroll bar:
+  // labels and cells take two lines (value, then ×ratio), and each cell shows whole.
+  void summaryFitsWithoutScrolling() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString db = dir.filePath("figures.db");
+    QList<qint64> ids;
+    {
+      RunStore store = RunStore::open(db.toStdString());
+      for (int r = 0; r < 2; ++r) {
+        const int64_t id = store.create_run({.name = r ? "kitten-long-name" : "exact-long-name",
+                                             .config_yaml = config(r ? "kitten" : "exact", 1)});
+        for (int step = 1; step <= 10; ++step) {
+          MetricRow row;
+          row.step = step;
+          row.wall_s = 12.5 * step;
+          row.values = {{"train/loss", 3.1234 - 0.01 * step - 0.2 * r},
+                        {"val/bpb", 2.3456 + 0.1 * r},
+                        {"val/ppl", 22.175 + r},
+                        {"perf/tokens_per_s", 78912.0 / (1 + r)},
+                        {"mem/peak_bytes", 3.1e9 * (1 - 0.1 * r)},
+                        {"mem/peak_saved_activation_bytes", 1.7e9 * (1 - 0.3 * r)},
+                        {"comm/remote_bytes", 1.234e9 * (1 + r)}};
+          store.append_metrics(id, row);
+        }
+        ids << id;
+      }
+    }
+    RunManager runs;
+    runs.set_db_path(db);
+    ComparePage page(&runs);
+    page.resize(1100, 800);
+    page.show();
+    page.set_runs(ids);
+    QVERIFY(QTest::qWaitForWindowExposed(&page));
+    QTableView* view = page.summary_view();
+    QHeaderView* header = view->horizontalHeader();
+    QCOMPARE(view->model()->columnCount(), 9);
+    int width = 0;
+    for (int c = 0; c < header->count(); ++c) width += header->sectionSize(c);
+    QVERIFY2(width <= view->viewport()->width(),
+             qPrintable(QStringLiteral("columns %1 px in a %2 px view").arg(width).arg(view->viewport()->width())));
+    // The other run's cells hold the ratio on a second line, and the row is tall enough for it.
+    const int other = view->model()->index(0, 0).data().toString().contains("(baseline)") ? 1 : 0;
+    const QModelIndex cell = view->model()->index(other, 1);
+    QVERIFY2(cell.data().toString().contains("\n×"), qPrintable(cell.data().toString()));
+    QVERIFY(view->rowHeight(other) >= 2 * view->fontMetrics().height());
+    for (int c = 0; c < header->count(); ++c) {
+      const QString text = view->model()->index(other, c).data().toString();
+      int needed = 0;
+      for (const QString& line : text.split('\n')) needed = std::max(needed, view->fontMetrics().horizontalAdvance(line));
+      QVERIFY2(header->sectionSize(c) >= needed, qPrintable(QStringLiteral("'%1' is cut").arg(text)));
+    }
   }
 
   void noteHiddenWithoutPairs() {

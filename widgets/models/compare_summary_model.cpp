@@ -13,14 +13,15 @@ CompareSummaryModel::CompareSummaryModel(QObject* parent) : QAbstractTableModel(
 
 std::vector<CompareSummaryModel::Figure> CompareSummaryModel::default_figures() {
   return {
-      {"val/bpb", tr("Best val bpb"), true, 0},
-      {"val/ppl", tr("Best val ppl"), true, 0},
-      {"train/loss", tr("Final train loss"), true, 0},
+      // Two-line labels and cells (value, then ×ratio): nine columns fit a laptop-wide page.
+      {"val/bpb", tr("Best val\nbpb"), true, 0},
+      {"val/ppl", tr("Best val\nppl"), true, 0},
+      {"train/loss", tr("Final train\nloss"), true, 0},
       {"perf/tokens_per_s", tr("Tokens/s"), false, 2},
-      {"mem/peak_bytes", tr("Peak memory"), true, 1},
-      {"mem/peak_saved_activation_bytes", tr("Peak saved act."), true, 1},
-      {"comm/remote_bytes", tr("Remote bytes/step"), true, 1},
-      {"wall_s", tr("Wall time (s)"), true, 0},
+      {"mem/peak_bytes", tr("Peak\nmemory"), true, 1},
+      {"mem/peak_saved_activation_bytes", tr("Peak saved\nactivations"), true, 1},
+      {"comm/remote_bytes", tr("Remote\nbytes/step"), true, 1},
+      {"wall_s", tr("Wall\ntime (s)"), true, 0},
   };
 }
 
@@ -56,7 +57,7 @@ QVariant CompareSummaryModel::data(const QModelIndex& index, int role) const {
     case Qt::DisplayRole: {
       if (!std::isfinite(v)) return QStringLiteral("–");
       QString text = fig.kind == 1 ? format_bytes(v) : fig.kind == 2 ? format_count(v) : QString::number(v, 'g', 5);
-      if (row != baseline_ && std::isfinite(r)) text += QStringLiteral("  (×%1)").arg(r, 0, 'f', 3);
+      if (row != baseline_ && std::isfinite(r)) text += QStringLiteral("\n×%1").arg(r, 0, 'f', 3);
       return text;
     }
     case kRatioRole: return std::isfinite(r) ? QVariant(r) : QVariant();

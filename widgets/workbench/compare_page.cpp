@@ -88,6 +88,7 @@ ComparePage::ComparePage(RunManager* runs, QWidget* parent) : QWidget(parent), r
   summary_view_->setModel(summary_);
   summary_view_->verticalHeader()->setVisible(false);
   summary_view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  summary_view_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);  // two-line cells
   tabs->addTab(summary_view_, tr("Summary"));
   auto* diff_box = new QWidget;
   auto* dl = new QVBoxLayout(diff_box);

@@ -48,6 +48,7 @@ class ComparePage : public QWidget {
 
   StreamingPlot* plot() const { return plot_; }
   CompareSummaryModel* summary() const { return summary_; }
+  QTableView* summary_view() const { return summary_view_; }
   ConfigDiffModel* diff() const { return diff_; }
   QLabel* hardware_note() const { return hardware_note_; }  // shown only when hardware differs
   // Shown when checked runs of another setting share seeds with the baseline's setting: the
