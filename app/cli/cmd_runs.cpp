@@ -31,6 +31,7 @@
 #include "core/store/run_import.h"
 #include "core/store/run_store.h"
 #include "core/util/json_writer.h"
+#include "core/util/replace_file.h"
 
 namespace mok::cli {
 namespace {
@@ -456,28 +457,12 @@ int runs_export_csv(int argc, char** argv) {
     std::cout.flush();
     return 0;
   }
-  // Fill a temporary file and rename it, so a failed export leaves no half file behind.
+  // Written whole or not at all: a failed export leaves no half file behind.
   const std::string out_path = a.get("out");
-  const std::string tmp = out_path + ".part";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw StoreError("cannot write " + out_path);
-    try {
-      store.export_csv(id, out);
-    } catch (...) {
-      out.close();
-      std::remove(tmp.c_str());
-      throw;
-    }
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw StoreError("writing " + out_path + " failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), out_path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw StoreError("cannot write " + out_path);
+  try {
+    replace_file(out_path, [&](std::ostream& out) { store.export_csv(id, out); });
+  } catch (const ReplaceFileError& e) {
+    throw StoreError(e.what());
   }
   std::fprintf(stderr, "wrote %s\n", out_path.c_str());
   return 0;

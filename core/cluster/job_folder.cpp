@@ -9,6 +9,7 @@
 
 #include "core/config/config_io.h"
 #include "core/train/run_folder.h"
+#include "core/util/replace_file.h"
 
 namespace fs = std::filesystem;
 
@@ -23,17 +24,6 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!out) throw std::runtime_error(path.string() + ": cannot write");
 }
 
-// Writes `text` beside `path` and renames it over `path`: a reader sees the old or the new file.
-void replace_text(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  write_text(tmp, text);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error(path.string() + ": cannot replace: " + ec.message());
-  }
-}
 
 void make_executable(const fs::path& path) {
   std::error_code ec;
@@ -97,10 +87,10 @@ void write_job_folder(const std::string& folder_arg, const ExperimentConfig& job
   const std::string readme = job_folder_readme(job, o);
 
   if (exists) {
-    replace_text(dir / o.config_name, yaml);
-    replace_text(dir / o.script_name, script);
+    replace_file((dir / o.config_name).string(), yaml);
+    replace_file((dir / o.script_name).string(), script);
     make_executable(dir / o.script_name);
-    replace_text(dir / "README.md", readme);
+    replace_file((dir / "README.md").string(), readme);
     return;
   }
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");

@@ -20,6 +20,7 @@
 #include "core/config/config_text_check.h"
 #include "core/config/quoted_scalar_span.h"
 #include "core/config/yaml_documents.h"
+#include "core/util/replace_file.h"
 #include "core/util/special_file.h"
 
 namespace mok {
@@ -594,22 +595,10 @@ std::string experiment_config_to_yaml(const ExperimentConfig& config) {
 }
 
 void save_experiment_config(const ExperimentConfig& config, const std::string& path) {
-  const std::string text = experiment_config_to_yaml(config);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ConfigError(path, 0, 0, "", std::string("cannot write: ") + std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw ConfigError(path, 0, 0, "", "cannot write: write failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw ConfigError(path, 0, 0, "", "cannot write: " + why);
+  try {
+    replace_file(path, experiment_config_to_yaml(config));
+  } catch (const ReplaceFileError& e) {
+    throw ConfigError(path, 0, 0, "", "cannot write: " + e.reason);
   }
 }
 

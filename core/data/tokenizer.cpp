@@ -8,6 +8,7 @@
 
 #include "core/data/bpe_tokenizer.h"
 #include "core/data/byte_tokenizer.h"
+#include "core/util/replace_file.h"
 
 namespace mok {
 
@@ -28,18 +29,10 @@ uint64_t Tokenizer::fingerprint() const {
 }
 
 void Tokenizer::save(const std::string& path) const {
-  // Write beside the target and rename, so a failed write never leaves half a file.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw TokenizerError("cannot write tokenizer file '" + tmp + "'");
-    out << to_text();
-    out.flush();
-    if (!out) throw TokenizerError("cannot write tokenizer file '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw TokenizerError("cannot move tokenizer file into place at '" + path + "'");
+  try {
+    replace_file(path, to_text());  // whole or not at all
+  } catch (const ReplaceFileError& e) {
+    throw TokenizerError("cannot write tokenizer file '" + path + "': " + e.reason);
   }
 }
 

@@ -1,6 +1,7 @@
 // `mok runs` over a database filled through RunStore: list (table and --json), show,
 // export-csv, tag, note, archive, delete, paired (runs of two settings paired by seed), and the exit codes and messages for bad usage
 // (2) and store errors (1), including a non-database file that must stay unchanged.
+#include <QDir>
 #include <QtTest>
 
 // Designated initializers leave the other members at their defaults, on purpose.
@@ -258,7 +259,8 @@ class TestCliRuns : public QObject {
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QByteArray csv = f.readAll();
     QCOMPARE(csv, QByteArray("step,tokens,wall_s,name,value\n1,4096,0.25,\"odd,name\",1.5\n"));
-    QVERIFY(!QFile::exists(out + ".part"));
+    // Nothing beside it: no temporary of the export is left.
+    QCOMPARE(QDir(dir_.path()).entryList({"*other.csv*"}, QDir::Files | QDir::Hidden), QStringList{"other.csv"});
 
     const Result stdout_csv = mok_cli({"runs", "export-csv", QString::number(quick_), "--db", db_});
     QCOMPARE(stdout_csv.code, 0);

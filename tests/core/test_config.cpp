@@ -12,6 +12,7 @@
 
 #include "core/config/config_io.h"
 #include "core/config/tensor_kinds.h"
+#include "core/util/replace_file.h"
 
 using namespace mok;
 
@@ -226,7 +227,7 @@ class TestConfig : public QObject {
     const ExperimentConfig c = everything_changed();
     save_experiment_config(c, path);
     QVERIFY(load_experiment_config(path) == c);
-    QVERIFY(!QFile::exists(QString::fromStdString(path + ".tmp")));
+    QVERIFY(!QFile::exists(QString::fromStdString(replace_file_temporary(path))));
 
     const std::string bad = dir.filePath("no/such/folder/x.yaml").toStdString();
     QVERIFY_THROWS_EXCEPTION(ConfigError, save_experiment_config(c, bad));

@@ -1,6 +1,6 @@
 #include "widgets/workbench/runs_page.h"
 
-#include <fstream>
+#include <ostream>
 
 #include <QApplication>
 #include <QCheckBox>
@@ -25,6 +25,7 @@
 #include <QVBoxLayout>
 
 #include "core/store/run_store.h"
+#include "core/util/replace_file.h"
 #include "widgets/models/run_label.h"
 #include "widgets/models/run_table_model.h"
 #include "widgets/workbench/run_manager.h"
@@ -149,8 +150,8 @@ RunsPage::RunsPage(RunManager* runs, QWidget* parent) : QWidget(parent), runs_(r
     if (path.isEmpty()) return;
     try {
       RunStore store = RunStore::open_readonly(runs_->db_path().toStdString());
-      std::ofstream out(path.toStdString());
-      store.export_csv(id, out);
+      // Whole or not at all: a failed export says so and leaves the chosen file as it was.
+      replace_file(path.toStdString(), [&](std::ostream& out) { store.export_csv(id, out); });
       emit message(tr("Metrics of run %1 written to %2").arg(id).arg(path));
     } catch (const std::exception& e) {
       emit message(QString::fromUtf8(e.what()));
