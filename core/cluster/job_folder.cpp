@@ -24,7 +24,6 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!out) throw std::runtime_error(path.string() + ": cannot write");
 }
 
-
 void make_executable(const fs::path& path) {
   std::error_code ec;
   fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
