@@ -1,6 +1,5 @@
 #include "core/cluster/job_folder.h"
 
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -95,7 +94,7 @@ void write_job_folder(const std::string& folder_arg, const ExperimentConfig& job
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   fs::create_directories(parent, ec);
   if (ec) throw std::runtime_error(parent.string() + ": cannot create: " + ec.message());
-  const fs::path tmp = parent / ("." + dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  const fs::path tmp = replace_file_temporary(dir.string());  // filled, then renamed whole
   fs::remove_all(tmp, ec);
   try {
     if (!fs::create_directory(tmp, ec) || ec) throw std::runtime_error(tmp.string() + ": cannot create: " + ec.message());
