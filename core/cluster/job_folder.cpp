@@ -1,6 +1,5 @@
 #include "core/cluster/job_folder.h"
 
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
