@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/util/byte_size.h"
+
 namespace mok {
 
 struct DataConfig {
@@ -140,6 +142,12 @@ struct ParallelConfig {
   std::string expert_placement = "contiguous";  // contiguous | round_robin | "0,0,1,1" (owner per expert)
   std::string gpus;              // device cuda: GPU index per rank, "2,3"; "" → rank r on cuda:r
   std::string device_memory_limit;  // per rank, e.g. "16GiB"; "" → no limit (core/util/byte_size.h)
+
+  // device_memory_limit in bytes; 0 when there is none (or it does not parse: config_check
+  // reports that before a run).
+  int64_t device_memory_limit_bytes() const {
+    return device_memory_limit.empty() ? 0 : parse_byte_size(device_memory_limit).value_or(0);
+  }
 
   friend bool operator==(const ParallelConfig&, const ParallelConfig&) = default;
 };

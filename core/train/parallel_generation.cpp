@@ -33,7 +33,6 @@
 #include "core/train/rank_device.h"
 #include "core/train/rank_launch.h"
 #include "core/train/resident_experts.h"
-#include "core/util/byte_size.h"
 #include "core/util/counter_rng.h"
 #include "core/util/thread_pool.h"
 
@@ -118,8 +117,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   // training; the peaks restart here so that they measure generation alone.
   MemoryTracker& tracker = MemoryTracker::current();
   const DeviceType device_type = device.exec().device().type;
-  const int64_t limit =
-      cfg.parallel.device_memory_limit.empty() ? 0 : parse_byte_size(cfg.parallel.device_memory_limit).value_or(0);
+  const int64_t limit = cfg.parallel.device_memory_limit_bytes();
   struct LimitScope {
     MemoryTracker& tracker;
     DeviceType type;

@@ -8,7 +8,6 @@
 #include "core/parallel/local_communicator.h"
 #include "core/parallel/mpi_communicator.h"
 #include "core/tensor/memory_tracker.h"
-#include "core/util/byte_size.h"
 #include "core/util/thread_pool.h"
 
 namespace mok {
@@ -35,8 +34,7 @@ RankContext rank_context(const ExperimentConfig& cfg, Communicator* comm, int lo
 // parallel.device_memory_limit on the rank's tracker (its tensors) and, on a GPU, its allocator
 // (the cache too).
 void apply_memory_limit(const ExperimentConfig& cfg, RankContext& rc, MemoryTracker& tracker) {
-  const int64_t limit =
-      cfg.parallel.device_memory_limit.empty() ? 0 : parse_byte_size(cfg.parallel.device_memory_limit).value_or(0);
+  const int64_t limit = cfg.parallel.device_memory_limit_bytes();
   const ExecContext& cx = rc.device.exec();
   tracker.set_limit(cx.device().type, limit);
   if (!cx.is_cpu()) cx.allocator().set_limit(limit);

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/model/language_model.h"
-#include "core/util/byte_size.h"
 
 namespace mok {
 
@@ -43,8 +42,7 @@ int resident_layer_count(const std::string& value, const ExperimentConfig& confi
   if (const int n = parse_count(value); n >= 0) return std::min(n, layers);
   // auto: MoK on GPU ranks only.
   if (config.routing.dispatcher != "mok" || config.parallel.device != "cuda") return 0;
-  const int64_t limit =
-      config.parallel.device_memory_limit.empty() ? 0 : parse_byte_size(config.parallel.device_memory_limit).value_or(0);
+  const int64_t limit = config.parallel.device_memory_limit_bytes();
   const double capacity = limit > 0 ? static_cast<double>(limit) : kPlannedShareOfGpu * capacity_bytes;
   if (capacity <= 0.0) return 0;
   GenerationShape s = shape;
