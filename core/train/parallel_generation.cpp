@@ -231,7 +231,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   std::vector<real> logits = refill(std::min(L, context));
   out.prefill_s = seconds_since(t0);
   const auto t1 = Clock::now();
-  std::vector<int32_t> next(local);
+  std::vector<int32_t> next;  // this step's token of each sequence
   for (int i = 0; i < o.max_new_tokens; ++i) {
     next = sample_tokens(logits, vocab, o.sampling, rngs);
     for (int b = 0; b < local; ++b) {
