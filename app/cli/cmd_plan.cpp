@@ -239,8 +239,7 @@ int cmd_plan(int argc, char** argv) {
     }
     capacity = {static_cast<double>(*c), "--device-memory"};
   } else if (!config.parallel.device_memory_limit.empty()) {
-    capacity = {static_cast<double>(parse_byte_size(config.parallel.device_memory_limit).value_or(0)),
-                "parallel.device_memory_limit"};
+    capacity = {static_cast<double>(config.parallel.device_memory_limit_bytes()), "parallel.device_memory_limit"};
   } else if (config.parallel.device == "cpu") {
     capacity = {host_memory_bytes(), "this machine's memory"};
   }
