@@ -991,7 +991,7 @@ void CudaOps::scale_grads(const std::vector<mok::Parameter*>& params, double s) 
 void CudaOps::refresh_compute_copies(const std::vector<mok::Parameter*>& params) {
   const auto timed = profile("refresh_compute_copies");
   for (mok::Parameter* p : params)
-    if (!p->compute_copy.empty()) convert(p->value, p->compute_copy);
+    if (!p->compute_copy.empty() && p->has_master()) convert(p->value, p->compute_copy);  // else the copy is the value
 }
 
 CudaOps& cuda_ops_of(const mok::ExecContext& context, const char* who) {

@@ -118,6 +118,7 @@ void print_batched_json(const ParallelGenerateResult& r, const std::string& prom
   j.key("peak_device_bytes").value(r.peak_device_bytes);
   j.key("peak_block_bytes").value(r.peak_block_bytes);
   j.key("peak_reserved_bytes").value(r.peak_reserved_bytes);
+  j.key("parameter_bytes").value(r.parameter_bytes);
   j.key("checkpoint").value(r.checkpoint);
   j.end_object();
   std::printf("%s\n", j.str().c_str());

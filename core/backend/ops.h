@@ -313,7 +313,8 @@ class Ops {
                           const AdamWStep& step) = 0;
   virtual double grad_norm_sq(const std::vector<Parameter*>& params) = 0;  // Σ g², fixed order
   virtual void scale_grads(const std::vector<Parameter*>& params, double s) = 0;
-  // Rewrites every compute copy from its master value (after loading weights).
+  // Rewrites every compute copy from its master value (after loading weights); a copy without
+  // master (init.h) is the value itself and stays.
   virtual void refresh_compute_copies(const std::vector<Parameter*>& params) = 0;
 };
 

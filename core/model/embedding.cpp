@@ -13,7 +13,7 @@ Embedding::Embedding(const std::string& name, int64_t vocab, int64_t d, double i
 
 Tensor Embedding::forward(const int32_t* tokens, int64_t n, bool keep) {
   const ExecContext& cx = ExecContext::current();
-  const int64_t vocab = w_.value.dim(0), d = w_.value.dim(1);
+  const int64_t vocab = w_.dim(0), d = w_.dim(1);
   for (int64_t t = 0; t < n; ++t)
     if (tokens[t] < 0 || tokens[t] >= vocab)
       throw std::invalid_argument("Embedding: token id " + std::to_string(tokens[t]) +

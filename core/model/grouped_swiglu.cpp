@@ -21,16 +21,17 @@ GroupedSwiGlu::GroupedSwiGlu(const std::vector<ExpertSpec>& experts, int64_t d, 
   const int64_t G = groups();
   const MemTag value_tag{MemCategory::parameters, -1, ""}, grad_tag{MemCategory::gradients, -1, ""};
   auto make_stack = [&](Stack& s, int64_t rows, int64_t cols) {
-    s.value = cx.empty({G, rows, cols}, kRealDType, value_tag);
+    const bool copy = cx.compute_dtype() != kRealDType;  // no master beside it where parameters keep none
+    if (!copy || ForwardOnlyParameters::masters()) s.value = cx.empty({G, rows, cols}, kRealDType, value_tag);
     if (ForwardOnlyParameters::gradients()) s.grad = cx.zeros({G, rows, cols}, kRealDType, grad_tag);
-    if (cx.compute_dtype() != kRealDType) s.compute = cx.empty({G, rows, cols}, cx.compute_dtype(), value_tag);
+    if (copy) s.compute = cx.empty({G, rows, cols}, cx.compute_dtype(), value_tag);
   };
   make_stack(up_, d, 2 * f);
   make_stack(down_, f, d);
   // Every expert's values drawn by name into its block, as a separate expert's would be;
   // expert_view() hands out views of the same blocks.
   auto block = [&](const Stack& s, int64_t g, int64_t rows, int64_t cols) {
-    Tensor value = s.value.view(g * rows * cols, {rows, cols});
+    Tensor value = s.value.empty() ? Tensor() : s.value.view(g * rows * cols, {rows, cols});
     Tensor compute = s.compute.empty() ? Tensor() : s.compute.view(g * rows * cols, {rows, cols});
     return std::pair<Tensor, Tensor>(std::move(value), std::move(compute));
   };
@@ -48,7 +49,7 @@ std::unique_ptr<SwiGluMlp> GroupedSwiGlu::expert_view(int g) const {
   auto view = [&](const Stack& s, int64_t rows, int64_t cols, const std::string& name) {
     Parameter p;
     p.name = name;
-    p.value = s.value.view(g * rows * cols, {rows, cols});
+    if (!s.value.empty()) p.value = s.value.view(g * rows * cols, {rows, cols});
     if (!s.grad.empty()) p.grad = s.grad.view(g * rows * cols, {rows, cols});
     if (!s.compute.empty()) p.compute_copy = s.compute.view(g * rows * cols, {rows, cols});
     p.weight_decay = true;

@@ -93,7 +93,8 @@ class GroupedSwiGlu {
 
  private:
   struct Stack {
-    Tensor value, grad, compute;  // (G, rows, cols); compute empty when the master is computed with
+    Tensor value, grad, compute;  // (G, rows, cols); compute empty when the master is computed with,
+                                  // value empty when the compute copy is the only copy (init.h)
     const Tensor& weights() const { return compute.empty() ? value : compute; }
   };
   // One kind's saved input (xs or h) between forward and backward.

@@ -21,12 +21,36 @@ void draw_parameter_values(const std::string& name, double std, uint64_t seed, r
 
 
 namespace {
-thread_local bool forward_only = false;
+thread_local bool with_gradients = true;
+thread_local bool with_masters = true;
 }  // namespace
 
-ForwardOnlyParameters::ForwardOnlyParameters() : previous_(forward_only) { forward_only = true; }
-ForwardOnlyParameters::~ForwardOnlyParameters() { forward_only = previous_; }
-bool ForwardOnlyParameters::gradients() { return !forward_only; }
+ForwardOnlyParameters::ForwardOnlyParameters() : previous_gradients_(with_gradients), previous_masters_(with_masters) {
+  with_gradients = false;
+  with_masters = false;
+}
+ForwardOnlyParameters::~ForwardOnlyParameters() {
+  with_gradients = previous_gradients_;
+  with_masters = previous_masters_;
+}
+bool ForwardOnlyParameters::gradients() { return with_gradients; }
+bool ForwardOnlyParameters::masters() { return with_masters; }
+
+BorrowedParameters::BorrowedParameters() : previous_masters_(with_masters) { with_masters = false; }
+BorrowedParameters::~BorrowedParameters() { with_masters = previous_masters_; }
+
+void upload_parameter_values(const real* host, Tensor& value, Tensor& compute) {
+  const ExecContext& cx = ExecContext::current();
+  if (!value.empty()) {
+    value.copy_from_host(host, value.bytes());
+    if (!compute.empty()) cx.ops().convert(value, compute);
+    return;
+  }
+  // No master: the values pass through a `real` buffer that lives for the conversion only.
+  Tensor staging = cx.empty(compute.shape(), kRealDType);
+  staging.copy_from_host(host, staging.bytes());
+  cx.ops().convert(staging, compute);
+}
 
 Parameter make_parameter(const std::string& name, std::vector<int64_t> shape, double std,
                          uint64_t seed, real fill, bool weight_decay, bool expert) {
@@ -39,31 +63,28 @@ Parameter make_parameter(const std::string& name, std::vector<int64_t> shape, do
   if (cx.is_cpu()) {
     // The CPU core's layout, unchanged: host tensors of `real`, drawn in place.
     p.value = Tensor(shape, value_tag);
-    if (ForwardOnlyParameters::gradients()) p.grad = Tensor(shape, grad_tag);
+    if (with_gradients) p.grad = Tensor(shape, grad_tag);
     draw_parameter_values(name, std, seed, fill, p.value.data(), p.value.numel());
     return p;
   }
   Tensor host = Tensor::uninitialized(shape);
   draw_parameter_values(name, std, seed, fill, host.data(), host.numel());
-  p.value = cx.empty(shape, kRealDType, value_tag);
-  if (ForwardOnlyParameters::gradients()) p.grad = cx.zeros(shape, kRealDType, grad_tag);
-  p.value.copy_from_host(host.data(), host.bytes());
-  if (cx.compute_dtype() != kRealDType) {
-    p.compute_copy = cx.empty(shape, cx.compute_dtype(), value_tag);
-    cx.ops().convert(p.value, p.compute_copy);
-  }
+  const bool copy = cx.compute_dtype() != kRealDType;
+  if (!copy || with_masters) p.value = cx.empty(shape, kRealDType, value_tag);
+  if (with_gradients) p.grad = cx.zeros(shape, kRealDType, grad_tag);
+  if (copy) p.compute_copy = cx.empty(shape, cx.compute_dtype(), value_tag);
+  upload_parameter_values(host.data(), p.value, p.compute_copy);
   return p;
 }
 
 void draw_parameter_into(const std::string& name, double std, uint64_t seed, Tensor& value, Tensor& compute) {
-  if (value.is_cpu()) {
+  if (!value.empty() && value.is_cpu()) {
     draw_parameter_values(name, std, seed, real(0), value.data(), value.numel());
-  } else {
-    Tensor host = Tensor::uninitialized(value.shape());
-    draw_parameter_values(name, std, seed, real(0), host.data(), host.numel());
-    value.copy_from_host(host.data(), host.bytes());
+    return;
   }
-  if (!compute.empty()) ExecContext::current().ops().convert(value, compute);
+  Tensor host = Tensor::uninitialized(value.empty() ? compute.shape() : value.shape());
+  draw_parameter_values(name, std, seed, real(0), host.data(), host.numel());
+  upload_parameter_values(host.data(), value, compute);
 }
 
 MOK_NN_END

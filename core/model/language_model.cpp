@@ -280,7 +280,7 @@ void LanguageModel::zero_grad() { zero_gradients(parameters()); }
 
 int64_t LanguageModel::parameter_count() const {
   int64_t n = 0;
-  for (Parameter* p : const_cast<LanguageModel*>(this)->parameters()) n += p->value.numel();
+  for (Parameter* p : const_cast<LanguageModel*>(this)->parameters()) n += p->numel();
   return n;
 }
 

@@ -41,8 +41,8 @@ class Linear {
 
   Parameter& weight() { return w_; }
   const Parameter& weight() const { return w_; }
-  int64_t d_in() const { return w_.value.dim(0); }
-  int64_t d_out() const { return w_.value.dim(1); }
+  int64_t d_in() const { return w_.dim(0); }
+  int64_t d_out() const { return w_.dim(1); }
   const std::string& kind() const { return kind_; }
   // Policy for later saves (not owned; null = exact). Drops the current saved-input object.
   void set_policy(SavedInputPolicy* policy);

@@ -5,8 +5,14 @@
 //   compute_copy: the weights layers compute with when the compute dtype differs from the
 //          master's (bf16 on a GPU), rewritten by every optimizer step; empty otherwise, and
 //          then compute() is the master itself (the CPU, fp32 on a GPU).
+// A forward-only model (generation, ForwardOnlyParameters in init.h) holds no master where a
+// compute copy exists: nothing updates it, and it would take 4 of a bf16 weight's 6 bytes.
+// Then `value` is empty and compute() (the compute copy) is the only copy; shape() and numel()
+// read whichever copy exists.
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/tensor/tensor.h"
 
@@ -21,6 +27,11 @@ struct Parameter {
   bool expert = false;       // true for routed-expert weights (sharded, not data-parallel)
 
   const Tensor& compute() const { return compute_copy.empty() ? value : compute_copy; }
+  Tensor& compute() { return compute_copy.empty() ? value : compute_copy; }
+  bool has_master() const { return !value.empty(); }
+  const std::vector<int64_t>& shape() const { return compute().shape(); }
+  int64_t numel() const { return compute().numel(); }
+  int64_t dim(int i) const { return compute().dim(i); }
 };
 
 MOK_NN_END

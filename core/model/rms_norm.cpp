@@ -11,7 +11,7 @@ RmsNorm::RmsNorm(const std::string& name, int64_t d, double eps, int layer, std:
 
 Tensor RmsNorm::forward(const Tensor& x, bool keep) {
   const ExecContext& cx = ExecContext::current();
-  const int64_t n = x.dim(0), d = g_.value.numel();
+  const int64_t n = x.dim(0), d = g_.numel();
   Tensor y = cx.activation({n, d});
   if (keep) {
     x_.keep_shared(x);  // x is the residual stream, which nothing writes in place
@@ -24,7 +24,7 @@ Tensor RmsNorm::forward(const Tensor& x, bool keep) {
 Tensor RmsNorm::recompute_output() const {
   const ExecContext& cx = ExecContext::current();
   const Tensor& x = x_.get();
-  const int64_t n = x.dim(0), d = g_.value.numel();
+  const int64_t n = x.dim(0), d = g_.numel();
   Tensor y = cx.activation({n, d});
   cx.ops().rms_norm_apply(x, g_.compute(), rstd_, y);
   return y;
@@ -33,7 +33,7 @@ Tensor RmsNorm::recompute_output() const {
 Tensor RmsNorm::backward(const Tensor& dy, const Tensor* residual) {
   const ExecContext& cx = ExecContext::current();
   const Tensor& x = x_.get();
-  const int64_t n = x.dim(0), d = g_.value.numel();
+  const int64_t n = x.dim(0), d = g_.numel();
   Tensor dx = cx.activation({n, d});
   if (residual)
     cx.ops().rms_norm_backward_add(dy, x, g_.compute(), rstd_, *residual, dx, g_.grad);

@@ -14,13 +14,13 @@ SwiGluMlp::SwiGluMlp(const std::string& prefix, int64_t d, int64_t f, double ini
       a_(layer, kind + ".act.input") {}
 
 SwiGluMlp::SwiGluMlp(Parameter w_up, Parameter w_down, int layer, const std::string& kind)
-    : d_(w_up.value.dim(0)), f_(w_down.value.dim(0)), layer_(layer), kind_(kind),
+    : d_(w_up.dim(0)), f_(w_down.dim(0)), layer_(layer), kind_(kind),
       up_(std::move(w_up), layer, kind + ".up.input"),
       down_(std::move(w_down), layer, kind + ".down.input"),
       a_(layer, kind + ".act.input") {
   if (up_.d_out() != 2 * f_ || down_.d_out() != d_)
-    throw std::invalid_argument("SwiGluMlp: w_up " + up_.weight().value.shape_string() + " and w_down " +
-                                down_.weight().value.shape_string() + " do not make a (d, 2f), (f, d) pair");
+    throw std::invalid_argument("SwiGluMlp: w_up " + up_.weight().compute().shape_string() + " and w_down " +
+                                down_.weight().compute().shape_string() + " do not make a (d, 2f), (f, d) pair");
 }
 
 Tensor SwiGluMlp::forward(const Tensor& x, bool keep, bool keep_input, bool keep_hidden, const Tensor* residual) {

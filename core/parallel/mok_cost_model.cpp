@@ -38,10 +38,11 @@ MokCostEstimate MokCostModel::estimate(double rows, bool training) const {
   const double P = static_cast<double>(expert_values());
   MokCostEstimate c;
   c.ship_bytes = static_cast<int64_t>(std::llround(passes * 2.0 * rows * d_ * Br));
-  c.shadow_bytes = static_cast<int64_t>(passes * P * B);
+  const double Bw = params_.weight_value_bytes > 0.0 ? params_.weight_value_bytes : B;
+  const double shadow_bytes = P * Bw + (training ? P * B : 0.0);  // weights in, gradient back
+  c.shadow_bytes = static_cast<int64_t>(shadow_bytes);
   c.ship_seconds = passes * 2.0 * rows * d_ * Br / bw;
-  c.shadow_seconds = passes * P * B / bw +
-                     (training ? P / (params_.compute_gflops * 1e9) : 0.0);
+  c.shadow_seconds = shadow_bytes / bw + (training ? P / (params_.compute_gflops * 1e9) : 0.0);
   c.shadow = c.shadow_seconds < c.ship_seconds;  // ties → ship
   return c;
 }

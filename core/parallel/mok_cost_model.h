@@ -10,9 +10,10 @@
 // the two sides cost, in seconds,
 //   ship   = passes · 2·u·d·B / bandwidth                 (token out and result back, and
 //                                                          their gradients in backward)
-//   shadow = passes · P·B / bandwidth                      (weights in; weight gradient back)
+//   shadow = P·Bw / bandwidth + [training] P·B / bandwidth (weights in; weight gradient back)
 //          + [training] P / compute_rate                   (the owner adds the gradient)
-// with B = sizeof(real). Shadowing wins once u > P/(2d) = 1.5·f: fine-grained experts (small
+// with B = sizeof(real) and Bw the bytes of a weight as experts compute with it (2 on a bf16
+// GPU run: shadows receive the compute copies). Shadowing wins once u > P/(2d) = 1.5·f: fine-grained experts (small
 // f) and large batches. Expert compute is the same on either side (the same rows pass the
 // same expert), so it cancels; the compute rate prices only the extra work a shadow brings.
 // Latency does not enter a per-expert decision: the weights of all experts one owner sends
@@ -40,8 +41,11 @@ struct MokCostParams {
   double compute_gflops = 50.0;   // sustained rate of simple vector work on a rank, GFLOP/s
   ShadowMode mode = ShadowMode::automatic;
   // Bytes of one shipped row value (the activations' element type: 2 for bf16 rows on a
-  // GPU); 0 = sizeof(real). Weights and their gradients travel as `real`.
+  // GPU); 0 = sizeof(real).
   double row_value_bytes = 0.0;
+  // Bytes of one weight value sent to a shadow (the compute dtype's: 2 on a bf16 GPU run);
+  // 0 = sizeof(real). Weight gradients return as `real`.
+  double weight_value_bytes = 0.0;
 };
 
 // Estimated cost of the two sides for one (source, expert).

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/backend/exec_context.h"
+#include "core/model/init.h"
 #include "core/parallel/row_moves.h"
 #include "core/routing/routing_decision.h"
 
@@ -142,6 +143,7 @@ ExpertBank& MokDispatcher::stacked_shadows(int64_t d, int64_t f, const ExpertBan
     for (int e = 0; e < E; ++e) specs.push_back({"mok.shadow." + std::to_string(e), 0});
     std::vector<bool> remote(static_cast<size_t>(E), true);
     for (int e : placement_.experts_on(comm_.rank())) remote[e] = false;
+    const BorrowedParameters borrowed;  // weights owned elsewhere: no masters beside the compute copies
     shadow_bank_ = std::make_unique<ExpertBank>(
         make_stacked_expert_bank(specs, remote, d, f, 0.0, 0.0, options_.layer, "moe.expert"));
     ever_shadowed_.assign(static_cast<size_t>(E), 0);
@@ -158,9 +160,11 @@ ExpertBank& MokDispatcher::stacked_shadows(int64_t d, int64_t f, const ExpertBan
 
 SwiGluMlp& MokDispatcher::shadow_copy(int expert, int64_t d, int64_t f) {
   auto& slot = shadows_[expert];
-  if (!slot)
+  if (!slot) {
+    const BorrowedParameters borrowed;  // weights owned elsewhere: no master beside the compute copy
     slot = std::make_unique<SwiGluMlp>("mok.shadow." + std::to_string(expert), d, f, 0.0, 0.0, 0,
                                        options_.layer, "moe.expert", true);
+  }
   return *slot;
 }
 
@@ -169,6 +173,7 @@ std::vector<uint8_t> MokDispatcher::decide(const RoutingDecision& r, const std::
   const int E = static_cast<int>(owner.size()), me = comm_.rank();
   MokCostParams cost = options_.cost;
   cost.row_value_bytes = static_cast<double>(dtype_size(row_dtype));  // bf16 rows cost half
+  cost.weight_value_bytes = static_cast<double>(dtype_size(ExecContext::current().compute_dtype()));  // and bf16 weights
   const MokCostModel model(cost, d, f);
   // An expert's pairs bound the rows it would ship (a row counts 1/m for m experts of one
   // rank), and a choice to shadow never turns into one to ship as rows grow: when no expert
@@ -254,31 +259,35 @@ bool MokDispatcher::any_shadow() const {
 }
 
 void MokDispatcher::fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f) {
-  // Per destination, experts ascending, W_up then W_down.
+  // Per destination, experts ascending, W_up then W_down, in the dtype the experts compute
+  // with (bf16 on a bf16 GPU run: half the bytes of the masters). A shadow computes with what
+  // arrives and keeps no master (BorrowedParameters): the bits are those its owner computes with.
   if (!any_shadow()) return;
   const int R = comm_.size(), me = comm_.rank();
   const ExecContext& cx = ExecContext::current();
   const std::vector<int>& mine = placement_.experts_on(me);
   const int64_t P = 3 * d * f;  // values per expert: W_up (d, 2f), W_down (f, d)
+  const DType dtype = cx.compute_dtype();
   const ShadowTransfer t = shadow_transfer(P, true);
   Allocator& mem = cx.allocator();
-  Tensor send_w = cx.empty({t.send_total}, kRealDType), recv_w = cx.empty({t.recv_total}, kRealDType);
-  const int64_t esize = static_cast<int64_t>(sizeof(real));
+  Tensor send_w = cx.empty({t.send_total}, dtype), recv_w = cx.empty({t.recv_total}, dtype);
+  const int64_t esize = static_cast<int64_t>(dtype_size(dtype));
   int64_t off = 0;
   for (int q = 0; q < R; ++q)
     for (int e : mine)
       if (shadows(q, e)) {
         SwiGluMlp& ex = *bank.experts[e];
-        if (ex.up().weight().value.numel() + ex.down().weight().value.numel() != P)
-          throw std::logic_error("MokDispatcher: expert " + std::to_string(e) + " is not (d, f)");
+        const Tensor& up = ex.up().weight().compute();
+        const Tensor& down = ex.down().weight().compute();
+        if (up.numel() + down.numel() != P || up.dtype() != dtype || down.dtype() != dtype)
+          throw std::logic_error("MokDispatcher: expert " + std::to_string(e) + " is not (d, f) of " + dtype_name(dtype));
         auto* w = static_cast<uint8_t*>(send_w.raw()) + off * esize;
-        mem.copy_within(w, ex.up().weight().value.raw(), 2 * d * f * esize);
-        mem.copy_within(w + 2 * d * f * esize, ex.down().weight().value.raw(), f * d * esize);
+        mem.copy_within(w, up.raw(), 2 * d * f * esize);
+        mem.copy_within(w + 2 * d * f * esize, down.raw(), f * d * esize);
         off += P;
       }
   plane_.all_to_all_rows(send_w, t.send, recv_w, t.recv, CommPurpose::weights);
   off = 0;
-  std::vector<Parameter*> refreshed;
   for (int q = 0; q < R; ++q)
     for (int e : placement_.experts_on(q))
       if (shadows(me, e)) {
@@ -288,13 +297,10 @@ void MokDispatcher::fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f)
         else
           match_saved_inputs(sc, bank);
         const auto* w = static_cast<const uint8_t*>(recv_w.raw()) + off * esize;
-        mem.copy_within(sc.up().weight().value.raw(), w, 2 * d * f * esize);
-        mem.copy_within(sc.down().weight().value.raw(), w + 2 * d * f * esize, f * d * esize);
-        refreshed.push_back(&sc.up().weight());
-        refreshed.push_back(&sc.down().weight());
+        mem.copy_within(sc.up().weight().compute().raw(), w, 2 * d * f * esize);
+        mem.copy_within(sc.down().weight().compute().raw(), w + 2 * d * f * esize, f * d * esize);
         off += P;
       }
-  cx.ops().refresh_compute_copies(refreshed);  // bf16 copies of the fetched weights, where the device keeps them
 }
 
 void MokDispatcher::return_shadow_gradients(ExpertBank& bank, int64_t d) {

@@ -32,7 +32,9 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
 
   const bool bf16 = compute_dtype_for(c) == DType::bf16;
   const double act = bf16 ? 2.0 : kFloat;
-  const double master = est.device_parameter_count * kFloat;
+  // A weight's bytes: its master (fp32), or on a bf16 GPU its bf16 copy alone, since decoding
+  // never updates the weights (ForwardOnlyParameters, core/model/init.h).
+  const double per_weight = bf16 ? 2.0 : kFloat;
   const double d = std::max(1, c.model.d_model);
   const double vocab = planned_vocab(c);
   const double f = std::max(1, c.model.expert_hidden);
@@ -58,7 +60,6 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
   const int moe_layers = moe_layer_count(c.model);
   const int resident = ranks > 1 ? std::clamp(shape.resident_layers, 0, moe_layers) : 0;
   const double not_owned = E - std::floor(E / ranks);
-  const double per_weight = kFloat + (bf16 ? 2.0 : 0.0);
   const double resident_bytes = resident * not_owned * 3.0 * d * f * per_weight;
   // Routed copies between ranks: dispatch out and in, combine out and in (rows · k each,
   // balanced routing; a rank whose experts draw more rows holds more). None where every MoE
@@ -66,7 +67,7 @@ GenerationEstimate estimate_generation_memory(const ExperimentConfig& c, const G
   const double comm = ranks > 1 && E > 0 && resident < moe_layers ? 4.0 * rows * k * d * act : 0.0;
 
   // No gradients: generation builds its model without them (ForwardOnlyParameters).
-  est.parts = {{"parameters", master + (bf16 ? est.device_parameter_count * 2.0 : 0.0)},
+  est.parts = {{"parameters", est.device_parameter_count * per_weight},
                {"kv_cache", kv},
                {"workspace", workspace},
                {"communication", comm}};

@@ -3,8 +3,9 @@
 // while it decodes B sequences over R = parallel.ranks expert-parallel ranks.
 //
 // What a generating rank really holds (read from the model it builds):
-//   parameters   the dense weights and its experts/R experts: the fp32 master copy, plus a
-//                bf16 compute copy on a GPU (6 bytes per weight; 4 on the CPU);
+//   parameters   the dense weights and its experts/R experts: on a bf16 GPU the bf16
+//                compute copies alone (2 bytes per weight: nothing updates them, so no fp32
+//                master, core/model/init.h), else the fp32 values (4);
 //   kv_cache     per sequence of the rank, per layer, keys and values of data.seq_len
 //                positions × d_model in the compute type, allocated in full at the start
 //                (so the number of new tokens does not change it);

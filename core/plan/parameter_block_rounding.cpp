@@ -27,16 +27,17 @@ double parameter_block_rounding(const ExperimentConfig& c, int64_t small_align, 
     return bytes > 0 ? double(size_class_bytes(bytes, small_align) - bytes) : 0.0;
   };
   // A dense parameter: value (training: a gradient and two Adam moments too), and the compute
-  // copy.
-  const double fp32_blocks = training ? 4.0 : 1.0;
+  // copy. Generation keeps no master beside a compute copy (core/model/init.h).
+  const double fp32_blocks = training ? 4.0 : (compute_copies ? 0.0 : 1.0);
   auto dense = [&](int64_t elements) {
     return fp32_blocks * extra(elements, 4) + (compute_copies ? extra(elements, 2) : 0.0);
   };
   // One projection of the routed experts: stacked value (training: and gradient) and compute
   // copy, and in training each expert's two Adam moments.
+  const double fp32_stacks = training ? 2.0 : (compute_copies ? 0.0 : 1.0);
   auto stacked = [&](int64_t per_expert) {
     if (local_experts == 0) return 0.0;
-    return (training ? 2.0 : 1.0) * extra(local_experts * per_expert, 4) +
+    return fp32_stacks * extra(local_experts * per_expert, 4) +
            (compute_copies ? extra(local_experts * per_expert, 2) : 0.0) +
            (training ? 2.0 * double(local_experts) * extra(per_expert, 4) : 0.0);
   };

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/backend/exec_context.h"
 #include "core/train/adamw.h"
 #include "core/train/safetensors.h"
 #include "core/util/json_reader.h"
@@ -184,6 +185,10 @@ StagedCheckpoint stage_checkpoint(const std::string& dir_text, const std::vector
                                   const std::function<void(const std::string&)>& write_extra) {
   const fs::path dir = fs::absolute(fs::path(dir_text)).lexically_normal();
   if (state_in.step < 0) fail(dir.string() + ": checkpoint not written: negative step " + std::to_string(state_in.step));
+  for (const Parameter* p : params)
+    if (!p->has_master())
+      fail(dir.string() + ": checkpoint not written: '" + p->name +
+           "' has no fp32 master (a forward-only model keeps its bf16 copies alone)");
   std::error_code ec;
   fs::create_directories(dir.parent_path(), ec);
   if (ec) fail(dir.parent_path().string() + ": cannot create folder: " + ec.message());
@@ -426,7 +431,15 @@ void load_model_weights(const std::string& dir, const std::vector<Parameter*>& p
   const SafeTensorsFile file = SafeTensorsFile::read((fs::path(dir) / CheckpointFiles::model).string());
   for (Parameter* p : params) {
     require_finite_weights(file, p->name);
-    file.read_into(p->name, p->value);
+    if (p->has_master()) {
+      file.read_into(p->name, p->value);
+    } else {
+      // A compute copy alone (a forward-only model on a GPU): the file's values pass through
+      // a `real` buffer and are converted, as a master's would be.
+      Tensor staging = ExecContext::current().empty(p->shape(), kRealDType);
+      file.read_into(p->name, staging);
+      ExecContext::current().ops().convert(staging, p->compute_copy);
+    }
   }
   if (file.tensors().size() != model_tensors) {
     fail(file.path() + ": holds " + std::to_string(file.tensors().size()) +

@@ -73,6 +73,7 @@ struct RankOutput {
   int64_t peak_bytes = 0, peak_device_bytes = 0;  // the rank's tracker, from the start of run_rank
   int64_t peak_block_bytes = 0;  // its allocator's live blocks (on the CPU the process's), likewise
   int64_t peak_reserved_bytes = 0;  // what its allocator held, cache included, likewise
+  int64_t parameter_bytes = 0;       // its parameter tensors' peak (the tracker's category)
   // remote, dispatch, combine, weights, control bytes, modeled seconds, shadowed, saved
   std::vector<double> figures;
   std::string decode_layout;  // fixed | counted | none; "" on one rank or without experts
@@ -257,6 +258,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   out.peak_device_bytes = tracker.peak_total(DeviceType::cuda);
   out.peak_block_bytes = device.exec().allocator().peak_live_block_bytes();
   out.peak_reserved_bytes = device.exec().allocator().peak_reserved_bytes();
+  out.parameter_bytes = tracker.peak_bytes(MemCategory::parameters);
 
   CommStats d = comm ? comm->stats().since(before) : CommStats{};
   int64_t shadowed = 0, saved = 0;
@@ -300,9 +302,9 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
     comm->broadcast(times, sizeof times, 0, CommPurpose::control);  // rank 0's clock
   }
   // Peaks and resident copies: the largest rank's.
-  constexpr int kPeaks = 5;
-  int64_t peaks[kPeaks] = {mine.peak_bytes, mine.peak_device_bytes, mine.peak_block_bytes, mine.peak_reserved_bytes,
-                           mine.resident_bytes};
+  constexpr int kPeaks = 6;
+  int64_t peaks[kPeaks] = {mine.peak_bytes,          mine.peak_device_bytes, mine.peak_block_bytes,
+                           mine.peak_reserved_bytes, mine.resident_bytes,    mine.parameter_bytes};
   if (comm && ranks > 1) {
     std::vector<int64_t> all(kPeaks * static_cast<size_t>(ranks));
     comm->all_gather(peaks, sizeof peaks, all.data(), CommPurpose::control);
@@ -314,6 +316,7 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
   r.peak_block_bytes = peaks[2];
   r.peak_reserved_bytes = peaks[3];
   r.resident_bytes = peaks[4];
+  r.parameter_bytes = peaks[5];
   r.resident_layers = mine.resident_layers;  // the same on every rank (agreed)
   r.replayed_steps = mine.replayed_steps;
   const int total = sh.prompt_len + o.max_new_tokens;

@@ -104,6 +104,9 @@ struct ParallelGenerateResult {
   int64_t peak_block_bytes = 0;
   // The largest rank's allocator's reserved peak (its cache included): what the device held.
   int64_t peak_reserved_bytes = 0;
+  // The largest rank's parameter tensors (the tracker's "parameters"): on a bf16 GPU the
+  // compute copies alone, 2 bytes a weight (core/model/init.h); else the masters, 4.
+  int64_t parameter_bytes = 0;
   std::string checkpoint;        // the checkpoint folder used
 };
 

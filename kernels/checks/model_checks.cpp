@@ -6,6 +6,8 @@
 //   a repeated bf16 run gives bitwise the same losses, gradient norms and weights.
 // print_model_timings: training tokens/s, model-FLOPs utilisation and peak device memory
 // of the benchmark models (bf16, 16 × 1024 tokens per step).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -20,9 +22,11 @@
 #include "core/backend/exec_context.h"
 #include "core/backend/step_graph.h"
 #include "core/model/batched_inference_session.h"
+#include "core/model/init.h"
 #include "core/model/language_model.h"
 #include "core/tensor/memory_tracker.h"
 #include "core/train/adamw.h"
+#include "core/train/checkpoint.h"
 #include "core/train/grad_clip.h"
 #include "core/util/counter_rng.h"
 #include "kernels/checks/check_util.h"
@@ -203,6 +207,7 @@ void check_model_training(CheckInputs&, std::vector<OpCheck>& out) {
 // every step) replays too, its error metrics the op-by-op run's; with a low-rank sketch
 // (fitted anew each step) it is refused. Short (8 steps), for compute-sanitizer too.
 void check_decode_graphs(std::vector<OpCheck>& out);
+void check_forward_only_models(std::vector<OpCheck>& out);
 
 void check_step_graphs(CheckInputs&, std::vector<OpCheck>& out) {
   constexpr int kSteps = 8;
@@ -244,6 +249,7 @@ void check_step_graphs(CheckInputs&, std::vector<OpCheck>& out) {
     });
   }
   check_decode_graphs(out);
+  check_forward_only_models(out);
 }
 
 // Decode steps replayed from a recorded one (BatchedInferenceSession::set_replay): two
@@ -289,6 +295,83 @@ void check_decode_graphs(std::vector<OpCheck>& out) {
                     static_cast<long long>(replayed.replayed_steps()), kDecodes);
       });
     }
+  }
+}
+
+// Forward-only models (ForwardOnlyParameters, core/model/init.h) keep their bf16 copies alone,
+// no fp32 masters. Against a model built for training with the same seed (the same copies):
+//   a prefill and 10 greedy decode steps give bitwise the same logits;
+//   the parameter tensors take 2 bytes a weight (the tracker's "parameters"), against 6;
+//   weights loaded from a checkpoint of the training-built model (each through a transient
+//     fp32 buffer on the device) into a forward-only model of another seed give those logits
+//     again, and saving the forward-only model is refused.
+void check_forward_only_models(std::vector<OpCheck>& out) {
+  constexpr int kBatch = 5, kPrompt = 7, kDecodes = 10;
+  const std::vector<Case> cases = {
+      {"dense", small_options(0, false, 0.0), kBatch, kPrompt},
+      {"moe", small_options(4, true, 0.0), kBatch, kPrompt},
+  };
+  for (const Case& c : cases) {
+    const std::string name = "forward_only." + c.name + ".bf16";
+    run_guarded(out, name, [&] {
+      auto cx = mok::make_exec_context(mok::Device::cuda(0), mok::DType::bf16);
+      mok::ScopedExecContext scope(*cx);
+      mok::MemoryTracker tracker;
+      mok::ScopedMemoryTracker tracked(tracker);
+      auto parameter_bytes = [&] { return tracker.live_bytes(mok::MemCategory::parameters); };
+      int64_t before = parameter_bytes();
+      mok::LanguageModel full(c.options);
+      const int64_t full_bytes = parameter_bytes() - before;
+      before = parameter_bytes();
+      std::unique_ptr<mok::LanguageModel> lean, loaded;
+      {
+        const mok::ForwardOnlyParameters forward_only;
+        lean = std::make_unique<mok::LanguageModel>(c.options);
+        mok::ModelOptions other = c.options;
+        other.seed += 1;  // other values, so that the load must replace every one
+        loaded = std::make_unique<mok::LanguageModel>(other);
+      }
+      const int64_t lean_bytes = (parameter_bytes() - before) / 2;
+      const double weights = static_cast<double>(full.parameter_count());
+      out.push_back({name + " parameter bytes a weight, training-built (6)", std::fabs(full_bytes / weights - 6.0), 0.0});
+      out.push_back({name + " parameter bytes a weight, forward-only (2)", std::fabs(lean_bytes / weights - 2.0), 0.0});
+      std::printf("  %s: %.0f weights, %lld parameter bytes built for training, %lld forward-only\n", name.c_str(),
+                  weights, static_cast<long long>(full_bytes), static_cast<long long>(lean_bytes));
+
+      const std::string dir = "/tmp/mok-forward-only-check-" + std::to_string(::getpid()) + "-" + c.name;
+      mok::save_checkpoint(dir, full.parameters(), nullptr, mok::TrainerState{}, "");
+      mok::load_model_weights(dir, loaded->parameters());
+      bool refused = false;
+      try {
+        mok::save_checkpoint(dir + "-lean", lean->parameters(), nullptr, mok::TrainerState{}, "");
+      } catch (const mok::CheckpointError&) {
+        refused = true;
+      }
+      mok::remove_checkpoint(dir);
+      out.push_back({name + " saving a forward-only model refused", refused ? 0.0 : INFINITY, 0.0});
+
+      std::vector<int32_t> prompts(static_cast<size_t>(kBatch) * kPrompt);
+      for (size_t i = 0; i < prompts.size(); ++i)
+        prompts[i] = static_cast<int32_t>(counter_bits(29, 1, i) % c.options.vocab_size);
+      mok::BatchedInferenceSession a(full, kBatch), b(*lean, kBatch), l(*loaded, kBatch);
+      std::vector<mok::real> la = a.prefill(prompts, kPrompt), lb = b.prefill(prompts, kPrompt),
+                             ll = l.prefill(prompts, kPrompt);
+      double differ_lean = la == lb ? 0.0 : 1.0, differ_loaded = la == ll ? 0.0 : 1.0;
+      const int vocab = c.options.vocab_size;
+      std::vector<int32_t> next(kBatch);
+      for (int step = 0; step < kDecodes; ++step) {
+        for (int s = 0; s < kBatch; ++s)
+          next[s] = static_cast<int32_t>(std::max_element(la.begin() + s * vocab, la.begin() + (s + 1) * vocab) -
+                                         (la.begin() + s * vocab));
+        la = a.decode(next);
+        lb = b.decode(next);
+        ll = l.decode(next);
+        differ_lean += la == lb ? 0.0 : 1.0;
+        differ_loaded += la == ll ? 0.0 : 1.0;
+      }
+      out.push_back({name + " = training-built (steps whose logits differ)", differ_lean, 0.0});
+      out.push_back({name + " loaded from its checkpoint = training-built (steps whose logits differ)", differ_loaded, 0.0});
+    });
   }
 }
 

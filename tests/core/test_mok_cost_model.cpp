@@ -2,7 +2,8 @@
 // crossover (≈ 1.5·f rows when the gradient add is negligible), ties go to
 // ship, forced modes are obeyed, own experts are never shadowed, and the decision is the
 // same on every call; a choice to shadow never turns into one to ship as rows grow (what
-// MokDispatcher relies on to skip the row shares when no expert could be shadowed).
+// MokDispatcher relies on to skip the row shares when no expert could be shadowed). Weights
+// sent in bf16 cost half, and their gradients still return as floats.
 #include <QtTest>
 
 #include <cmath>
@@ -20,6 +21,7 @@ class TestMokCostModel : public QObject {
   void forcedModesAndOwnExperts();
   void parsesModes();
   void shadowingIsMonotoneInRows();
+  void bf16WeightsGoInHalfTheBytes();
 };
 
 void TestMokCostModel::crossoverIsOneAndAHalfHidden() {
@@ -107,6 +109,25 @@ void TestMokCostModel::shadowingIsMonotoneInRows() {
         }
         QCOMPARE(shadowed, mode != ShadowMode::never);  // enough rows always pay for a copy
       }
+}
+
+void TestMokCostModel::bf16WeightsGoInHalfTheBytes() {
+  const int64_t d = 128, f = 64, P = 3 * d * f;
+  MokCostParams bf16{25.0, 0.0, 1e12, ShadowMode::automatic};
+  bf16.row_value_bytes = 2.0;
+  bf16.weight_value_bytes = 2.0;
+  const MokCostModel m(bf16, d, f);
+  // Inference: weights in, 2 bytes each; rows out and back, 2 bytes a value.
+  QCOMPARE(m.estimate(10.0, false).shadow_bytes, 2 * P);
+  QCOMPARE(m.estimate(10.0, false).ship_bytes, static_cast<int64_t>(2 * 10 * d * 2));
+  // Training: bf16 weights in, their fp32 gradient back.
+  QCOMPARE(m.estimate(10.0, true).shadow_bytes, 2 * P + static_cast<int64_t>(sizeof(real)) * P);
+  // The crossover, free compute: inference P·2 / (2·d·2) = 1.5·f rows, as with floats (rows
+  // and weights both cost half); training (P·2 + P·B) / (2·2·d·2) = 3·f·(2 + B)/8 (2.25·f for
+  // B = 4, where weights sent as floats made it 3·f).
+  const double B = static_cast<double>(sizeof(real));
+  QVERIFY(std::fabs(m.crossover_rows(false) - 1.5 * f) <= 1e-9 * f);
+  QVERIFY(std::fabs(m.crossover_rows(true) - 3.0 * f * (2.0 + B) / 8.0) <= 1e-9 * f);
 }
 
 QTEST_GUILESS_MAIN(TestMokCostModel)

@@ -64,8 +64,8 @@ class TestResidentExperts : public QObject {
     GenerationShape one = s;
     one.resident_layers = 1;
     const double per_layer = part(c, one, "resident_experts");
-    // 32 experts not owned × 3·1024·256 weights × 6 bytes (fp32 master + bf16 copy)
-    QCOMPARE(per_layer, 32.0 * 3 * 1024 * 256 * 6);
+    // 32 experts not owned × 3·1024·256 weights × 2 bytes (the bf16 copies alone: no masters)
+    QCOMPARE(per_layer, 32.0 * 3 * 1024 * 256 * 2);
     auto gpu = [&](double room) { return (base + room) / 0.9; };  // capacity that leaves `room` to the plan
     QCOMPARE(resident_layer_count("auto", c, s, gpu(-1.0)), 0);
     QCOMPARE(resident_layer_count("auto", c, s, gpu(0.5 * per_layer)), 0);
@@ -92,7 +92,7 @@ class TestResidentExperts : public QObject {
     QVERIFY(part(c, s, "communication") > 0.0);
     s.resident_layers = 12;
     QCOMPARE(part(c, s, "communication"), 0.0);
-    QCOMPARE(part(c, s, "resident_experts"), 12.0 * 32 * 3 * 1024 * 256 * 6);
+    QCOMPARE(part(c, s, "resident_experts"), 12.0 * 32 * 3 * 1024 * 256 * 2);
   }
 
   void theMaskTakesTheFirstMoeLayers() {
