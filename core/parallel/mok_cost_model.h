@@ -13,8 +13,8 @@
 //   shadow = P·Bw / bandwidth + [training] P·B / bandwidth (weights in; weight gradient back)
 //          + [training] P / compute_rate                   (the owner adds the gradient)
 // with B = sizeof(real) and Bw the bytes of a weight as experts compute with it (2 on a bf16
-// GPU run: shadows receive the compute copies). Shadowing wins once u > P/(2d) = 1.5·f: fine-grained experts (small
-// f) and large batches. Expert compute is the same on either side (the same rows pass the
+// GPU run: shadows receive the compute copies). With rows and weights of B bytes, shadowing
+// wins once u > P/(2d) = 1.5·f: fine-grained experts (small f) and large batches. Expert compute is the same on either side (the same rows pass the
 // same expert), so it cancels; the compute rate prices only the extra work a shadow brings.
 // Latency does not enter a per-expert decision: the weights of all experts one owner sends
 // to one rank travel in one message of one all-to-all, as the token rows do; it is kept in
