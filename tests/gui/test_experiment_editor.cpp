@@ -1,5 +1,7 @@
 // The experiment editor: form and YAML stay in step both ways, validation lands on the
-// offending field, presets load, the schedule plot and memory estimate follow the config.
+// offending field (and activating a problem shows the field's section), presets load, the
+// schedule plot and memory estimate follow the config, every section's name is in view.
+#include <QListWidget>
 #include <QPlainTextEdit>
 #include <QtTest>
 
@@ -14,6 +16,7 @@
 #include "widgets/config/memory_estimate_bar.h"
 #include "widgets/config/rank_schedule_editor.h"
 #include "widgets/config/routing_policy_editor.h"
+#include "widgets/config/section_pages.h"
 
 using namespace mok;
 using namespace mok::gui;
@@ -108,6 +111,45 @@ class TestExperimentEditor : public QObject {
     QVERIFY(!editor.is_valid());
     QVERIFY(editor.edit_field("train.lr", "0.002"));
     QVERIFY(editor.is_valid());
+  }
+
+  // At the workbench's screenshot size every section name is whole in its list, and
+  // activating a problem in the list shows the section of the field it names.
+  void every_section_is_in_view_and_problems_lead_to_theirs() {
+    ExperimentEditor editor;
+    editor.resize(1380, 820);
+    editor.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&editor));
+    auto* sections = editor.findChild<SectionPages*>();
+    QVERIFY(sections);
+    QStringList names;
+    for (int i = 0; i < sections->count(); ++i) names << sections->name(i);
+    for (const char* expected : {"general", "data", "model", "train", "kittens", "routing", "parallel", "logging"})
+      QVERIFY2(names.contains(expected), qPrintable(names.join(", ")));
+    const QRect viewport = sections->list()->viewport()->rect();
+    const QFontMetrics metrics(sections->list()->font());
+    for (int i = 0; i < sections->count(); ++i) {
+      const QRect item = sections->list()->visualItemRect(sections->list()->item(i));
+      QVERIFY2(viewport.contains(item), qPrintable(names[i] + " is outside the list's view"));
+      QVERIFY2(item.width() >= metrics.horizontalAdvance(names[i]), qPrintable(names[i] + " is cut"));
+    }
+    // A problem on a field of another section: activating it shows that section.
+    QCOMPARE(sections->current_index(), 0);
+    editor.edit_field("model.experts", "4");
+    editor.edit_field("model.top_k", "6");
+    QListWidget* problems = nullptr;
+    for (QListWidget* list : editor.findChildren<QListWidget*>())
+      if (list != sections->list()) problems = list;
+    QVERIFY(problems && problems->count() > 0);
+    QListWidgetItem* top_k = nullptr;
+    for (int i = 0; i < problems->count(); ++i)
+      if (problems->item(i)->text().contains("model.top_k")) top_k = problems->item(i);
+    QVERIFY(top_k);
+    emit problems->itemActivated(top_k);
+    QCOMPARE(sections->name(sections->current_index()), QString("model"));
+    QVERIFY(sections->show_page_of(editor.field("train.lr")));
+    QCOMPARE(sections->name(sections->current_index()), QString("train"));
+    QVERIFY(!sections->show_page_of(sections));  // not on any page
   }
 
   void presets_load() {

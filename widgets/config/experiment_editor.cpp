@@ -20,7 +20,6 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSplitter>
-#include <QTabWidget>
 #include <QTextBlock>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -33,6 +32,7 @@
 #include "widgets/config/memory_estimate_bar.h"
 #include "widgets/config/rank_schedule_editor.h"
 #include "widgets/config/routing_policy_editor.h"
+#include "widgets/config/section_pages.h"
 
 namespace mok::gui {
 
@@ -90,8 +90,8 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   auto* split = new QSplitter(Qt::Horizontal);
   layout->addWidget(split, 1);
 
-  // Form: one tab per section, generated from the schema rows (per-layer rows stay in YAML).
-  tabs_ = new QTabWidget;
+  // Form: one page per section, generated from the schema rows (per-layer rows stay in YAML).
+  sections_ = new SectionPages;
   std::map<QString, QFormLayout*> forms;
   for (const ConfigKeySpec& spec : experiment_config_schema()) {
     if (spec.in_map()) continue;
@@ -101,7 +101,7 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
       auto* page = new QWidget;
       form = new QFormLayout(page);
       form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-      tabs_->addTab(scrolled(page), section);
+      sections_->add_page(section, scrolled(page));
     }
     auto* field = new ConfigField(spec);
     auto* label = new QLabel(QString::fromStdString(spec.field_name()));
@@ -110,7 +110,7 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
     form_fields_[field->path()] = field;
     register_field(field);
   }
-  split->addWidget(tabs_);
+  split->addWidget(sections_);
 
   auto* yaml_box = new QWidget;
   auto* yaml_layout = new QVBoxLayout(yaml_box);
@@ -158,8 +158,7 @@ ExperimentEditor::ExperimentEditor(QWidget* parent) : QWidget(parent) {
   layout->addWidget(issue_list_);
   connect(issue_list_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
     if (ConfigField* f = field(item->data(Qt::UserRole).toString())) {
-      for (int i = 0; i < tabs_->count(); ++i)
-        if (tabs_->widget(i)->isAncestorOf(f)) tabs_->setCurrentIndex(i);
+      sections_->show_page_of(f);
       f->editor()->setFocus();
     }
   });

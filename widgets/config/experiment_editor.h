@@ -1,5 +1,5 @@
 #pragma once
-// ExperimentEditor: the experiment config as a form generated from the schema (one tab per
+// ExperimentEditor: the experiment config as a form generated from the schema (one page per
 // section), a YAML text view kept in step with it (edit either; YAML edits apply after a
 // short pause), the device chooser, the rank-schedule and routing-policy editors and the
 // memory estimate, and every validation problem shown at its field and in a list — the
@@ -24,7 +24,6 @@ class QComboBox;
 class QLabel;
 class QListWidget;
 class QPlainTextEdit;
-class QTabWidget;
 class QTimer;
 
 namespace mok::gui {
@@ -34,6 +33,7 @@ class DeviceChooser;
 class MemoryEstimateBar;
 class RankScheduleEditor;
 class RoutingPolicyEditor;
+class SectionPages;
 
 class ExperimentEditor : public QWidget {
   Q_OBJECT
@@ -110,7 +110,7 @@ class ExperimentEditor : public QWidget {
 
   QComboBox* presets_ = nullptr;
   QString presets_dir_;
-  QTabWidget* tabs_ = nullptr;
+  SectionPages* sections_ = nullptr;
   QPlainTextEdit* yaml_ = nullptr;
   QLabel* yaml_status_ = nullptr;
   QTimer* yaml_timer_ = nullptr;
