@@ -5,12 +5,15 @@
 //                               [--link-gbps G] [--link-latency-us U] [--prompts-from-data [N]]
 //                               [--decode-layout auto|fixed|counted] [--resident-experts auto|off|all|N]
 //                               [--threads T] [--set KEY=VALUE]... [--quiet]
+//   mok generate --untrained CONFIG.yaml [the same options]
 // With one sequence on one rank the text streams to stdout as it is produced; with --json
 // the last stdout line is one JSON object {"text", "prompt", "new_tokens", "tokens_per_s",
 // "checkpoint"} instead. With --batch B > 1 or --ranks R > 1 (or under mpirun with --comm
 // mpi) B sequences are decoded together over R expert-parallel ranks
 // (core/train/parallel_generation.h); each sequence's text is printed (not with --quiet),
 // then a summary line, or with --json one JSON object with the texts and figures.
+// --untrained decodes with a config's initial weights instead of a checkpoint's (noise for
+// text; the memory and speed of that model, before one was trained).
 // Exit codes: 0 ok, 1 failure while generating, 2 bad usage or unreadable checkpoint.
 
 #include <cstdio>
@@ -68,8 +71,15 @@ const char* kUsage =
     "                   parallel.expert_placement=round_robin); repeatable\n"
     "  --quiet          print only the summary, not the texts\n"
     "\n"
-    "example:  mok generate runs/checkpoints/quickstart --batch 16 --ranks 2 --dispatcher mok \\\n"
-    "              --tokens 32 --prompts-from-data --json\n";
+    "sizing before training:\n"
+    "  --untrained      the argument is an experiment config (YAML), not a checkpoint: decode\n"
+    "                   with the initial weights its seed draws. The text is noise; peak memory\n"
+    "                   and tokens/s are the trained model's (what 'mok plan --generate' plans)\n"
+    "\n"
+    "examples: mok generate runs/checkpoints/quickstart --batch 16 --ranks 2 --dispatcher mok \\\n"
+    "              --tokens 32 --prompts-from-data --json\n"
+    "          mok generate --untrained experiments/mok_7b.yaml --batch 8 --prompts-from-data \\\n"
+    "              --set parallel.device_memory_limit=16GiB --json\n";
 
 int usage_error(const std::string& message) {
   std::fprintf(stderr, "mok generate: %s\n\n%s", message.c_str(), kUsage);
@@ -120,6 +130,8 @@ void print_batched_json(const ParallelGenerateResult& r, const std::string& prom
   j.key("peak_reserved_bytes").value(r.peak_reserved_bytes);
   j.key("parameter_bytes").value(r.parameter_bytes);
   j.key("checkpoint").value(r.checkpoint);
+  j.key("untrained").value(!r.untrained_config.empty());
+  if (!r.untrained_config.empty()) j.key("config").value(r.untrained_config);
   j.end_object();
   std::printf("%s\n", j.str().c_str());
 }
@@ -135,13 +147,12 @@ int launched_rank() {
 // B sequences over R ranks (local threads, or this process's rank of an MPI job).
 int generate_batched(const std::string& dir, ParallelGenerateOptions po, const std::string& comm_kind,
                      bool ranks_given, bool json, bool quiet, int argc, char** argv) {
-  // Checks that need only the checkpoint's config: before any MPI or heavy work.
+  // Checks that need only the config: before any MPI or heavy work.
   std::string resolved;
   ExperimentConfig cfg;
   try {
-    resolved = resolve_checkpoint_dir(dir);
-    cfg = parse_experiment_config(read_checkpoint_config(resolved),
-                                  (std::filesystem::path(resolved) / CheckpointFiles::config).string(), po.overrides);
+    resolved = po.untrained ? dir : resolve_checkpoint_dir(dir);
+    cfg = generation_config(resolved, po);
   } catch (const std::exception& e) {
     if (launched_rank() == 0) std::fprintf(stderr, "mok generate: %s\n", e.what());  // once per job
     return 2;
@@ -174,6 +185,9 @@ int generate_batched(const std::string& dir, ParallelGenerateOptions po, const s
     if (leader) usage_error(why);
     return 2;
   }
+  if (po.untrained && leader && !quiet && !json)
+    std::fprintf(stderr, "mok generate: untrained weights drawn from %s's seed: the texts are noise; memory and "
+                 "speed are the trained model's\n", resolved.c_str());
   ParallelGenerateResult r;
   try {
     r = generate_parallel(resolved, po, comm.get());
@@ -254,6 +268,8 @@ int cmd_generate(int argc, char** argv) {
       json = true;
     } else if (arg == "--quiet") {
       quiet = true;
+    } else if (arg == "--untrained") {
+      po.untrained = true;
     } else if (arg == "--batch") {
       if (!number(1, 1e6, &v) || v != static_cast<int>(v)) return usage_error("--batch needs a whole number >= 1");
       po.batch = static_cast<int>(v);
@@ -307,11 +323,15 @@ int cmd_generate(int argc, char** argv) {
       return usage_error("unexpected argument '" + arg + "'");
     }
   }
-  if (dir.empty()) return usage_error("missing CHECKPOINT_DIR");
+  if (dir.empty()) return usage_error(po.untrained ? "missing CONFIG (--untrained takes an experiment config)"
+                                                   : "missing CHECKPOINT_DIR");
+  if (po.untrained && std::filesystem::is_directory(dir))
+    return usage_error("--untrained takes an experiment config (a YAML file); " + dir +
+                       " is a folder (for a checkpoint's weights, leave --untrained out)");
   if (prompt_given && po.prompts_from_data > 0) return usage_error("--prompt and --prompts-from-data exclude each other");
   if (po.batch > 1 || po.ranks > 1 || comm == "mpi" || po.prompts_from_data > 0 || !po.dispatcher.empty() ||
       po.link_gbps >= 0 || po.link_latency_us >= 0 || po.threads > 0 || !po.overrides.empty() ||
-      po.decode_layout != "auto" || po.resident_experts != "auto") {
+      po.decode_layout != "auto" || po.resident_experts != "auto" || po.untrained) {
     po.max_new_tokens = o.max_new_tokens;
     po.sampling = o.sampling;
     po.seed = o.seed;

@@ -378,7 +378,12 @@ int cmd_plan(int argc, char** argv) {
   } else {
     std::printf("no capacity known: pass --device-memory (e.g. 16GiB)\n");
   }
-  std::printf("(an estimate before anything runs; the tracker's figures of a run are the measured ones)\n");
+  if (generate)
+    std::printf("(an estimate before anything runs; 'mok generate --untrained %s' with the same flags measures it, "
+                "no checkpoint needed)\n",
+                file.c_str());
+  else
+    std::printf("(an estimate before anything runs; the tracker's figures of a run are the measured ones)\n");
   return fits ? 0 : 1;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,7 @@
 #include "core/data/corpus_split.h"
 #include "core/data/token_dataset.h"
 #include "core/data/tokenizer.h"
+#include "core/data/tokenizer_factory.h"
 #include "core/backend/exec_context.h"
 #include "core/model/init.h"
 #include "core/parallel/data_plane.h"
@@ -57,7 +59,8 @@ ExperimentConfig effective_config(ExperimentConfig cfg, const ParallelGenerateOp
 
 // What every rank shares: the config, the tokenizer and the prompts (B, prompt_len).
 struct Shared {
-  std::string dir;
+  std::string dir;  // the checkpoint folder; "" when untrained (the model keeps its drawn weights)
+  std::string untrained_config;
   ExperimentConfig cfg;
   std::unique_ptr<Tokenizer> tokenizer;
   std::vector<int32_t> prompts;
@@ -175,7 +178,10 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
     if (fixed) set_fixed_layout_max_rows(dispatchers, local);
   }
   const std::vector<Parameter*> params = model.parameters();  // null experts skipped
-  if (comm && ranks > 1) {
+  if (sh.dir.empty()) {
+    // Untrained: the weights the model drew from the config's seed stay (by parameter name,
+    // so every rank holds the same values of a dense or resident tensor).
+  } else if (comm && ranks > 1) {
     // A rank holds the dense parameters, its own experts of the full checkpoint and the
     // resident layers' other experts (counted once: every rank holds those).
     int64_t owned_expert_tensors = 0, dense_tensors = 0;
@@ -347,6 +353,7 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
   r.bytes_saved = static_cast<int64_t>(figures[7]);
   r.dispatcher = sh.cfg.model.experts == 0 ? "none" : ranks > 1 ? sh.cfg.routing.dispatcher : "local";
   r.checkpoint = sh.dir;
+  r.untrained_config = sh.untrained_config;
   r.decode_layout = mine.decode_layout;  // the same on every rank (from the options and the device)
   r.device = mine.device;  // the result every rank assembles is read on rank 0
   r.precision = mine.precision;
@@ -385,27 +392,46 @@ std::string parallel_generate_problem(const ExperimentConfig& config, const Para
   return {};
 }
 
-ParallelGenerateResult generate_parallel(const std::string& checkpoint_dir, const ParallelGenerateOptions& options,
+ExperimentConfig generation_config(const std::string& source, const ParallelGenerateOptions& options) {
+  if (options.untrained) return load_experiment_config(source, options.overrides);
+  const std::string dir = resolve_checkpoint_dir(source);
+  return parse_experiment_config(read_checkpoint_config(dir), (fs::path(dir) / CheckpointFiles::config).string(),
+                                 options.overrides);
+}
+
+ParallelGenerateResult generate_parallel(const std::string& source, const ParallelGenerateOptions& options,
                                          Communicator* comm) {
   Shared sh;
-  sh.dir = resolve_checkpoint_dir(checkpoint_dir);
-  const ExperimentConfig ckpt_cfg = parse_experiment_config(
-      read_checkpoint_config(sh.dir), (fs::path(sh.dir) / CheckpointFiles::config).string(), options.overrides);
-  sh.cfg = effective_config(ckpt_cfg, options);
+  if (options.untrained)
+    sh.untrained_config = source;
+  else
+    sh.dir = resolve_checkpoint_dir(source);
+  const ExperimentConfig source_cfg = generation_config(source, options);
+  sh.cfg = effective_config(source_cfg, options);
   const int ranks = comm ? comm->size() : options.ranks;
-  if (const std::string why = parallel_generate_problem(ckpt_cfg, options, ranks); !why.empty())
+  if (const std::string why = parallel_generate_problem(source_cfg, options, ranks); !why.empty())
     throw std::invalid_argument(why);
-  const fs::path tok = fs::path(sh.dir) / CheckpointFiles::tokenizer;
-  if (!fs::exists(tok)) throw CheckpointError(sh.dir + ": no tokenizer.txt in the checkpoint");
-  verify_checkpoint_file(sh.dir, CheckpointFiles::tokenizer);
-  sh.tokenizer = Tokenizer::load(tok.string());
+  // The corpus split: the untrained model's tokenizer is built from it (BPE is trained on its
+  // train part, as a run does), and prompts from data are its validation windows.
+  std::optional<CorpusSplit> split;
+  auto corpus_split = [&]() -> const CorpusSplit& {
+    if (!split) split = split_corpus(load_corpus(sh.cfg.data.corpus), sh.cfg.data.val_fraction);
+    return *split;
+  };
+  if (options.untrained) {
+    sh.tokenizer = make_tokenizer(sh.cfg.data.tokenizer, sh.cfg.data.vocab_size, corpus_split());
+  } else {
+    const fs::path tok = fs::path(sh.dir) / CheckpointFiles::tokenizer;
+    if (!fs::exists(tok)) throw CheckpointError(sh.dir + ": no tokenizer.txt in the checkpoint");
+    verify_checkpoint_file(sh.dir, CheckpointFiles::tokenizer);
+    sh.tokenizer = Tokenizer::load(tok.string());
+  }
 
   // Prompts (B, L): all the same length, so every rank's caches fill at the same step.
   const int B = options.batch;
   if (options.prompts_from_data > 0) {
     const int n = options.prompts_from_data;
-    const Corpus corpus = load_corpus(sh.cfg.data.corpus);
-    const TokenDataset ds = build_token_dataset(split_corpus(corpus, sh.cfg.data.val_fraction), *sh.tokenizer);
+    const TokenDataset ds = build_token_dataset(corpus_split(), *sh.tokenizer);
     const int64_t windows = val_window_count(ds, n);
     for (int b = 0; b < B; ++b) {
       const int64_t start = val_window_start(ds, b % windows, n);

@@ -1,5 +1,6 @@
 #pragma once
-// Batched text generation from a checkpoint, optionally over R expert-parallel ranks.
+// Batched text generation from a checkpoint (or, untrained, a config's initial weights),
+// optionally over R expert-parallel ranks.
 //
 //   B sequences, split over R ranks: rank r decodes sequences [r·B/R, (r+1)·B/R) (B must
 //   divide by R). Every rank builds the model with only its own experts
@@ -67,6 +68,11 @@ struct ParallelGenerateOptions {
   // resident layer's tokens never leave the rank; with every MoE layer resident, decode steps
   // are replayed from a recorded one as on one GPU.
   std::string resident_experts = "auto";
+  // The source is an experiment config (YAML), not a checkpoint: the model keeps the initial
+  // weights its seed draws, and the tokenizer is the one its data config builds. The texts are
+  // noise; the memory and the speed are those of the trained model, for sizing generation
+  // before a model of that size was ever trained (the measured side of `mok plan --generate`).
+  bool untrained = false;
 };
 
 struct ParallelGenerateResult {
@@ -107,7 +113,8 @@ struct ParallelGenerateResult {
   // The largest rank's parameter tensors (the tracker's "parameters"): on a bf16 GPU the
   // compute copies alone, 2 bytes a weight (core/model/init.h); else the masters, 4.
   int64_t parameter_bytes = 0;
-  std::string checkpoint;        // the checkpoint folder used
+  std::string checkpoint;        // the checkpoint folder used ("" when untrained)
+  std::string untrained_config;  // the config whose initial weights were used ("" from a checkpoint)
 };
 
 // Why these options cannot run from a checkpoint of `config` on `ranks` ranks (batch split,
@@ -115,12 +122,18 @@ struct ParallelGenerateResult {
 std::string parallel_generate_problem(const ExperimentConfig& config, const ParallelGenerateOptions& options,
                                       int ranks);
 
-// Generates B sequences. With `comm` (an MPI communicator: one process per rank) this
-// process is comm->rank() of comm->size() ranks and options.ranks is ignored; otherwise
-// options.ranks local ranks run as threads (R = 1: no communicator). Every rank gets the
-// complete result. Throws std::invalid_argument (parallel_generate_problem), CheckpointError
-// and the like with a clear message.
-ParallelGenerateResult generate_parallel(const std::string& checkpoint_dir, const ParallelGenerateOptions& options,
+// The config generation runs with: the checkpoint's (a folder, or a run folder: its latest
+// checkpoint), or with options.untrained the YAML file `source`, with options.overrides
+// applied (not yet the dispatcher and link options). Throws CheckpointError / ConfigError.
+ExperimentConfig generation_config(const std::string& source, const ParallelGenerateOptions& options);
+
+// Generates B sequences from `source`: a checkpoint folder (or a run folder: its latest
+// checkpoint), or with options.untrained an experiment config file. With `comm` (an MPI
+// communicator: one process per rank) this process is comm->rank() of comm->size() ranks and
+// options.ranks is ignored; otherwise options.ranks local ranks run as threads (R = 1: no
+// communicator). Every rank gets the complete result. Throws std::invalid_argument
+// (parallel_generate_problem), CheckpointError, ConfigError and the like with a clear message.
+ParallelGenerateResult generate_parallel(const std::string& source, const ParallelGenerateOptions& options,
                                          Communicator* comm = nullptr);
 
 }  // namespace mok

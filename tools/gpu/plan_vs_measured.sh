@@ -4,9 +4,9 @@
 # config as it is when it fits, else every option of the plan's advice that fits without
 # more cards (docs/memory_planning.md). Each runs under the cap (parallel.device_memory_limit):
 #   training:   `mok train` for STEPS steps; measured = peak_device_bytes of its --json;
-#   generation: `mok generate` of GEN_BATCH sequences (the option's --batch when it has one),
-#               prompts of PROMPT validation tokens, TOKENS new tokens, from a checkpoint of
-#               the same config (the training run's when it ran, else one step without the cap);
+#   generation: `mok generate --untrained` of GEN_BATCH sequences (the option's --batch when it
+#               has one), prompts of PROMPT validation tokens, TOKENS new tokens, with the
+#               config's initial weights (no checkpoint: a 7B one is tens of GB);
 #               measured = peak_device_bytes of its --json.
 # Prints config, cap, activity, option, planned and measured MiB and their difference; also
 # the peak of the run's live blocks (the tensors at their size class: what the
@@ -18,8 +18,7 @@
 #   DEVICE=cuda  (cpu: the same runs on the CPU, measured = peak_bytes; with EXTRA to shrink
 #   the models and small CAPS, a check of this script where no GPU is)
 #   EXTRA="--set model.layers=2 ..."  (added to every plan, train and generate)
-#   ACTIVITIES="train generate"  (train alone: no checkpoints are written, which for models of
-#   billions of parameters is most of the time)
+#   ACTIVITIES="train generate"  (either alone; training writes no checkpoints)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -34,8 +33,6 @@ TOKENS="${TOKENS:-16}"
 DEVICE="${DEVICE:-cuda}"
 EXTRA="${EXTRA:-}"
 ACTIVITIES="${ACTIVITIES:-train generate}"
-NO_CHECKPOINTS=()
-[[ " $ACTIVITIES " == *" generate "* ]] || NO_CHECKPOINTS=(--no-checkpoints)
 MOK="$BIN/mok"
 [ -x "$MOK" ] || { echo "no mok in $BIN" >&2; exit 2; }
 mkdir -p "$OUT_DIR"
@@ -87,56 +84,27 @@ PY
 done
 echo "$(wc -l < "$OUT_DIR/candidates.tsv") configuration(s) fit one card; each runs under its cap"
 
-# 2. Runs. A checkpoint per (config, option sets) for generation: the training run's when it
-#    ran under its cap, else one step without a cap; those of one (config, cap) are removed
-#    before the next.
-declare -A CHECKPOINT
+# 2. Runs, each under its cap.
 run_train() {  # name config cap sets...: mok train's JSON in OUT_DIR/name.json
   local name="$1" config="$2" cap="$3"; shift 3
-  timeout "${MOK_TIMEOUT:-600}" "$MOK" train "$config" --json --quiet "${NO_CHECKPOINTS[@]}" \
+  timeout "${MOK_TIMEOUT:-600}" "$MOK" train "$config" --json --quiet --no-checkpoints \
     --db "$SCRATCH/$name.db" "${DEVICE_SETS[@]}" "${EXTRA_ARGS[@]}" --set "train.steps=$STEPS" --set train.eval_every=100000 \
-    --set train.eval_batches=1 --set "logging.checkpoint_dir=$SCRATCH/ckpt-$name" \
-    ${cap:+--set "parallel.device_memory_limit=$cap"} "$@" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+    --set train.eval_batches=1 --set "parallel.device_memory_limit=$cap" "$@" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
 }
-checkpoint_of() {  # JSON file → its "checkpoint"
-  python3 -c 'import json,sys
-try: print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]).get("checkpoint", ""))
-except Exception: print("")' "$1"
-}
-block=""
 while IFS=$'\t' read -r name config cap activity _planned sets flags; do
-  if [ "$block" != "$config|$cap" ]; then  # checkpoints are GBs: keep one block's at a time
-    block="$config|$cap"
-    rm -rf "$SCRATCH"/ckpt-*
-    CHECKPOINT=()
-  fi
   [ "$sets" = - ] && sets=""
   [ "$flags" = - ] && flags=""
   set_args=()
   for s in $sets; do set_args+=(--set "$s"); done
-  key="$config|$sets"
   if [ "$activity" = train ]; then
     run_train "$name" "$config" "$cap" "${set_args[@]}"
     echo "$name: exit $?"
-    ck="$(checkpoint_of "$OUT_DIR/$name.json")"
-    [ -n "$ck" ] && CHECKPOINT[$key]="$ck"
-    continue
-  fi
-  ck="${CHECKPOINT[$key]:-}"
-  if [ -z "$ck" ]; then
-    run_train "ckpt_$name" "$config" "" "${set_args[@]}" --set train.steps=1 --set train.batch=1 \
-      --set train.grad_accum=1
-    ck="$(checkpoint_of "$OUT_DIR/ckpt_$name.json")"
-    [ -n "$ck" ] && CHECKPOINT[$key]="$ck"
-  fi
-  if [ -z "$ck" ]; then
-    echo "$name: no checkpoint ($(tail -n 1 "$OUT_DIR/ckpt_$name.err" 2>/dev/null | cut -c1-160))"
     continue
   fi
   read -r -a flag_args <<< "$flags"
-  # The checkpoint's config is the option's; device, cap and generation flags as planned.
-  timeout "${MOK_TIMEOUT:-600}" "$MOK" generate "$ck" --json --quiet --batch "$GEN_BATCH" \
-    --prompts-from-data "$PROMPT" --tokens "$TOKENS" "${DEVICE_SETS[@]}" "${set_args[@]}" \
+  # The option's sets and flags; device, cap and generation flags as planned.
+  timeout "${MOK_TIMEOUT:-600}" "$MOK" generate --untrained "$config" --json --quiet --batch "$GEN_BATCH" \
+    --prompts-from-data "$PROMPT" --tokens "$TOKENS" "${DEVICE_SETS[@]}" "${EXTRA_ARGS[@]}" "${set_args[@]}" \
     --set "parallel.device_memory_limit=$cap" "${flag_args[@]}" > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
   echo "$name: exit $?"
 done < "$OUT_DIR/candidates.tsv"
