@@ -76,8 +76,7 @@ void MemoryTracker::check_room(const MemTag& tag, int64_t bytes, DeviceType devi
   throw MemoryLimitExceeded("parallel.device_memory_limit (" + format_byte_size(limit) + " on " +
                             (device == DeviceType::cpu ? std::string("the CPU") : std::string("the GPU")) +
                             ") reached: " + format_byte_size(bytes) + " more for " + what + " on top of " +
-                            format_byte_size(held.live_total) + " held" + (parts.empty() ? "" : " (" + parts + ")") +
-                            "; raise the limit, or lower train.batch, data.seq_len or the model's size");
+                            format_byte_size(held.live_total) + " held" + (parts.empty() ? "" : " (" + parts + ")"));
 }
 
 void MemoryTracker::remove(const MemTag& tag, int64_t bytes, DeviceType device) {

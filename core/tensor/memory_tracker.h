@@ -89,7 +89,9 @@ class MemoryTracker {
   std::array<int64_t, kDeviceTypes> limit_{};
 };
 
-// An allocation that would pass parallel.device_memory_limit.
+// An allocation that would pass parallel.device_memory_limit. The message says what the bytes
+// were for and what is held; what to change is the caller's to add (training and generation
+// have different knobs).
 class MemoryLimitExceeded : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -360,6 +361,24 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
   return r;
 }
 
+// Runs `generate`; a refusal for memory (parallel.device_memory_limit, or a device allocator's
+// named failure) gets what a generation can change.
+template <class Generate>
+ParallelGenerateResult with_memory_remedy(Generate&& generate) {
+  const std::string remedy =
+      "; raise the limit, or generate fewer sequences (--batch), over more ranks (--ranks), with a shorter "
+      "context (data.seq_len) or from a smaller model";
+  try {
+    return generate();
+  } catch (const MemoryLimitExceeded& e) {
+    throw MemoryLimitExceeded(e.what() + remedy);
+  } catch (const std::bad_alloc& e) {
+    const std::string what = e.what();
+    if (what == std::bad_alloc().what()) throw;  // the host's: nothing named to add to
+    throw std::runtime_error(what + remedy);
+  }
+}
+
 }  // namespace
 
 std::string parallel_generate_problem(const ExperimentConfig& config, const ParallelGenerateOptions& o, int ranks) {
@@ -452,23 +471,27 @@ ParallelGenerateResult generate_parallel(const std::string& source, const Parall
     if (comm) comm->set_link(link);
     ThreadPool pool(threads);
     ScopedThreadPool scope(pool);
-    RankOutput mine = run_rank(sh, options, comm, comm ? host_local_rank(comm->rank()) : 0);
-    return assemble(sh, options, mine, comm);
+    return with_memory_remedy([&] {
+      RankOutput mine = run_rank(sh, options, comm, comm ? host_local_rank(comm->rank()) : 0);
+      return assemble(sh, options, mine, comm);
+    });
   }
-  ParallelGenerateResult result;
-  run_local_ranks(
-      ranks,
-      [&](Communicator& c) {
-        MemoryTracker tracker;
-        ScopedMemoryTracker track_rank(tracker);
-        ThreadPool pool(threads);
-        ScopedThreadPool pool_rank(pool);
-        RankOutput mine = run_rank(sh, options, &c, c.rank());
-        ParallelGenerateResult r = assemble(sh, options, mine, &c);
-        if (c.rank() == 0) result = std::move(r);
-      },
-      link);
-  return result;
+  return with_memory_remedy([&] {
+    ParallelGenerateResult result;
+    run_local_ranks(
+        ranks,
+        [&](Communicator& c) {
+          MemoryTracker tracker;
+          ScopedMemoryTracker track_rank(tracker);
+          ThreadPool pool(threads);
+          ScopedThreadPool pool_rank(pool);
+          RankOutput mine = run_rank(sh, options, &c, c.rank());
+          ParallelGenerateResult r = assemble(sh, options, mine, &c);
+          if (c.rank() == 0) result = std::move(r);
+        },
+        link);
+    return result;
+  });
 }
 
 }  // namespace mok

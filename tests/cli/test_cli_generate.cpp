@@ -151,6 +151,18 @@ class TestCliGenerate : public QObject {
     QVERIFY2(r.err.contains("missing CONFIG"), qPrintable(r.err));
   }
 
+  // A generation past parallel.device_memory_limit stops at the allocation that would pass it,
+  // and says what a generation can change (not training's knobs).
+  void memoryLimitNamesTheGenerationsKnobs() {
+    const Result r = run_mok({"generate", ckpt_, "--batch", "4", "--tokens", "4", "--set",
+                              "parallel.device_memory_limit=64KiB"},
+                             tmp_.path());
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.err.contains("parallel.device_memory_limit (64 KiB on the CPU) reached"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("fewer sequences (--batch)"), qPrintable(r.err));
+    QVERIFY2(!r.err.contains("train.batch"), qPrintable(r.err));
+  }
+
   void quietPrintsOnlyTheSummary() {
     const Result r = run_mok({"generate", ckpt_, "--batch", "2", "--ranks", "2", "--tokens", "4", "--prompt", "The jury",
                               "--quiet"},
