@@ -14,7 +14,7 @@
 // then a summary line, or with --json one JSON object with the texts and figures.
 // --untrained decodes with a config's initial weights instead of a checkpoint's (noise for
 // text; the memory and speed of that model, before one was trained).
-// Exit codes: 0 ok, 1 failure while generating, 2 bad usage or unreadable checkpoint.
+// Exit codes: 0 ok, 1 failure while generating, 2 bad usage, unreadable checkpoint or config.
 
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +36,7 @@ namespace {
 const char* kUsage =
     "usage: mok generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] [--temperature T]\n"
     "                                   [--top-k K] [--top-p P] [--seed S] [--json]\n"
+    "       mok generate --untrained CONFIG.yaml [the same options]\n"
     "\n"
     "  CHECKPOINT_DIR   a checkpoint folder (or a run folder: its latest checkpoint)\n"
     "  --prompt TEXT    text to continue (default: empty)\n"
