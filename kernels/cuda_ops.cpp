@@ -107,10 +107,12 @@ struct CudaOps::PlanCache {
 CudaOps::CudaOps(int device) : device_(device) {
   // Switches (docs/gpu.md), read first so that a refused value leaves nothing allocated:
   // MOK_GROUPED_KERNEL=mma keeps the expert products on the mma.sync kernel on a Hopper GPU too
-  // (elsewhere it is the only one); MOK_ATTENTION=own keeps bf16 attention on the project's
+  // (elsewhere it is the only one); MOK_GROUPED_NARROW=off keeps decode-sized expert products on
+  // the wide tiles (the same bits); MOK_ATTENTION=own keeps bf16 attention on the project's
   // flash kernels; MOK_GEMM_TUNING=off pins the heuristic's first choice for every product
   // (the same bits; for measuring what tuning gains).
   const std::string grouped_choice = environment_choice("MOK_GROUPED_KERNEL", {"wgmma", "mma"});
+  const std::string narrow_choice = environment_choice("MOK_GROUPED_NARROW", {"on", "off"});
   const std::string attention_choice = environment_choice("MOK_ATTENTION", {"cudnn", "own"});
   const std::string tuning_choice = environment_choice("MOK_GEMM_TUNING", {"on", "off"});
   segments_on_device_ = environment_choice("MOK_GROUPED_SEGMENTS", {"device", "host"}) != "host";
@@ -128,6 +130,7 @@ CudaOps::CudaOps(int device) : device_(device) {
   grouped_kernel_is_wgmma_ = grouped_choice != "mma" && grouped_wgmma_available();
   grouped_kernel_->set_kernel_tile(grouped_kernel_is_wgmma_ ? GroupedKernelTile::m128n256_wgmma
                                                             : GroupedKernelTile::m128n128);
+  grouped_kernel_->set_narrow_tiles(narrow_choice != "off");
   adamw_ = std::make_unique<PlanCache<AdamWPlan>>();
   profiler_ = std::make_unique<OpProfiler>(stream_);
   allocator_->set_profiler(profiler_.get());

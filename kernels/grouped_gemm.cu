@@ -1,5 +1,6 @@
 #include "kernels/grouped_gemm.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -132,6 +133,9 @@ GroupedGemm::GroupedGemm(LtGemm& lt, GroupedGemmMethod method, int side_streams)
     MOK_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_, lt.workspace_bytes()));
     MOK_CUDA_CHECK(cudaMalloc(&device_pointers_, 3 * kMaxGroups * sizeof(void*)));
   } else if (method_ == GroupedGemmMethod::kernel) {
+    int device = 0;
+    MOK_CUDA_CHECK(cudaGetDevice(&device));
+    MOK_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
     grouped_gemm_kernel_prepare();
     MOK_CUDA_CHECK(cudaMalloc(&device_list_, sizeof(GroupedTileList)));
   }
@@ -238,6 +242,18 @@ bool GroupedGemm::weight_grad_into_device(int groups, const int64_t* device_offs
 bool GroupedGemm::run_kernel(GroupedKernelCall call, cudaStream_t stream) {
   if (call.device_offsets) call.device_list = device_list_;
   GroupedKernelTile tile = kernel_tile_;
+  if (narrow_tiles_ && call.form != GroupedKernelForm::weight_grad && call.groups > 0) {
+    // Decode-sized: at most 16 rows a non-empty segment on average (one narrow row tile), and
+    // the wide tiles of min(groups, M) segments fewer than the SMs. Only M is known with device
+    // offsets, so both count from M and the groups: a recorded step keeps its choice.
+    const int64_t rows = call.device_offsets ? call.rows : call.host_offsets[call.groups];
+    const int64_t segments = std::min<int64_t>(call.groups, rows);
+    const int64_t cols = grouped_kernel_tile_cols(tile);
+    const int64_t wide_tiles = segments * ((call.n + cols - 1) / cols);
+    if (rows > 0 && rows <= int64_t(grouped_kernel_tile_rows(GroupedKernelTile::m16n64)) * segments &&
+        wide_tiles < sm_count_)
+      tile = GroupedKernelTile::m16n64;
+  }
   std::string refusal = grouped_kernel_refusal(call, tile);
   if (!refusal.empty() && tile == GroupedKernelTile::m128n256_wgmma) {
     tile = GroupedKernelTile::m128n256;
@@ -248,6 +264,7 @@ bool GroupedGemm::run_kernel(GroupedKernelCall call, cudaStream_t stream) {
   grouped_gemm_kernel(call, tile, stream);
   ++kernel_calls_;
   if (tile == GroupedKernelTile::m128n256_wgmma) ++wgmma_calls_;
+  if (tile == GroupedKernelTile::m16n64 && kernel_tile_ != GroupedKernelTile::m16n64) ++narrow_calls_;
   return true;
 }
 

@@ -86,6 +86,13 @@ class GroupedGemm {
   size_t wgmma_calls() const { return wgmma_calls_; }
   GroupedKernelTile kernel_tile() const { return kernel_tile_; }
   void set_kernel_tile(GroupedKernelTile tile) { kernel_tile_ = tile; }
+  // Decode-sized calls on the narrow tile: a rows-form call of at most 16 rows a segment on
+  // average (M over min(groups, M) segments: a row or a few per expert when decoding) whose
+  // segments would give the kernel tile fewer output tiles than the GPU has SMs runs on the
+  // 16×64 tile instead, which gives the same bits (off unless set; CudaOps sets it,
+  // MOK_GROUPED_NARROW=off keeps the kernel tile). narrow_calls(): the calls that ran on it so.
+  void set_narrow_tiles(bool on) { narrow_tiles_ = on; }
+  size_t narrow_calls() const { return narrow_calls_; }
 
   // host_offsets (groups + 1): non-decreasing, host_offsets[0] = 0. b_group_stride: elements
   // between B_g and B_{g+1}. B_g's leading dimension is its row length (n, or k with trans_b).
@@ -165,6 +172,9 @@ class GroupedGemm {
   GroupedTileList* device_list_ = nullptr;
   size_t kernel_calls_ = 0;
   size_t wgmma_calls_ = 0;
+  bool narrow_tiles_ = false;
+  size_t narrow_calls_ = 0;
+  int sm_count_ = 0;  // the current device's, at construction
   // the pointer arrays and the device tile list are rewritten per call: a new stream waits
   // for the previous one
   cudaStream_t last_stream_ = nullptr;

@@ -10,8 +10,8 @@
 // (instantiated for TileListInDeviceMemory) reads it from global memory, and the grid is
 // grouped_tile_bound: CTAs past list.tiles return at once.
 //
-// A CTA: warps as 2 (rows) × kWarpsN (columns), each a 64 × 64 block of m16n8 fp32
-// accumulators. The reduction runs in steps of kTileK = 32 through a kStages-deep
+// A CTA: warps as kWarpsM (rows) × kWarpsN (columns), each a kWarpM × kWarpN block of m16n8
+// fp32 accumulators (64 × 64 in the wide tiles, 16 × 64 in the one-warp decode tile). The reduction runs in steps of kTileK = 32 through a kStages-deep
 // ring of shared-memory stages filled by cp.async (stage s of step kt: slot kt % kStages):
 //
 //   prologue: start steps 0 .. kStages-2, one commit group each (empty groups past the end,
@@ -67,21 +67,26 @@ struct GroupedKernelParams {
   ListAt tile_list;
 };
 
-// Warps of 64×64 outputs (4 m16 × 8 n8 accumulator blocks, 128 floats a thread), 2 along the
-// rows and kWarpsN along the columns. 128×256 (8 warps): one CTA per SM (≈ 240 registers a
-// thread, 120 KiB of stages); 128×128 (4 warps): two CTAs per SM (80 KiB of stages each).
-template <int kWarpsN_>
+// kWarpsM × kWarpsN warps of kWarpM × kWarpN outputs, a ring of kStages stages.
+//   128×256: 2 × 4 warps of 64×64 (4 m16 × 8 n8 accumulator blocks, 128 floats a thread), one
+//            CTA per SM (≈ 240 registers a thread, 120 KiB of stages)
+//   128×128: 2 × 2 such warps, two CTAs per SM (80 KiB of stages each)
+//   16×64:   one warp of 16×64 (32 floats a thread) and 8 stages (47 KiB): a CTA per 64 columns
+//            of a decode-sized segment, several per SM, 7 steps of B (28 KiB) in flight each
+template <int kWarpsM_, int kWarpsN_, int kWarpM_, int kStages_, int kMinBlocks_>
 struct TileShape {
-  static constexpr int kWarpsM = 2, kWarpsN = kWarpsN_, kThreads = 32 * kWarpsM * kWarpsN;
-  static constexpr int kWarpM = 64, kWarpN = 64;
+  static constexpr int kWarpsM = kWarpsM_, kWarpsN = kWarpsN_, kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kWarpM = kWarpM_, kWarpN = 64;
   static constexpr int kTileM = kWarpsM * kWarpM, kTileN = kWarpsN * kWarpN;
-  static constexpr int kStages = 4;
+  static constexpr int kStages = kStages_;
   static constexpr int kFragsM = kWarpM / 16;  // m16 blocks per warp
   static constexpr int kFragsN = kWarpN / 8;   // n8 blocks per warp (read two at a time)
-  static constexpr int kMinBlocks = kThreads == 128 ? 2 : 1;
+  static constexpr int kMinBlocks = kMinBlocks_;
+  static_assert(kWarpM % 16 == 0 && kFragsN % 2 == 0, "whole m16 blocks, n8 blocks in pairs");
 };
-using Tile128x256 = TileShape<4>;
-using Tile128x128 = TileShape<2>;
+using Tile128x256 = TileShape<2, 4, 64, 4, 1>;
+using Tile128x128 = TileShape<2, 2, 64, 4, 2>;
+using Tile16x64 = TileShape<1, 1, 16, 8, 4>;
 
 // Shared-memory storage of one form and tile shape (elements, bf16).
 template <GroupedKernelForm F, class S>
@@ -243,13 +248,10 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-int tile_rows(GroupedKernelTile tile) {
-  return tile == GroupedKernelTile::m128n128 ? Tile128x128::kTileM : Tile128x256::kTileM;
-}
-int tile_cols(GroupedKernelTile tile) {
-  return tile == GroupedKernelTile::m128n128 ? Tile128x128::kTileN : Tile128x256::kTileN;  // wgmma: 128×256 too
-}
-static_assert(Tile128x256::kTileM == 128 && Tile128x256::kTileN == 256 && Tile128x128::kTileN == 128,
+int tile_rows(GroupedKernelTile tile) { return grouped_kernel_tile_rows(tile); }
+int tile_cols(GroupedKernelTile tile) { return grouped_kernel_tile_cols(tile); }
+static_assert(Tile128x256::kTileM == 128 && Tile128x256::kTileN == 256 && Tile128x128::kTileN == 128 &&
+                  Tile16x64::kTileM == 16 && Tile16x64::kTileN == 64,
               "the tiles the names say");
 
 // The call's operands and scalars into the launch argument `p`; everything but its list.
@@ -288,6 +290,7 @@ template <class ListAt>
 void launch_tile(GroupedKernelTile tile, GroupedKernelForm form, const GroupedKernelParams<ListAt>& p, int grid,
                  cudaStream_t stream) {
   if (tile == GroupedKernelTile::m128n256) launch_form<Tile128x256>(form, p, grid, stream);
+  else if (tile == GroupedKernelTile::m16n64) launch_form<Tile16x64>(form, p, grid, stream);
   else launch_form<Tile128x128>(form, p, grid, stream);
 }
 
@@ -314,8 +317,25 @@ const char* grouped_kernel_tile_name(GroupedKernelTile tile) {
     case GroupedKernelTile::m128n256: return "128x256";
     case GroupedKernelTile::m128n128: return "128x128";
     case GroupedKernelTile::m128n256_wgmma: return "128x256 wgmma";
+    case GroupedKernelTile::m16n64: return "16x64";
   }
   return "?";
+}
+
+int grouped_kernel_tile_rows(GroupedKernelTile tile) {
+  switch (tile) {
+    case GroupedKernelTile::m128n128: return Tile128x128::kTileM;
+    case GroupedKernelTile::m16n64: return Tile16x64::kTileM;
+    default: return Tile128x256::kTileM;  // wgmma: 128×256 too
+  }
+}
+
+int grouped_kernel_tile_cols(GroupedKernelTile tile) {
+  switch (tile) {
+    case GroupedKernelTile::m128n128: return Tile128x128::kTileN;
+    case GroupedKernelTile::m16n64: return Tile16x64::kTileN;
+    default: return Tile128x256::kTileN;
+  }
 }
 
 std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile tile) {
@@ -386,6 +406,8 @@ void grouped_gemm_kernel_prepare() {
   raise_shared_memory_limits<Tile128x128, TileListInLaunchArgument>();
   raise_shared_memory_limits<Tile128x256, TileListInDeviceMemory>();
   raise_shared_memory_limits<Tile128x128, TileListInDeviceMemory>();
+  raise_shared_memory_limits<Tile16x64, TileListInLaunchArgument>();
+  raise_shared_memory_limits<Tile16x64, TileListInDeviceMemory>();
   grouped_gemm_wgmma_prepare();
 }
 

@@ -41,11 +41,16 @@ enum class GroupedKernelForm { rows, rows_bt, weight_grad };
 struct GroupedTileList;  // kernels/grouped_tile_list.cuh
 
 // The CTA's output tile (rows × columns), warps of 64×64 outputs: 128×256 is 8 warps, one CTA
-// per SM; 128×128 is 4 warps, two CTAs per SM. m128n256_wgmma is the Hopper kernel
-// (kernels/grouped_gemm_wgmma.h: TMA and wgmma, 128×256 tiles, a persistent grid), which
-// also refuses what grouped_wgmma_refusal says. All three are timed (gemm_timings.cpp).
-enum class GroupedKernelTile { m128n256, m128n128, m128n256_wgmma };
+// per SM; 128×128 is 4 warps, two CTAs per SM. m16n64 is one warp of 16×64 outputs with a
+// deeper ring of stages, for decode-sized segments (a row or two per expert): where the
+// wide tiles would give fewer CTAs than the GPU has SMs, 4 to 16 times as many CTAs stream the
+// experts' weights. m128n256_wgmma is the Hopper kernel (kernels/grouped_gemm_wgmma.h: TMA
+// and wgmma, 128×256 tiles, a persistent grid), which also refuses what
+// grouped_wgmma_refusal says. All four are timed (gemm_timings.cpp), and give the same bits.
+enum class GroupedKernelTile { m128n256, m128n128, m128n256_wgmma, m16n64 };
 const char* grouped_kernel_tile_name(GroupedKernelTile tile);
+int grouped_kernel_tile_rows(GroupedKernelTile tile);
+int grouped_kernel_tile_cols(GroupedKernelTile tile);
 
 // One call. Leading dimensions and strides in elements. The offsets (groups + 1,
 // non-decreasing, offsets[0] ≥ 0) are on the host or on the device: exactly one pointer is set.

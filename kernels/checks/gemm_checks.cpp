@@ -511,7 +511,8 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
                             {&eight, 2048, 1024, 1.f}, {&many, 768, 512, 1.f},  {&many, 256, 768, 0.f}};
   GroupedTally tally;
   double not_taken = 0;  // calls that ran as loop instead (or, for wgmma, not on the Hopper kernel)
-  std::vector<GroupedKernelTile> tiles = {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128};
+  std::vector<GroupedKernelTile> tiles = {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128,
+                                          GroupedKernelTile::m16n64};
   if (grouped_wgmma_available()) tiles.push_back(GroupedKernelTile::m128n256_wgmma);
   else std::printf("grouped kernel 128x256 wgmma: not checked (needs compute capability 9.0)\n");
   for (const GroupedKernelTile tile : tiles) {
@@ -550,8 +551,15 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
   // Every output element is the same chain of k16 tensor-core steps in reduction order whatever
   // CTA computes it, and mma.sync and wgmma round a k16 step alike, so every tile shape and
   // both kernels give the same bits.
+  // Decode-shaped segments too: one row in 4 of 64 experts (a sequence's token, top-4) and a
+  // row or two in most of them (15 sequences).
+  std::vector<int64_t> one_token(64, 0), fifteen(64, 0);
+  for (const int g : {3, 17, 40, 63}) one_token[g] = 1;
+  for (int g = 0; g < 64; ++g) fifteen[g] = g % 5 == 2 ? 0 : 1 + (g * 7) % 2;
+  const std::vector<int64_t> decode_one = group_offsets(one_token), decode_fifteen = group_offsets(fifteen);
   run_guarded(out, "grouped kernel tiles bitwise", [&] {
-    std::vector<GroupedKernelTile> shapes = {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128};
+    std::vector<GroupedKernelTile> shapes = {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128,
+                                             GroupedKernelTile::m16n64};
     if (grouped_wgmma_available()) shapes.push_back(GroupedKernelTile::m128n256_wgmma);
     std::vector<std::vector<float>> results(shapes.size());
     double mismatches = 0, calls = 0;
@@ -569,12 +577,48 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
       std::vector<float> w;
       run_grouped_weight_grad(gg, same, eight, 768, 512, bf, unused, &w, kAlignedPadding);
       results[i].insert(results[i].end(), w.begin(), w.end());
+      for (const std::vector<int64_t>* decode : {&decode_one, &decode_fifteen}) {  // partial n and k tiles
+        std::vector<float> r;
+        run_grouped_rows(gg, same, *decode, false, 520, 264, 0.f, bf, bf, unused, &r, kAlignedPadding);
+        results[i].insert(results[i].end(), r.begin(), r.end());
+        run_grouped_rows(gg, same, *decode, true, 264, 520, 0.f, bf, bf, unused, &r, kAlignedPadding);
+        results[i].insert(results[i].end(), r.begin(), r.end());
+      }
       calls += double(shapes[i] == GroupedKernelTile::m128n256_wgmma ? gg.wgmma_calls() : gg.kernel_calls());
       if (i > 0) mismatches += differing_elements(results[0], results[i]);
     }
-    const std::string names = shapes.size() == 3 ? "128x256 = 128x128 = wgmma" : "128x256 = 128x128";
+    std::string names;
+    for (const GroupedKernelTile t : shapes) names += (names.empty() ? "" : " = ") + std::string(grouped_kernel_tile_name(t));
     out.push_back({"grouped kernel " + names + " bitwise (mismatches)", mismatches, 0.0});
-    out.push_back({"grouped kernel " + names + " calls not taken", 10.0 * double(shapes.size()) - calls, 0.0});
+    out.push_back({"grouped kernel " + names + " calls not taken", 18.0 * double(shapes.size()) - calls, 0.0});
+  });
+
+  // The narrow choice (GroupedGemm::set_narrow_tiles): decode-shaped calls run on the 16×64 tile
+  // with the kernel tile's bits; wide segments keep the kernel tile.
+  run_guarded(out, "grouped kernel narrow choice", [&] {
+    const GroupedKernelTile wide =
+        grouped_wgmma_available() ? GroupedKernelTile::m128n256_wgmma : GroupedKernelTile::m128n256;
+    std::vector<float> result[2];
+    size_t narrow_calls[2] = {0, 0};
+    for (const bool narrow : {false, true}) {
+      CheckInputs same{in.seed + 3};
+      GroupedGemm gg(lt, GroupedGemmMethod::kernel);
+      gg.set_kernel_tile(wide);
+      gg.set_narrow_tiles(narrow);
+      GroupedTally unused;
+      for (const std::vector<int64_t>* off : {&decode_one, &eight}) {
+        std::vector<float> r;
+        run_grouped_rows(gg, same, *off, false, 520, 264, 0.f, bf, bf, unused, &r, kAlignedPadding);
+        result[narrow].insert(result[narrow].end(), r.begin(), r.end());
+      }
+      narrow_calls[narrow] = gg.narrow_calls();
+    }
+    out.push_back({"grouped kernel narrow choice = wide tile bitwise (mismatches)",
+                   differing_elements(result[0], result[1]), 0.0});
+    // run_grouped_rows runs each call twice: the one-token calls go narrow, the 8-expert ones not
+    out.push_back({"grouped kernel narrow choice: decode calls not on the 16x64 tile (of 2)",
+                   2.0 - double(narrow_calls[1]), 0.0});
+    out.push_back({"grouped kernel narrow choice: calls on the 16x64 tile while off", double(narrow_calls[0]), 0.0});
   });
 
   // What the kernel does not take runs as loop, and is still right: odd strides (the default
@@ -825,7 +869,8 @@ void check_device_tile_list(CheckInputs& in, std::vector<OpCheck>& out) {
 // with empty groups) were written to the device, against the host-offset calls on them.
 void check_grouped_kernel_device_offsets(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out) {
   check_device_tile_list(in, out);
-  std::vector<GroupedKernelTile> tiles = {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128};
+  std::vector<GroupedKernelTile> tiles = {GroupedKernelTile::m128n256, GroupedKernelTile::m128n128,
+                                          GroupedKernelTile::m16n64};
   if (grouped_wgmma_available()) tiles.push_back(GroupedKernelTile::m128n256_wgmma);
   else std::printf("grouped kernel 128x256 wgmma device offsets: not checked (needs compute capability 9.0)\n");
 
