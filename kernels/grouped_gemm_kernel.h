@@ -42,11 +42,12 @@ struct GroupedTileList;  // kernels/grouped_tile_list.cuh
 
 // The CTA's output tile (rows × columns), warps of 64×64 outputs: 128×256 is 8 warps, one CTA
 // per SM; 128×128 is 4 warps, two CTAs per SM. m16n64 is one warp of 16×64 outputs with a
-// deeper ring of stages, for decode-sized segments (a row or two per expert): where the
-// wide tiles would give fewer CTAs than the GPU has SMs, 4 to 16 times as many CTAs stream the
-// experts' weights. m128n256_wgmma is the Hopper kernel (kernels/grouped_gemm_wgmma.h: TMA
-// and wgmma, 128×256 tiles, a persistent grid), which also refuses what
-// grouped_wgmma_refusal says. All four are timed (gemm_timings.cpp), and give the same bits.
+// deeper ring of stages, for decode-sized segments (a row or a few per expert): where the
+// wide tiles would give fewer CTAs than the GPU has SMs, a CTA per 64 columns instead of 256
+// streams the experts' weights with 4 times as many CTAs. m128n256_wgmma is the Hopper kernel
+// (kernels/grouped_gemm_wgmma.h: TMA and wgmma, 128×256 tiles, a persistent grid), which also
+// refuses what grouped_wgmma_refusal says. The three wide ones are timed (gemm_timings.cpp);
+// all four give the same bits (gemm_checks.cpp).
 enum class GroupedKernelTile { m128n256, m128n128, m128n256_wgmma, m16n64 };
 const char* grouped_kernel_tile_name(GroupedKernelTile tile);
 int grouped_kernel_tile_rows(GroupedKernelTile tile);
