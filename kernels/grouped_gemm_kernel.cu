@@ -11,8 +11,9 @@
 // grouped_tile_bound: CTAs past list.tiles return at once.
 //
 // A CTA: warps as kWarpsM (rows) × kWarpsN (columns), each a kWarpM × kWarpN block of m16n8
-// fp32 accumulators (64 × 64 in the wide tiles, 16 × 64 in the one-warp decode tile). The reduction runs in steps of kTileK = 32 through a kStages-deep
-// ring of shared-memory stages filled by cp.async (stage s of step kt: slot kt % kStages):
+// fp32 accumulators (64 × 64 in the wide tiles, 16 × 64 in the one-warp decode tile). The
+// reduction runs in steps of kTileK = 32 through a kStages-deep ring of shared-memory stages
+// filled by cp.async (stage s of step kt: slot kt % kStages):
 //
 //   prologue: start steps 0 .. kStages-2, one commit group each (empty groups past the end,
 //             so that group i always holds step i)
@@ -248,8 +249,6 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-int tile_rows(GroupedKernelTile tile) { return grouped_kernel_tile_rows(tile); }
-int tile_cols(GroupedKernelTile tile) { return grouped_kernel_tile_cols(tile); }
 static_assert(Tile128x256::kTileM == 128 && Tile128x256::kTileN == 256 && Tile128x128::kTileN == 128 &&
                   Tile16x64::kTileM == 16 && Tile16x64::kTileN == 64,
               "the tiles the names say");
@@ -363,7 +362,8 @@ std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile
     if (!c.device_list) return "device offsets without a device tile list";
     if (c.rows < 0 || c.rows > INT_MAX) return "M = " + std::to_string(c.rows) + " out of [0, 2^31)";
     if (c.groups == 0 && c.rows > 0) return "rows without groups";
-    if (grouped_tile_bound(c, tile_rows(tile), tile_cols(tile)) > INT_MAX) return "2^31 tiles or more (bound)";
+    if (grouped_tile_bound(c, grouped_kernel_tile_rows(tile), grouped_kernel_tile_cols(tile)) > INT_MAX)
+      return "2^31 tiles or more (bound)";
     return "";
   }
   if (c.groups == 0) return "";
@@ -372,7 +372,7 @@ std::string grouped_kernel_refusal(const GroupedKernelCall& c, GroupedKernelTile
   for (int g = 0; g < c.groups; ++g) {
     const int64_t m_g = c.host_offsets[g + 1] - c.host_offsets[g];
     if (m_g < 0) return "offsets decrease at group " + std::to_string(g);
-    tiles += grouped_group_tiles(c, m_g, tile_rows(tile), tile_cols(tile));
+    tiles += grouped_group_tiles(c, m_g, grouped_kernel_tile_rows(tile), grouped_kernel_tile_cols(tile));
   }
   if (c.host_offsets[c.groups] > INT_MAX || tiles > INT_MAX) return "2^31 rows or tiles or more";
   return "";
@@ -384,9 +384,9 @@ void grouped_gemm_kernel(const GroupedKernelCall& call, GroupedKernelTile tile, 
   if (call.groups == 0) return;  // no rows (and maybe no offsets to read)
   if (tile == GroupedKernelTile::m128n256_wgmma) return grouped_gemm_wgmma(call, stream);
   if (call.device_offsets) {
-    const int64_t bound = grouped_tile_bound(call, tile_rows(tile), tile_cols(tile));
+    const int64_t bound = grouped_tile_bound(call, grouped_kernel_tile_rows(tile), grouped_kernel_tile_cols(tile));
     if (bound == 0) return;  // M = 0, n = 0, or weight_grad with k = 0
-    build_tile_list_on_device(call, tile_rows(tile), tile_cols(tile), stream);
+    build_tile_list_on_device(call, grouped_kernel_tile_rows(tile), grouped_kernel_tile_cols(tile), stream);
     GroupedKernelParams<TileListInDeviceMemory> p;
     set_operands(call, p);
     p.tile_list.pointer = call.device_list;
@@ -395,7 +395,7 @@ void grouped_gemm_kernel(const GroupedKernelCall& call, GroupedKernelTile tile, 
   }
   GroupedKernelParams<TileListInLaunchArgument> p;
   set_operands(call, p);
-  fill_tile_list(call, tile_rows(tile), tile_cols(tile), p.tile_list.value);
+  fill_tile_list(call, grouped_kernel_tile_rows(tile), grouped_kernel_tile_cols(tile), p.tile_list.value);
   const int tiles = p.tile_list.value.tiles;
   if (tiles == 0) return;  // no rows, or n = 0 (k = 0 still writes beta·C)
   launch_tile(tile, call.form, p, tiles, stream);

@@ -588,7 +588,8 @@ void check_grouped_kernel(LtGemm& lt, CheckInputs& in, std::vector<OpCheck>& out
       if (i > 0) mismatches += differing_elements(results[0], results[i]);
     }
     std::string names;
-    for (const GroupedKernelTile t : shapes) names += (names.empty() ? "" : " = ") + std::string(grouped_kernel_tile_name(t));
+    for (const GroupedKernelTile t : shapes)
+      names += (names.empty() ? "" : " = ") + std::string(grouped_kernel_tile_name(t));
     out.push_back({"grouped kernel " + names + " bitwise (mismatches)", mismatches, 0.0});
     out.push_back({"grouped kernel " + names + " calls not taken", 18.0 * double(shapes.size()) - calls, 0.0});
   });
