@@ -1,6 +1,8 @@
 #include "core/tensor/memory_tracker.h"
 
 #include <algorithm>
+#include <new>
+#include <string_view>
 
 #include "core/util/byte_size.h"
 
@@ -77,6 +79,11 @@ void MemoryTracker::check_room(const MemTag& tag, int64_t bytes, DeviceType devi
                             (device == DeviceType::cpu ? std::string("the CPU") : std::string("the GPU")) +
                             ") reached: " + format_byte_size(bytes) + " more for " + what + " on top of " +
                             format_byte_size(held.live_total) + " held" + (parts.empty() ? "" : " (" + parts + ")"));
+}
+
+bool is_named_memory_refusal(const std::exception& e) {
+  if (dynamic_cast<const MemoryLimitExceeded*>(&e)) return true;
+  return dynamic_cast<const std::bad_alloc*>(&e) && std::string_view(e.what()) != std::bad_alloc().what();
 }
 
 void MemoryTracker::remove(const MemTag& tag, int64_t bytes, DeviceType device) {

@@ -97,6 +97,11 @@ class MemoryLimitExceeded : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Whether `e` is a refusal for memory whose message names what ran out: a MemoryLimitExceeded,
+// or a device allocator's std::bad_alloc (it names the device, the size and the limit) — not
+// the host's bare std::bad_alloc, which says nothing. The caller adds what to change.
+bool is_named_memory_refusal(const std::exception& e);
+
 // Makes `tracker` current on this thread for the scope.
 class ScopedMemoryTracker {
  public:

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <new>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -361,21 +360,19 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
   return r;
 }
 
-// Runs `generate`; a refusal for memory (parallel.device_memory_limit, or a device allocator's
-// named failure) gets what a generation can change.
+// Runs `generate`; a named refusal for memory (is_named_memory_refusal) gets what a generation
+// can change, keeping its type where it is a MemoryLimitExceeded.
 template <class Generate>
 ParallelGenerateResult with_memory_remedy(Generate&& generate) {
-  const std::string remedy =
-      "; raise the limit, or generate fewer sequences (--batch), over more ranks (--ranks), with a shorter "
-      "context (data.seq_len) or from a smaller model";
   try {
     return generate();
-  } catch (const MemoryLimitExceeded& e) {
-    throw MemoryLimitExceeded(e.what() + remedy);
-  } catch (const std::bad_alloc& e) {
-    const std::string what = e.what();
-    if (what == std::bad_alloc().what()) throw;  // the host's: nothing named to add to
-    throw std::runtime_error(what + remedy);
+  } catch (const std::exception& e) {
+    if (!is_named_memory_refusal(e)) throw;
+    const std::string what = std::string(e.what()) +
+                             "; raise the limit, or generate fewer sequences (--batch), over more ranks (--ranks), "
+                             "with a shorter context (data.seq_len) or from a smaller model";
+    if (dynamic_cast<const MemoryLimitExceeded*>(&e)) throw MemoryLimitExceeded(what);
+    throw std::runtime_error(what);
   }
 }
 

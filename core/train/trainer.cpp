@@ -88,12 +88,10 @@ std::string out_of_memory_message(const ExperimentConfig& cfg) {
 // allocated, so the message says what the model needs; a device's allocator throws a
 // std::bad_alloc that names the device, the size and the limit, and that is kept.
 std::string failure_message(const std::exception& e, const ExperimentConfig& cfg) {
-  const std::string remedy = "; raise the limit, or lower train.batch, data.seq_len or the model's size";
-  if (dynamic_cast<const MemoryLimitExceeded*>(&e)) return e.what() + remedy;
-  if (dynamic_cast<const std::bad_alloc*>(&e) == nullptr) return e.what();
-  const std::string what = e.what();
-  if (what == std::bad_alloc().what()) return out_of_memory_message(cfg);
-  return what + remedy;
+  if (is_named_memory_refusal(e))
+    return std::string(e.what()) + "; raise the limit, or lower train.batch, data.seq_len or the model's size";
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return out_of_memory_message(cfg);
+  return e.what();
 }
 
 }  // namespace
