@@ -10,6 +10,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/op_profiler.h"
 #include "kernels/step_recording.h"
+#include "kernels/copy_ranges.h"
 #include "kernels/zero_ranges.h"
 
 namespace mok::cuda {
@@ -226,6 +227,21 @@ void CudaCachingAllocator::copy_from_host(void* dst, const void* host_src, int64
 void CudaCachingAllocator::copy_within(void* dst, const void* src, int64_t bytes) {
   const auto timed = OpProfiler::scope_of(profiler_, [&] { return sized("copy_within", bytes); });
   MOK_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaCachingAllocator::copy_ranges(const std::vector<CopyRange>& ranges) {
+  std::vector<DeviceCopyRange> copies;
+  int64_t bytes = 0;
+  for (const CopyRange& r : ranges)
+    if (r.bytes > 0) {
+      copies.push_back({r.dst, r.src, r.bytes});
+      bytes += r.bytes;
+    }
+  if (copies.empty()) return;
+  const auto timed = OpProfiler::scope_of(profiler_, [&] {
+    return sized("copy_ranges", bytes) + " in " + std::to_string(copies.size()) + " ranges";
+  });
+  cuda::copy_ranges(copies, stream_);
 }
 
 int64_t CudaCachingAllocator::cached_bytes() const {

@@ -79,6 +79,8 @@ class CudaOps final : public mok::Ops {
                            mok::Tensor& dw) override;
 
   void add_(mok::Tensor& y, const mok::Tensor& x) override;
+  // f32 pairs in one launch (kernels/add_ranges.h), any other pair by add_.
+  void add_each(const std::vector<AddPair>& pairs) override;
   void add2_(mok::Tensor& y, const mok::Tensor& a, const mok::Tensor& b) override;
   void scale(const mok::Tensor& x, double f, mok::Tensor& out) override;
   void add_transposed_(mok::Tensor& y, const mok::Tensor& x) override;

@@ -136,6 +136,16 @@ class Ops {
   // --- elementwise
   virtual void add_(Tensor& y, const Tensor& x) = 0;                    // y += x
   virtual void add2_(Tensor& y, const Tensor& a, const Tensor& b) = 0;  // y += (a + b)
+  // add_(*y, *x) for every pair (no y overlapping another pair's y or x): here one by one; a
+  // backend may add them in one launch (a MoK owner adding its shadows' weight gradients, two
+  // blocks an expert).
+  struct AddPair {
+    Tensor* y = nullptr;
+    const Tensor* x = nullptr;
+  };
+  virtual void add_each(const std::vector<AddPair>& pairs) {
+    for (const AddPair& p : pairs) add_(*p.y, *p.x);
+  }
   virtual void scale(const Tensor& x, double f, Tensor& out) = 0;       // out = x·f
   virtual void add_transposed_(Tensor& y, const Tensor& x) = 0;         // y (r, c) += xᵀ, x (c, r); `real`
   virtual void convert(const Tensor& src, Tensor& dst) = 0;             // element type change, same shape

@@ -84,14 +84,15 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
   }
   shadow_order_ = cx.empty({shadow_rows_}, DType::i32);
   {
+    std::vector<Allocator::CopyRange> segments;  // one launch on a GPU
     int64_t at = 0;
     for (size_t i = 0; i < my_shadowed_.size(); ++i) {
       const int64_t m = shadow_counts[i];
-      if (m)
-        cx.allocator().copy_within(shadow_order_.view(at, {m}).raw(), r.pairs.order.view(off[my_shadowed_[i]], {m}).raw(),
-                                   m * static_cast<int64_t>(sizeof(int32_t)));
+      segments.push_back({shadow_order_.view(at, {m}).raw(), r.pairs.order.view(off[my_shadowed_[i]], {m}).raw(),
+                          m * static_cast<int64_t>(sizeof(int32_t))});
       at += m;
     }
+    cx.allocator().copy_ranges(segments);
   }
   Tensor results = cx.activation({shadow_rows_ + sent_total, d});
   if (shadow_rows_) {
@@ -179,11 +180,7 @@ Tensor MokDispatcher::backward_device(const Tensor& dy, ExpertBank& bank, Tensor
   // The groups' input gradients: the shadowed pairs' rows first, then the returned rows.
   Tensor results = cx.activation({shadow_rows_ + sent_total, d});
   Tensor shadow_dgate = cx.empty({shadow_rows_}, kRealDType);
-  for (int e : my_shadowed_) {
-    SwiGluMlp& sc = shadow_of(e);
-    sc.up().weight().grad.zero();
-    sc.down().weight().grad.zero();
-  }
+  zero_shadow_gradients();
   if (shadow_rows_) {
     Tensor ge = cx.empty({shadow_rows_}, kRealDType);
     ops.pairs_to_rows(gate_, shadow_order_, ge);
@@ -224,15 +221,11 @@ Tensor MokDispatcher::backward_device(const Tensor& dy, ExpertBank& bank, Tensor
   const int64_t gate_rows = shadow_rows_ + sent_total * k;
   Tensor dgate_rows = cx.empty({gate_rows}, kRealDType);
   Tensor pair_of_row = cx.empty({gate_rows}, DType::i32);
-  Allocator& mem = cx.allocator();
-  if (shadow_rows_) {
-    mem.copy_within(dgate_rows.raw(), shadow_dgate.raw(), shadow_dgate.bytes());
-    mem.copy_within(pair_of_row.raw(), shadow_order_.raw(), shadow_order_.bytes());
-  }
-  if (sent_total) {
-    mem.copy_within(dgate_rows.view(shadow_rows_, {sent_total * k}).raw(), got_dgate.raw(), got_dgate.bytes());
-    mem.copy_within(pair_of_row.view(shadow_rows_, {sent_total * k}).raw(), ship_.pair.raw(), ship_.pair.bytes());
-  }
+  cx.allocator().copy_ranges(
+      {{dgate_rows.raw(), shadow_dgate.raw(), shadow_dgate.bytes()},
+       {pair_of_row.raw(), shadow_order_.raw(), shadow_order_.bytes()},
+       {dgate_rows.view(shadow_rows_, {sent_total * k}).raw(), got_dgate.raw(), got_dgate.bytes()},
+       {pair_of_row.view(shadow_rows_, {sent_total * k}).raw(), ship_.pair.raw(), ship_.pair.bytes()}});
   dgate_out = cx.empty({n * k}, kRealDType);
   ops.rows_to_pairs(dgate_rows, pair_of_row, dgate_out);  // 0 for dropped pairs
   Tensor dx = cx.activation({n, d});

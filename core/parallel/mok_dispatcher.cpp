@@ -6,6 +6,7 @@
 
 #include "core/backend/exec_context.h"
 #include "core/model/init.h"
+#include "core/model/zero_gradients.h"
 #include "core/parallel/row_moves.h"
 #include "core/routing/routing_decision.h"
 
@@ -272,6 +273,9 @@ void MokDispatcher::fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f)
   Allocator& mem = cx.allocator();
   Tensor send_w = cx.empty({t.send_total}, dtype), recv_w = cx.empty({t.recv_total}, dtype);
   const int64_t esize = static_cast<int64_t>(dtype_size(dtype));
+  const int64_t up_bytes = 2 * d * f * esize, down_bytes = f * d * esize;
+  // Packed and unpacked by one copy_ranges each (one launch on a GPU, not two an expert).
+  std::vector<Allocator::CopyRange> copies;
   int64_t off = 0;
   for (int q = 0; q < R; ++q)
     for (int e : mine)
@@ -282,25 +286,30 @@ void MokDispatcher::fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f)
         if (up.numel() + down.numel() != P || up.dtype() != dtype || down.dtype() != dtype)
           throw std::logic_error("MokDispatcher: expert " + std::to_string(e) + " is not (d, f) of " + dtype_name(dtype));
         auto* w = static_cast<uint8_t*>(send_w.raw()) + off * esize;
-        mem.copy_within(w, up.raw(), 2 * d * f * esize);
-        mem.copy_within(w + 2 * d * f * esize, down.raw(), f * d * esize);
+        copies.push_back({w, up.raw(), up_bytes});
+        copies.push_back({w + up_bytes, down.raw(), down_bytes});
         off += P;
       }
+  mem.copy_ranges(copies);
   plane_.all_to_all_rows(send_w, t.send, recv_w, t.recv, CommPurpose::weights);
+  copies.clear();
+  ExpertBank* stack = nullptr;  // the stacked shadows, made (or matched to the bank) once
   off = 0;
   for (int q = 0; q < R; ++q)
     for (int e : placement_.experts_on(q))
       if (shadows(me, e)) {
-        SwiGluMlp& sc = grouped_ ? *stacked_shadows(d, f, bank).experts.at(e) : shadow_copy(e, d, f);
+        if (grouped_ && !stack) stack = &stacked_shadows(d, f, bank);
+        SwiGluMlp& sc = grouped_ ? *stack->experts.at(e) : shadow_copy(e, d, f);
         if (grouped_)
           ever_shadowed_[e] = 1;
         else
           match_saved_inputs(sc, bank);
         const auto* w = static_cast<const uint8_t*>(recv_w.raw()) + off * esize;
-        mem.copy_within(sc.up().weight().compute().raw(), w, 2 * d * f * esize);
-        mem.copy_within(sc.down().weight().compute().raw(), w + 2 * d * f * esize, f * d * esize);
+        copies.push_back({sc.up().weight().compute().raw(), w, up_bytes});
+        copies.push_back({sc.down().weight().compute().raw(), w + up_bytes, down_bytes});
         off += P;
       }
+  mem.copy_ranges(copies);
 }
 
 void MokDispatcher::return_shadow_gradients(ExpertBank& bank, int64_t d) {
@@ -320,28 +329,50 @@ void MokDispatcher::return_shadow_gradients(ExpertBank& bank, int64_t d) {
   const int64_t esize = static_cast<int64_t>(sizeof(real));
   const ShadowTransfer t = shadow_transfer(P, false);
   Tensor send_g = cx.empty({t.send_total}, kRealDType), recv_g = cx.empty({t.recv_total}, kRealDType);
+  std::vector<Allocator::CopyRange> copies;  // packed by one copy_ranges (one launch on a GPU)
   int64_t off = 0;
   for (int q = 0; q < R; ++q)
     for (int e : placement_.experts_on(q))
       if (shadows(me, e)) {
         SwiGluMlp& sc = shadow_of(e);
         auto* g = static_cast<uint8_t*>(send_g.raw()) + off * esize;
-        mem.copy_within(g, sc.up().weight().grad.raw(), 2 * d * f * esize);
-        mem.copy_within(g + 2 * d * f * esize, sc.down().weight().grad.raw(), f * d * esize);
+        copies.push_back({g, sc.up().weight().grad.raw(), 2 * d * f * esize});
+        copies.push_back({g + 2 * d * f * esize, sc.down().weight().grad.raw(), f * d * esize});
         off += P;
       }
+  mem.copy_ranges(copies);
   plane_.all_to_all_rows(send_g, t.send, recv_g, t.recv, CommPurpose::gradients);
-  // The owner's own gradient is already in; add the shadows' in source-rank order.
+  // The owner's own gradient is already in; add the shadows' in source-rank order: one add_each
+  // per source rank (an expert appears once in each), so a sum's order is the ranks' order.
   off = 0;
-  for (int s = 0; s < R; ++s)
+  std::vector<Tensor> parts;  // the received blocks, as views for add_each
+  std::vector<Ops::AddPair> adds;
+  for (int s = 0; s < R; ++s) {
+    parts.clear();
+    adds.clear();
     for (int e : mine)
       if (shadows(s, e)) {
         Tensor& gu = bank.experts[e]->up().weight().grad;
         Tensor& gd = bank.experts[e]->down().weight().grad;
-        ops.add_(gu, recv_g.view(off, gu.shape()));
-        ops.add_(gd, recv_g.view(off + 2 * d * f, gd.shape()));
+        parts.push_back(recv_g.view(off, gu.shape()));
+        parts.push_back(recv_g.view(off + 2 * d * f, gd.shape()));
+        adds.push_back({&gu, nullptr});
+        adds.push_back({&gd, nullptr});
         off += P;
       }
+    for (size_t i = 0; i < adds.size(); ++i) adds[i].x = &parts[i];
+    ops.add_each(adds);
+  }
+}
+
+void MokDispatcher::zero_shadow_gradients() {
+  std::vector<Parameter*> grads;
+  for (int e : my_shadowed_) {
+    SwiGluMlp& sc = shadow_of(e);
+    grads.push_back(&sc.up().weight());
+    grads.push_back(&sc.down().weight());
+  }
+  zero_gradients(grads);
 }
 
 Tensor MokDispatcher::forward(const Tensor& x, const RoutingDecision& r, ExpertBank& bank,
@@ -760,11 +791,7 @@ Tensor MokDispatcher::backward(const Tensor& dy, ExpertBank& bank, Tensor& dgate
         all_pairs.push_back(static_cast<int32_t>(p));
         dgate_pair.push_back(static_cast<int32_t>(p));
       }
-    for (int e : my_shadowed_) {
-      SwiGluMlp& sc = shadow_of(e);
-      sc.up().weight().grad.zero();
-      sc.down().weight().grad.zero();
-    }
+    zero_shadow_gradients();
     if (grouped_ && shadow_rows > 0) {  // all shadow copies in one grouped product
       const std::vector<int64_t> pairs(all_pairs.begin(), all_pairs.end());
       Tensor ge = cx.empty({shadow_rows}, kRealDType);

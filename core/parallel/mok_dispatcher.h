@@ -154,6 +154,9 @@ class MokDispatcher final : public ExpertDispatcher {
   bool shadows(int rank, int expert) const;  // this step, from shadow_all_
   bool any_shadow() const;                    // some rank shadows some expert this step
   void return_shadow_gradients(ExpertBank& bank, int64_t d);
+  // The weight gradients of this step's shadow copies set to zero before their backward
+  // (one launch on a GPU: zero_gradients).
+  void zero_shadow_gradients();
   // The fixed layout's forward (MokOptions::fixed_layout_max_rows).
   Tensor forward_fixed(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank);
   // The plan made by the rank's ops (MokPlanPlace::device).

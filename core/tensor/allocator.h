@@ -39,6 +39,18 @@ class Allocator {
   virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, int64_t bytes) = 0;
   virtual void copy_within(void* dst, const void* src, int64_t bytes) = 0;
+  // Copies every range within this device's memory: a copy_within each here; a GPU's
+  // allocator copies them in one launch (a MoK rank packs its shadowed experts' weights as
+  // two ranges an expert). No destination may overlap another range of the call.
+  struct CopyRange {
+    void* dst = nullptr;
+    const void* src = nullptr;
+    int64_t bytes = 0;
+  };
+  virtual void copy_ranges(const std::vector<CopyRange>& ranges) {
+    for (const CopyRange& r : ranges)
+      if (r.bytes > 0) copy_within(r.dst, r.src, r.bytes);
+  }
   // What it holds from its device, in blocks (size classes): reserved = live blocks + cached
   // ones, as PyTorch reports it; reserved ≥ the live bytes of the tensors it serves.
   virtual int64_t cached_bytes() const = 0;    // free blocks kept for reuse

@@ -17,8 +17,10 @@
 #include <type_traits>
 
 #include "kernels/adamw.h"
+#include "kernels/add_ranges.h"
 #include "kernels/checks/check_util.h"
 #include "kernels/checks/elementwise_reference.h"
+#include "kernels/copy_ranges.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_types.h"
 #include "kernels/device_buffer.h"
@@ -578,6 +580,45 @@ void check_zero_ranges(CheckInputs& in, Results& r) {
         0.0);
 }
 
+// copy_ranges and add_ranges: 300 ranges (more than one launch takes), from one float to
+// 100 000, some adjacent, some empty, a few off the 16-byte grid (those go by one copy or add of
+// their own), sources drawn at random from a second buffer: exactly the destinations written,
+// bitwise the host's copy and the host's f32 sum, every other value untouched.
+void check_copy_and_add_ranges(CheckInputs& in, Results& r) {
+  const std::vector<float> dst_host = in.normal(size_t(1) << 22), src_host = in.normal(size_t(1) << 22);
+  DeviceBuffer<float> copy_dst(dst_host), add_dst(dst_host), src(src_host);
+  std::vector<DeviceCopyRange> copies;
+  std::vector<DeviceAddRange> adds;
+  std::vector<float> copied = dst_host, added = dst_host;
+  size_t at = 0;
+  int off_grid = 0;
+  for (int i = 0; i < 300; ++i) {
+    size_t floats = i % 50 == 0 ? 0 : i % 7 == 0 ? 100000 : size_t(4) * (1 + (i * 37) % 300);
+    size_t shift = 0;
+    if (i % 41 == 5) {  // off the grid: an odd length, or a start one float past a word
+      floats += 1;
+      shift = i % 2;
+      ++off_grid;
+    }
+    at += shift;
+    if (at + floats > dst_host.size()) break;
+    const size_t from = (size_t(i) * 7919) % ((src_host.size() - floats - 1) / 4) * 4 + shift;
+    copies.push_back({copy_dst.data() + at, src.data() + from, int64_t(floats * sizeof(float))});
+    adds.push_back({add_dst.data() + at, src.data() + from, int64_t(floats)});
+    for (size_t j = 0; j < floats; ++j) {
+      copied[at + j] = src_host[from + j];
+      added[at + j] = dst_host[at + j] + src_host[from + j];
+    }
+    at = (at + floats + 3) / 4 * 4 + (i % 3 == 0 ? 0 : size_t(4) * (i % 5));  // back on the grid
+  }
+  copy_ranges(copies, nullptr);
+  add_ranges(adds, nullptr);
+  sync();
+  const std::string detail = std::to_string(copies.size()) + " ranges, " + std::to_string(off_grid) + " off the grid";
+  r.add("copy_ranges: copied and untouched, bitwise", detail, differing_fraction(copy_dst.download(), copied), 0.0);
+  r.add("add_ranges: f32 sums and untouched, bitwise", detail, differing_fraction(add_dst.download(), added), 0.0);
+}
+
 // convert<S, D>, with the source and destination on and off the 16-byte grid.
 template <typename S, typename D>
 void check_convert(CheckInputs& in, Results& r) {
@@ -798,6 +839,7 @@ void check_elementwise(CheckInputs& in, std::vector<OpCheck>& out) {
   check_elementwise_ops<float>(in, r);
   check_elementwise_ops<bf16>(in, r);
   check_zero_ranges(in, r);
+  check_copy_and_add_ranges(in, r);
   check_convert<float, bf16>(in, r);
   check_convert<bf16, float>(in, r);
   check_convert<float, float>(in, r);
