@@ -7,10 +7,10 @@
 #include <string>
 
 #include "core/tensor/size_class.h"
+#include "kernels/copy_ranges.h"
 #include "kernels/cuda_check.h"
 #include "kernels/op_profiler.h"
 #include "kernels/step_recording.h"
-#include "kernels/copy_ranges.h"
 #include "kernels/zero_ranges.h"
 
 namespace mok::cuda {

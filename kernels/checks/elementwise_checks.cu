@@ -581,8 +581,8 @@ void check_zero_ranges(CheckInputs& in, Results& r) {
 }
 
 // copy_ranges and add_ranges: 300 ranges (more than one launch takes), from one float to
-// 100 000, some adjacent, some empty, a few off the 16-byte grid (those go by one copy or add of
-// their own), sources drawn at random from a second buffer: exactly the destinations written,
+// 100 000, some adjacent, some empty, a few off the 16-byte grid (copied in 4-byte words, added
+// by an add of their own), sources spread over a second buffer: exactly the destinations written,
 // bitwise the host's copy and the host's f32 sum, every other value untouched.
 void check_copy_and_add_ranges(CheckInputs& in, Results& r) {
   const std::vector<float> dst_host = in.normal(size_t(1) << 22), src_host = in.normal(size_t(1) << 22);
