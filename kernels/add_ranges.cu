@@ -12,19 +12,15 @@ struct AddAt {
 };
 
 __global__ void add_ranges_kernel(const __grid_constant__ RangeList<AddAt> list) {
-  const int64_t total = list.start[list.count];
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
-    const int r = range_of_word(list, i);
-    const int64_t w = i - list.start[r];
-    float4 y = list.at[r].y[w];
-    const float4 x = list.at[r].x[w];
+  for_each_word(list, [](const AddAt& at, int64_t w) {
+    float4 y = at.y[w];
+    const float4 x = at.x[w];
     y.x += x.x;
     y.y += x.y;
     y.z += x.z;
     y.w += x.w;
-    list.at[r].y[w] = y;
-  }
+    at.y[w] = y;
+  });
 }
 
 }  // namespace

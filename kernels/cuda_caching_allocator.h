@@ -51,7 +51,8 @@ class CudaCachingAllocator final : public mok::Allocator {
   void copy_to_host(void* host_dst, const void* src, int64_t bytes) override;
   void copy_from_host(void* dst, const void* host_src, int64_t bytes) override;
   void copy_within(void* dst, const void* src, int64_t bytes) override;
-  // One launch for the ranges on the 16-byte grid (kernels/copy_ranges.h), a copy for the others.
+  // One launch for the ranges on the 16-byte grid, one for those on the 4-byte grid, a copy for
+  // any other (kernels/copy_ranges.h).
   void copy_ranges(const std::vector<CopyRange>& ranges) override;
   int64_t cached_bytes() const override;
   // Reserved bytes may not pass it: the cache is given back first, then the request fails.

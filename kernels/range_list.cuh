@@ -1,7 +1,7 @@
 #pragma once
 // RangeList: many device ranges handled by one launch (zero_ranges, copy_ranges, add_ranges).
-// A launch's ranges are prefix sums of 16-byte words: word i of the launch lies in range r
-// with start[r] ≤ i < start[r + 1]. Threads of a block take neighbouring words, so they find
+// A launch's ranges are prefix sums of words (16 bytes; 4 for copy_ranges' i32 segments):
+// word i of the launch lies in range r with start[r] ≤ i < start[r + 1]. Threads of a block take neighbouring words, so they find
 // the same range (one broadcast read of the table).
 
 #include <cuda_runtime.h>
@@ -26,27 +26,32 @@ struct RangeList {
   Pointers at[kRangesPerLaunch];
 };
 
-// The range of word i (0 ≤ i < list.start[list.count]).
-template <typename Pointers>
-__device__ inline int range_of_word(const RangeList<Pointers>& list, int64_t i) {
-  int lo = 0, hi = list.count;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (list.start[mid] <= i) lo = mid;
-    else hi = mid;
+// Calls word(at, w) for every word of the launch, `at` the Pointers of its range and w its
+// index within the range; the grid's threads stride over all the launch's words.
+template <typename Pointers, typename Word>
+__device__ inline void for_each_word(const RangeList<Pointers>& list, Word word) {
+  const int64_t total = list.start[list.count];
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    int lo = 0, hi = list.count;  // the range of word i
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (list.start[mid] <= i) lo = mid;
+      else hi = mid;
+    }
+    word(list.at[lo], i - list.start[lo]);
   }
-  return lo;
 }
 
-// Blocks for `words` 16-byte words: at most 16 per multiprocessor of an H200 (132); each
+// Blocks for `words` words: at most 16 per multiprocessor of an H200 (132); each
 // thread loops over the rest, so any GPU gets every word.
 inline unsigned range_blocks(int64_t words) {
   return static_cast<unsigned>(std::min<int64_t>((words + kRangeThreads - 1) / kRangeThreads, 132 * 16));
 }
 
-// Whether a range starting at p of `bytes` bytes can be handled in 16-byte words.
-inline bool on_word_grid(const void* p, int64_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && bytes % 16 == 0 && bytes >= 0;
+// Whether a range starting at p of `bytes` bytes can be handled in words of `word` bytes.
+inline bool on_word_grid(const void* p, int64_t bytes, int64_t word = 16) {
+  return reinterpret_cast<uintptr_t>(p) % word == 0 && bytes % word == 0 && bytes >= 0;
 }
 
 // Adds ranges one by one to a list, launching `launch(list)` whenever it is full and once at

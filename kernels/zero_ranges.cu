@@ -13,12 +13,7 @@ struct ZeroAt {
 };
 
 __global__ void zero_ranges_kernel(const __grid_constant__ RangeList<ZeroAt> list) {
-  const int64_t total = list.start[list.count];
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
-    const int r = range_of_word(list, i);
-    list.at[r].base[i - list.start[r]] = make_uint4(0, 0, 0, 0);
-  }
+  for_each_word(list, [](const ZeroAt& at, int64_t w) { at.base[w] = make_uint4(0, 0, 0, 0); });
 }
 
 }  // namespace
