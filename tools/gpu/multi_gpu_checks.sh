@@ -44,10 +44,12 @@ case "$TRANSPORT" in nccl|peer) ;; *) echo "TRANSPORT=$TRANSPORT: expected nccl 
 # only GPU and the transport allows it).
 TWO=(--set parallel.comm="$TRANSPORT")
 GEN2=()  # mok generate --ranks 2: its checkpoint's config says one rank, so the list needs ranks too
+SHARED_GPU=0  # 1: both ranks on cuda:0, so "vs 1 GPU" compares with one GPU given both ranks' batch
 if [ "$TRANSPORT" = peer ]; then
   GEN2=(--set parallel.comm=peer)
   if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -lt 2 ]; then
     TWO+=(--set parallel.gpus=0,0)
+    SHARED_GPU=1
     GEN2+=(--set parallel.ranks=2 --set parallel.gpus=0,0)
   fi
 fi
@@ -339,9 +341,12 @@ for shape in "${SHAPE_LIST[@]}"; do
     "$BIN/mok" runs export-csv 1 --db "$SCRATCH/$name.db" --out "$RUNS/$name.csv" > /dev/null 2>&1
   done
 done
-python3 - "$RUNS" "$SHAPES" "$WARMUP" "$(IFS=,; echo "${VARIANTS[*]}")" <<'PY'
+python3 - "$RUNS" "$SHAPES" "$WARMUP" "$(IFS=,; echo "${VARIANTS[*]}")" "$SHARED_GPU" <<'PY'
 import csv, json, sys
 out, shapes, warmup, ran = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4].split(",")
+# Two ranks sharing one GPU do both ranks' work there: their baseline is one GPU given both
+# batches (1gpu32), where that ran.
+base = "1gpu32" if sys.argv[5] == "1" and "1gpu32" in ran else "1gpu"
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if v else float("nan")
@@ -364,13 +369,14 @@ def figures(name):
     return (median(tps), median(ms), median(comm) if comm else 0.0, peak, median(comm_ms) if comm_ms else 0.0,
             median(over_ms) if over_ms else 0.0)
 # comm ms: what the compute stream waited for (exposed); overlapped ms: transfers beside compute.
+print(f"'vs 1 GPU' divides by the run '{base}'")
 print(f"{'shape':6s} {'run':26s} {'tokens/s':>10s} {'step ms':>8s} {'comm ms':>8s} {'overlapped ms':>13s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'vs 1 GPU':>8s} {'vs classic':>10s}")
 labels = {"1gpu": "1 GPU", "1gpu32": "1 GPU, both ranks' batch", "classic": "2 GPUs classic", "classic_whole": "2 GPUs classic, no chunks",
           "mok": "2 GPUs MoK", "mok_calibrated": "2 GPUs MoK, rates measured",
           "mok_ship": "2 GPUs MoK, no shadows",
           "mok_locality": "2 GPUs MoK + locality"}
 for s in shapes:
-    one = figures(f"tput_{s}_1gpu")
+    one = figures(f"tput_{s}_{base}")
     classic = figures(f"tput_{s}_classic")
     for v, label in labels.items():
         if v not in ran:
@@ -379,7 +385,7 @@ for s in shapes:
         if not f or not f[0] == f[0]:
             print(f"{s:6s} {label:26s} failed"); continue
         up = f[0] / one[0] if one and one[0] else float("nan")
-        vs = f[0] / classic[0] if classic and classic[0] and v != "1gpu" else float("nan")
+        vs = f[0] / classic[0] if classic and classic[0] and not v.startswith("1gpu") else float("nan")
         print(f"{s:6s} {label:26s} {f[0]:10.0f} {f[1]:8.1f} {f[4]:8.1f} {f[5]:13.1f} {f[2] / 1e9:21.3f} {f[3] / 2**30:12.2f} {up:8.2f} {vs:10.2f}")
 PY
 echo "written under $OUT_DIR (multi_gpu.log, runs.tgz)"
