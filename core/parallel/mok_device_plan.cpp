@@ -20,12 +20,12 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
   const int k = r.k;
   const std::vector<int>& mine = placement_.experts_on(me);
   const int L = static_cast<int>(mine.size());
-  const std::vector<int64_t>& off = r.pairs.segments.host();  // (E + 1) expert-major rows of this rank's pairs
 
-  // 0. the decisions, from the slot shares (one small wait).
+  // 0. the decisions, from the slot shares (read in the same wait as the pair offsets).
   std::vector<int> owner(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) owner[e] = placement_.owner(e);
   const std::vector<uint8_t> my_decision = decide(r, owner, x.dtype(), d, f, keep);
+  const std::vector<int64_t>& off = r.pairs.segments.host();  // (E + 1) expert-major rows of this rank's pairs
   std::vector<int32_t> dest(static_cast<size_t>(E)), local(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) {
     const int64_t pairs = off[e + 1] - off[e];

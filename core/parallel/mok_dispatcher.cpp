@@ -87,12 +87,20 @@ void match_saved_inputs(SwiGluMlp& shadow, const ExpertBank& bank) {
 
 }  // namespace
 
-std::vector<double> shipped_row_shares(const RoutingDecision& r, const std::vector<int>& owner, int me) {
+namespace {
+
+// Ops::slot_share_counts of `r` launched on the rank's stream: (E·k) i32, not read yet.
+Tensor start_slot_share_counts(const RoutingDecision& r, const std::vector<int>& owner) {
   const ExecContext& cx = ExecContext::current();
-  const int E = static_cast<int>(owner.size()), k = r.k;
   const Tensor owner_dev = upload_i32(std::vector<int32_t>(owner.begin(), owner.end()));
-  Tensor counts = cx.empty({static_cast<int64_t>(E) * k}, DType::i32);
-  cx.ops().slot_share_counts(r.expert, owner_dev, k, counts);
+  Tensor counts = cx.empty({static_cast<int64_t>(owner.size()) * r.k}, DType::i32);
+  cx.ops().slot_share_counts(r.expert, owner_dev, r.k, counts);
+  return counts;
+}
+
+// The row shares from slot-share counts (read here: a wait for the device unless done).
+std::vector<double> row_shares(const Tensor& counts, int k, const std::vector<int>& owner, int me) {
+  const int E = static_cast<int>(owner.size());
   std::vector<int32_t> c(static_cast<size_t>(E) * k);
   counts.copy_to_host(c.data(), counts.bytes());
   std::vector<double> rows(static_cast<size_t>(E), 0.0);
@@ -101,6 +109,12 @@ std::vector<double> shipped_row_shares(const RoutingDecision& r, const std::vect
     for (int m = 1; m <= k; ++m) rows[e] += static_cast<double>(c[static_cast<size_t>(e) * k + m - 1]) / m;
   }
   return rows;
+}
+
+}  // namespace
+
+std::vector<double> shipped_row_shares(const RoutingDecision& r, const std::vector<int>& owner, int me) {
+  return row_shares(start_slot_share_counts(r, owner), r.k, owner, me);
 }
 
 MokDispatcher::MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options)
@@ -179,14 +193,25 @@ std::vector<uint8_t> MokDispatcher::decide(const RoutingDecision& r, const std::
   // An expert's pairs bound the rows it would ship (a row counts 1/m for m experts of one
   // rank), and a choice to shadow never turns into one to ship as rows grow: when no expert
   // would be shadowed even at its bound, none is, and the slot shares (a wait for the
-  // device) are not needed. Small batches (decoding) take this way.
+  // device) are not needed. Small batches (decoding) take this way. The batch's tokens bound
+  // every expert's pairs (one slot per expert and token) without a read.
+  my_shadowed_.clear();
+  const auto none = [](const std::vector<uint8_t>& v) {
+    return std::none_of(v.begin(), v.end(), [](uint8_t s) { return s != 0; });
+  };
+  const double tokens = static_cast<double>(r.expert.numel() / std::max(r.k, 1));
   std::vector<double> bound(static_cast<size_t>(E), 0.0);
   for (int e = 0; e < E; ++e)
-    if (owner[e] != me) bound[e] = static_cast<double>(r.pairs.segments.size(e));
+    if (owner[e] != me) bound[e] = tokens;
   std::vector<uint8_t> decision = model.decide(bound, owner, me, keep);
-  my_shadowed_.clear();
-  if (std::none_of(decision.begin(), decision.end(), [](uint8_t v) { return v != 0; })) return decision;
-  const std::vector<double> rows = shipped_row_shares(r, owner, me);
+  if (none(decision)) return decision;
+  // Launched before the pair offsets are read, so that one wait for the device brings both.
+  const Tensor counts = start_slot_share_counts(r, owner);
+  for (int e = 0; e < E; ++e)
+    if (owner[e] != me) bound[e] = static_cast<double>(r.pairs.segments.size(e));
+  decision = model.decide(bound, owner, me, keep);
+  if (none(decision)) return decision;
+  const std::vector<double> rows = row_shares(counts, r.k, owner, me);
   decision = model.decide(rows, owner, me, keep);
   for (int e = 0; e < E; ++e)
     if (decision[e]) {
