@@ -43,6 +43,8 @@ Tensor MoeLayer::forward(const Tensor& x, bool keep, MoeStats* stats, const Tens
     if (shared_) ops.add_(y, shared_->forward(x, keep, keep_input));
     if (residual) ops.add_(y, *residual);  // (routed + shared) + residual
   }
+  // Expert parallelism: the global load fractions, after the dispatch has waited for the counts.
+  router_.finish_forward(stats ? &losses : nullptr);
   if (stats) {
     stats->losses = std::move(losses);
     stats->load = ops.read_later(r.pairs.load);

@@ -45,6 +45,7 @@ void TopKRouter::set_locality_loss(std::vector<uint8_t> local, double coef) {
 }
 
 RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* losses, bool keep_input) {
+  pending_.reset();  // (one left by a forward that threw before its finish_forward)
   const ExecContext& cx = ExecContext::current();
   Ops& ops = cx.ops();
   const int64_t n = x.dim(0);
@@ -69,23 +70,42 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
   r.pairs = ops.sort_pairs(r.expert, E, r.capacity, /*all_routed=*/true);
   r.dropped = r.pairs.dropped;
   // Losses, from the fractions f_e = load_e / pairs
-  Tensor load = r.pairs.load.view(0, r.pairs.load.shape());
-  double pairs = static_cast<double>(n) * k;
   if (count_reducer_ && (keep || losses)) {
-    // Global fractions: Σ_ranks load_e / (Σ_ranks n · k). r.pairs.load stays this rank's (metrics).
-    // Only the losses and backward read them: a forward that needs neither (decoding) skips
-    // the wait for the counts and the ranks' exchange of them.
-    std::vector<int64_t> counts = r.pairs.host_load();
-    counts.push_back(n);
-    count_reducer_(counts.data(), static_cast<int64_t>(counts.size()));
-    pairs = static_cast<double>(counts[E]) * k;
-    load = cx.upload(counts.data(), {E}, DType::i64);
+    // Global fractions: Σ_ranks load_e / (Σ_ranks n · k), once finish_forward() has the
+    // counts (a forward that needs neither the losses nor backward, decoding, skips the
+    // ranks' exchange). The counts start for the host now; finish_forward() reads them after
+    // the dispatch, whose own waits for the device brought them, so this one waits for nothing.
+    pending_ = PendingCounts{ops.read_later(r.pairs.load), std::move(probs), std::move(lse), losses, keep, n};
+    return r;
   }
+  losses_and_saved(std::move(probs), std::move(lse), r.pairs.load.view(0, r.pairs.load.shape()),
+                   static_cast<double>(n) * k, losses, keep, n);
+  return r;
+}
+
+void TopKRouter::finish_forward(RouterLosses* losses) {
+  if (!pending_) return;
+  PendingCounts p = std::move(*pending_);
+  pending_.reset();
+  if (losses != p.losses)
+    throw std::logic_error("TopKRouter::finish_forward: not the losses the forward was given");
+  // r.pairs.load stays this rank's (metrics); the reducer sums every rank's, then the tokens.
+  std::vector<int64_t> counts = p.load->values<int64_t>();
+  counts.push_back(p.n);
+  count_reducer_(counts.data(), static_cast<int64_t>(counts.size()));
+  const double pairs = static_cast<double>(counts[experts_]) * k_;
+  Tensor load = ExecContext::current().upload(counts.data(), {experts_}, DType::i64);
+  losses_and_saved(std::move(p.probs), std::move(p.lse), std::move(load), pairs, losses, p.keep, p.n);
+}
+
+void TopKRouter::losses_and_saved(Tensor probs, Tensor lse, Tensor load, double pairs, RouterLosses* losses,
+                                  bool keep, int64_t n) {
+  Ops& ops = ExecContext::current().ops();
   if (losses && n > 0) {
-    Tensor sums = cx.empty({3}, DType::f64);
+    Tensor sums = ExecContext::current().empty({3}, DType::f64);
     ops.router_loss_sums(probs, lse, load, pairs, locality_loss_active() ? &loss_local_ : nullptr, sums);
     losses->sums = ops.read_later(sums);
-    losses->aux_coef_experts = aux_coef_ * E;
+    losses->aux_coef_experts = aux_coef_ * experts_;
     losses->z_coef = z_coef_;
     losses->locality_coef = locality_coef_;
     losses->locality = locality_loss_active();
@@ -98,7 +118,6 @@ RoutingDecision TopKRouter::forward(const Tensor& x, bool keep, RouterLosses* lo
     pairs_ = pairs;
     n_ = n;
   }
-  return r;
 }
 
 Tensor TopKRouter::backward(const Tensor& dgate, real loss_scale, const Tensor* residual,

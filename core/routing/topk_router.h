@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +51,13 @@ class TopKRouter {
              uint64_t seed, int layer, double aux_coef, double z_coef, double capacity_factor);
 
   // keep_input = false: Wr keeps no copy of x; backward then needs it (recomputed_x).
+  // With a count reducer (below), the losses and what backward keeps wait for
+  // finish_forward(losses), called with the same pointer once the routing has been used.
   RoutingDecision forward(const Tensor& x, bool keep, RouterLosses* losses, bool keep_input = true);
+  // The global fractions of a forward with a count reducer: the ranks' exchange of the counts,
+  // then the losses (into `losses`) and what backward needs. Nothing to do otherwise. Every
+  // rank calls it at the same point (after the dispatch): the reducer is a collective.
+  void finish_forward(RouterLosses* losses);
   // dgate (n·k, `real`, on the layer's device): gradient of the objective w.r.t. the gates
   // (0 for dropped pairs), already scaled. loss_scale multiplies the aux and z gradients.
   // Returns dx (n, d); with residual (n, d), residual + dx, the add fused into the projection's
@@ -95,6 +103,18 @@ class TopKRouter {
   double pairs_ = 0.0;
   CountReducer count_reducer_;
   int64_t n_ = 0;
+  // A forward's state until finish_forward (only with a count reducer).
+  struct PendingCounts {
+    std::shared_ptr<HostReading> load;  // (E) i64: this rank's pairs per expert
+    Tensor probs, lse;
+    RouterLosses* losses = nullptr;
+    bool keep = false;
+    int64_t n = 0;
+  };
+  std::optional<PendingCounts> pending_;
+  // The losses from the fractions load_e / pairs, and what backward keeps.
+  void losses_and_saved(Tensor probs, Tensor lse, Tensor load, double pairs, RouterLosses* losses, bool keep,
+                        int64_t n);
   LocalityPolicy locality_;  // MoK: empty = plain top-k
   std::vector<uint8_t> loss_local_;  // (E) mask of the locality loss; empty = no loss
   double locality_coef_ = 0.0;
