@@ -682,31 +682,18 @@ mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity
   const auto timed = profile("sort_pairs");
   const int64_t pairs = expert.numel();
   const int E = experts;
+  SortedPairs sorted = launch_sort_pairs(expert, E, capacity);
   mok::PairOrder out;
-  Tensor order = Tensor::empty({pairs}, DType::i32, *allocator_);
-  out.row_of_pair = Tensor::empty({pairs}, DType::i32, *allocator_);
-  // load, kept (E each); offsets (E + 1): written by the sort (zeros when there are no pairs)
-  const auto make = [&](int64_t n) {
-    return pairs > 0 ? Tensor::empty({n}, DType::i64, *allocator_) : Tensor::zeros({n}, DType::i64, *allocator_);
-  };
-  Tensor counts = make(2 * static_cast<int64_t>(E));
-  Tensor offsets = make(static_cast<int64_t>(E) + 1);
-  if (pairs > 0) {
-    const size_t bytes = moe_sort_pairs_workspace_bytes(pairs, E);
-    Tensor ws = scratch(bytes);
-    moe_sort_pairs(expert.ptr<int32_t>(), pairs, E, capacity, order.ptr<int32_t>(), out.row_of_pair.ptr<int32_t>(),
-                   counts.ptr<int64_t>(), counts.ptr<int64_t>() + E, ws.raw(), bytes, stream_,
-                   offsets.ptr<int64_t>());
-  }
-  out.load = counts.view(0, {E});
+  out.row_of_pair = std::move(sorted.row_of_pair);
+  out.load = sorted.counts.view(0, {E});
   if (all_routed && capacity == 0 && segments_on_device_) {
     // Every pair is a row: the host needs no count (row_segments.h).
-    out.segments = mok::RowSegments(std::move(offsets), pairs);
-    out.order = std::move(order);
+    out.segments = mok::RowSegments(std::move(sorted.offsets), pairs);
+    out.order = std::move(sorted.order);
     return out;
   }
   std::vector<int64_t> host(2 * static_cast<size_t>(E), 0);
-  counts.copy_to_host(host.data(), counts.bytes());  // the per-expert counts: the one wait of the layer
+  sorted.counts.copy_to_host(host.data(), sorted.counts.bytes());  // the per-expert counts: the one wait of the layer
   std::vector<int64_t> off(E + 1, 0);
   int64_t routed = 0;
   for (int e = 0; e < E; ++e) {
@@ -716,8 +703,49 @@ mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity
   const int64_t kept = off[E];
   out.dropped = routed - kept;
   out.segments = mok::RowSegments(std::move(off));
-  out.order = order.view(0, {kept});
+  out.order = sorted.order.view(0, {kept});
   if (out.dropped > 0) mark_dropped_pairs(expert.ptr<int32_t>(), out.row_of_pair.ptr<int32_t>(), pairs, stream_);
+  return out;
+}
+
+mok::PairOrder CudaOps::sort_pairs_counted(Tensor& expert, int experts, const std::vector<int64_t>& counts) {
+  const auto timed = profile("sort_pairs_counted");
+  if (static_cast<int>(counts.size()) != experts)
+    throw std::invalid_argument("sort_pairs_counted: " + std::to_string(counts.size()) + " counts for " +
+                                std::to_string(experts) + " experts");
+  SortedPairs sorted = launch_sort_pairs(expert, experts, 0);
+  std::vector<int64_t> off(static_cast<size_t>(experts) + 1, 0);
+  for (int e = 0; e < experts; ++e) off[e + 1] = off[e] + counts[static_cast<size_t>(e)];
+  if (off[experts] > expert.numel())
+    throw std::logic_error("sort_pairs_counted: " + std::to_string(off[experts]) + " rows counted for " +
+                           std::to_string(expert.numel()) + " pairs");
+  mok::PairOrder out;
+  out.row_of_pair = std::move(sorted.row_of_pair);
+  out.load = sorted.counts.view(0, {experts});
+  out.order = sorted.order.view(0, {off[experts]});
+  out.segments = mok::RowSegments(std::move(off));
+  return out;
+}
+
+CudaOps::SortedPairs CudaOps::launch_sort_pairs(Tensor& expert, int experts, int64_t capacity) {
+  const int64_t pairs = expert.numel();
+  const int E = experts;
+  SortedPairs out;
+  out.order = Tensor::empty({pairs}, DType::i32, *allocator_);
+  out.row_of_pair = Tensor::empty({pairs}, DType::i32, *allocator_);
+  // load, kept (E each); offsets (E + 1): written by the sort (zeros when there are no pairs)
+  const auto make = [&](int64_t n) {
+    return pairs > 0 ? Tensor::empty({n}, DType::i64, *allocator_) : Tensor::zeros({n}, DType::i64, *allocator_);
+  };
+  out.counts = make(2 * static_cast<int64_t>(E));
+  out.offsets = make(static_cast<int64_t>(E) + 1);
+  if (pairs > 0) {
+    const size_t bytes = moe_sort_pairs_workspace_bytes(pairs, E);
+    Tensor ws = scratch(bytes);
+    moe_sort_pairs(expert.ptr<int32_t>(), pairs, E, capacity, out.order.ptr<int32_t>(), out.row_of_pair.ptr<int32_t>(),
+                   out.counts.ptr<int64_t>(), out.counts.ptr<int64_t>() + E, ws.raw(), bytes, stream_,
+                   out.offsets.ptr<int64_t>());
+  }
   return out;
 }
 

@@ -115,6 +115,7 @@ class CudaOps final : public mok::Ops {
   void router_softmax_topk(const mok::Tensor& logits, int k, const mok::LocalityPolicy* locality, mok::Tensor& probs,
                            mok::Tensor& lse, mok::Tensor& expert, mok::Tensor& gate) override;
   mok::PairOrder sort_pairs(mok::Tensor& expert, int experts, int64_t capacity, bool all_routed) override;
+  mok::PairOrder sort_pairs_counted(mok::Tensor& expert, int experts, const std::vector<int64_t>& counts) override;
   void router_loss_sums(const mok::Tensor& probs, const mok::Tensor& lse, const mok::Tensor& load, double pairs,
                         const std::vector<uint8_t>* local, mok::Tensor& sums) override;
   void router_backward(const mok::Tensor& probs, const mok::Tensor& lse, const mok::Tensor& choice,
@@ -162,6 +163,12 @@ class CudaOps final : public mok::Ops {
   // positions, which each replay refills (core/backend/step_graph.h, declared inputs).
   mok::Tensor upload_positions(const std::vector<int>& pos0);
   mok::Tensor upload_remote_mask(const std::vector<uint8_t>* local, int experts);
+  // The pair sort's kernels on the stream, nothing read: order, row_of_pair (pairs) i32,
+  // counts (2E) i64 = routed then kept per expert, offsets (E + 1) i64 of the kept rows.
+  struct SortedPairs {
+    mok::Tensor order, row_of_pair, counts, offsets;
+  };
+  SortedPairs launch_sort_pairs(mok::Tensor& expert, int experts, int64_t capacity);
   struct DeviceRope;
   const DeviceRope& rope_table(const mok::RopeTable& table);
   // rms_norm_backward(_add): dx (+= r when given) through one kernel.

@@ -231,6 +231,11 @@ class Ops {
   // every pair is routed (`all_routed`: no −1 given, as a router's top-k) and there is no
   // capacity: then every pair is a row, and a GPU leaves the offsets and the load on the device.
   virtual PairOrder sort_pairs(Tensor& expert, int experts, int64_t capacity, bool all_routed = false) = 0;
+  // The same without capacity, the kept rows per expert already known to the caller
+  // (`counts` (E), e.g. from a peer's message; −1 pairs are not routed): the offsets come from
+  // them, so nothing waits for the device. Here: sort_pairs, then a check that the counts
+  // hold (logic_error if not), so every plan that runs on the CPU checks them.
+  virtual PairOrder sort_pairs_counted(Tensor& expert, int experts, const std::vector<int64_t>& counts);
   // Routed fraction per expert f_e = load_e / pairs (0 when pairs = 0), in double, then the
   // statistics' type: load (E) i64 on this device (global counts in data-parallel runs).
   // local (E): 1 where the expert lives on this rank, for the locality loss (null: none).

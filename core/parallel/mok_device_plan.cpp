@@ -108,8 +108,9 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
   plane_.finish(rows_in_flight);
 
   // 6. the local experts on the received rows: entries sorted by expert (receive order within
-  // an expert), one grouped product, then each row's gated sum over its entries, back.
-  recv_order_ = ops.sort_pairs(recv_entry, L, 0);
+  // an expert; the counts per expert came with the heads), one grouped product, then each
+  // row's gated sum over its entries, back.
+  recv_order_ = ops.sort_pairs_counted(recv_entry, L, recv_entries_);  // counts from the heads: no wait
   std::vector<int64_t> local_rows(static_cast<size_t>(L));
   for (int l = 0; l < L; ++l) {
     local_rows[l] = recv_order_.segments.size(l);

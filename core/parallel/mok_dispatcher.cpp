@@ -243,13 +243,16 @@ int64_t MokDispatcher::exchange_heads(const std::vector<int64_t>& pairs_offsets,
   comm_.all_to_all_v(head_send.data(), head_len, head_recv.data(), head_len, CommPurpose::control);
   shadow_all_.assign(static_cast<size_t>(R) * E, 0);
   recv_rows_.assign(R, 0);
+  recv_entries_.assign(placement_.experts_on(me).size(), 0);
   classic_in_pairs_ = 0;
   int64_t global_rows = 0;
   for (int s = 0; s < R; ++s) {
     for (int e = 0; e < E; ++e) {
       const int64_t v = head_recv[static_cast<size_t>(s * W + e)];
       shadow_all_[static_cast<size_t>(s) * E + e] = static_cast<uint8_t>(v & 1);
-      if (s != me && placement_.owner(e) == me) classic_in_pairs_ += v >> 1;
+      if (placement_.owner(e) != me) continue;
+      if (s != me) classic_in_pairs_ += v >> 1;
+      if (!(v & 1)) recv_entries_[static_cast<size_t>(placement_.local_index(e))] += v >> 1;
     }
     recv_rows_[s] = head_recv[static_cast<size_t>(s * W + E)];
     global_rows += head_recv[static_cast<size_t>(s * W + E + 1)];

@@ -136,7 +136,7 @@ class MokDispatcher final : public ExpertDispatcher {
   // Steps shared by both plan places. decide: this rank's ship/shadow choice per expert from
   // the row shares of its remote experts (shipped_row_shares, read only when some expert
   // could be shadowed; fills my_shadowed_ and the log's decisions).
-  // exchange_heads: step 2 (shadow_all_, recv_rows_, classic_in_pairs_; returns the rows all
+  // exchange_heads: step 2 (shadow_all_, recv_rows_, classic_in_pairs_, recv_entries_; returns the rows all
   // ranks send). fetch_shadow_weights: step 3. return_shadow_gradients: backward's weight
   // gradients of the shadow copies to their owners, added there in source-rank order.
   std::vector<uint8_t> decide(const RoutingDecision& routing, const std::vector<int>& owner, DType row_dtype,
@@ -199,6 +199,9 @@ class MokDispatcher final : public ExpertDispatcher {
   int k_ = 0;
   int64_t row_bytes_ = 0;             // bytes of one row of x (d values of the compute type)
   int64_t classic_in_pairs_ = 0;      // pairs other ranks route to experts here
+  // (L) entries coming here for each local expert: every rank's pairs on it (this rank's
+  // own too) but those of ranks that shadow it — the received entries' sort needs no count read.
+  std::vector<int64_t> recv_entries_;
   std::vector<uint8_t> shadow_all_;     // (R × E) rank s shadows expert e this step
   std::vector<int> my_shadowed_;        // experts shadowed here, ascending
   std::vector<std::vector<int64_t>> shadow_pairs_;  // [i] → pairs t·k+s of my_shadowed_[i]

@@ -1,0 +1,22 @@
+// Ops' default methods that need more than a line (core/backend/ops.h).
+#include "core/backend/ops.h"
+
+#include <stdexcept>
+#include <string>
+
+MOK_NN_BEGIN
+
+PairOrder Ops::sort_pairs_counted(Tensor& expert, int experts, const std::vector<int64_t>& counts) {
+  if (static_cast<int>(counts.size()) != experts)
+    throw std::invalid_argument("sort_pairs_counted: " + std::to_string(counts.size()) + " counts for " +
+                                std::to_string(experts) + " experts");
+  PairOrder out = sort_pairs(expert, experts, 0);
+  for (int e = 0; e < experts; ++e)
+    if (out.segments.size(e) != counts[static_cast<size_t>(e)])
+      throw std::logic_error("sort_pairs_counted: expert " + std::to_string(e) + " has " +
+                             std::to_string(out.segments.size(e)) + " pairs, the caller counted " +
+                             std::to_string(counts[static_cast<size_t>(e)]));
+  return out;
+}
+
+MOK_NN_END
