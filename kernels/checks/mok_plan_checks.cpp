@@ -2,7 +2,8 @@
 // say what they compute (CpuOps does the same), on fresh random routings with dropped slots:
 // slot-share counts, the rows to ship (counts, tokens, head pairs, entries, gates, pairs),
 // the fixed layout's rows (every_row) and its receiver's pad ops (replace_negative,
-// unroute_group), scatter_positions and rows_to_pairs with skipped (−1) positions. All integer or copied
+// unroute_group), scatter_positions, rows_to_pairs with skipped (−1) positions and the received
+// entries' sort with counts from the host (sort_pairs_counted). All integer or copied
 // values: the GPU must match exactly.
 #include <algorithm>
 #include <cstring>
@@ -174,6 +175,28 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, int64_t n, int k, int
   ops.rows_to_pairs(ship.gate, ship.pair, d_per_pair);
   out.push_back({"mok_plan.rows_to_pairs_skipping_pads" + tag, differing_fraction(download<float>(d_per_pair), per_pair_ref),
                  0.0});
+
+  // sort_pairs_counted on the slots (−1: not routed), the counts given by the host: a stable
+  // sort by expert, the offsets from the counts.
+  std::vector<int64_t> per_expert(static_cast<size_t>(E), 0);
+  for (int32_t e : ex)
+    if (e >= 0) per_expert[e]++;
+  std::vector<int32_t> order_ref, row_of_ref(ex.size(), -1);
+  for (int e = 0; e < E; ++e)
+    for (size_t p = 0; p < ex.size(); ++p)
+      if (ex[p] == e) {
+        row_of_ref[p] = static_cast<int32_t>(order_ref.size());
+        order_ref.push_back(static_cast<int32_t>(p));
+      }
+  mok::Tensor d_slots = upload(ops, ex, mok::DType::i32, {n * k});
+  const mok::PairOrder counted = ops.sort_pairs_counted(d_slots, E, per_expert);
+  std::vector<int64_t> off_ref(1, 0);
+  for (int64_t c : per_expert) off_ref.push_back(off_ref.back() + c);
+  out.push_back({"mok_plan.sort_pairs_counted.order" + tag, differing_fraction(download<int32_t>(counted.order), order_ref),
+                 0.0});
+  out.push_back({"mok_plan.sort_pairs_counted.row_of_pair" + tag,
+                 differing_fraction(download<int32_t>(counted.row_of_pair), row_of_ref), 0.0});
+  out.push_back({"mok_plan.sort_pairs_counted.offsets" + tag, differing_fraction(counted.segments.host(), off_ref), 0.0});
 }
 
 }  // namespace
