@@ -70,8 +70,8 @@ class TopKRouter {
   // loss must use the global fractions f_e for the objective (and its gradient) to be the
   // same for any rank count. The reducer sums E + 1 counts over ranks in place — the pairs
   // routed to each expert, then the token count — in a fixed order (a Communicator's
-  // all_reduce_sum). Every rank's forward that keeps for backward or asks for losses then calls
-  // it, together (others need no global fractions). Null (the default): this
+  // all_reduce_sum). Every rank's finish_forward after a forward that keeps for backward or
+  // asks for losses calls it, together (others need no global fractions). Null (the default): this
   // rank's counts, and R = 1 stays bitwise as before.
   using CountReducer = std::function<void(int64_t* counts, int64_t n)>;
   void set_count_reducer(CountReducer reducer) { count_reducer_ = std::move(reducer); }
