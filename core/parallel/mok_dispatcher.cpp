@@ -98,7 +98,10 @@ Tensor start_slot_share_counts(const RoutingDecision& r, const std::vector<int>&
   return counts;
 }
 
-// The row shares from slot-share counts (read here: a wait for the device unless done).
+// Rows this rank would ship per remote expert: a token shipped to a rank once for its m
+// experts there costs each of them 1/m of a row (0 for experts of rank `me`). From the
+// slot-share counts of the rank's ops, so the host and the device plan decide alike (read
+// here: a wait for the device unless it is done).
 std::vector<double> row_shares(const Tensor& counts, int k, const std::vector<int>& owner, int me) {
   const int E = static_cast<int>(owner.size());
   std::vector<int32_t> c(static_cast<size_t>(E) * k);
@@ -112,10 +115,6 @@ std::vector<double> row_shares(const Tensor& counts, int k, const std::vector<in
 }
 
 }  // namespace
-
-std::vector<double> shipped_row_shares(const RoutingDecision& r, const std::vector<int>& owner, int me) {
-  return row_shares(start_slot_share_counts(r, owner), r.k, owner, me);
-}
 
 MokDispatcher::MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options)
     : own_plane_(std::make_unique<HostDataPlane>(comm)), plane_(*own_plane_), comm_(comm),

@@ -134,11 +134,12 @@ class MokDispatcher final : public ExpertDispatcher {
  private:
   void check_setup() const;
   // Steps shared by both plan places. decide: this rank's ship/shadow choice per expert from
-  // the row shares of its remote experts (shipped_row_shares, read only when some expert
-  // could be shadowed; fills my_shadowed_ and the log's decisions).
-  // exchange_heads: step 2 (shadow_all_, recv_rows_, classic_in_pairs_, recv_entries_; returns the rows all
-  // ranks send). fetch_shadow_weights: step 3. return_shadow_gradients: backward's weight
-  // gradients of the shadow copies to their owners, added there in source-rank order.
+  // the rows it would ship to each remote expert (row shares from Ops::slot_share_counts,
+  // read only when some expert could be shadowed; fills my_shadowed_ and the log's
+  // decisions). exchange_heads: step 2 (shadow_all_, recv_rows_, classic_in_pairs_,
+  // recv_entries_; returns the rows all ranks send). fetch_shadow_weights: step 3.
+  // return_shadow_gradients: backward's weight gradients of the shadow copies to their
+  // owners, added there in source-rank order.
   std::vector<uint8_t> decide(const RoutingDecision& routing, const std::vector<int>& owner, DType row_dtype,
                               int64_t d, int64_t f, bool keep);
   // pairs_offsets: (E + 1) the router's expert-major offsets of this rank's kept pairs.
@@ -237,11 +238,5 @@ class MokDispatcher final : public ExpertDispatcher {
 
   ExpertDestinations fixed_tables_;  // the fixed layout's ship_rows tables (made once)
 };
-
-// Rows this rank would ship per remote expert: a token shipped to a rank once for its m
-// experts there costs each of them 1/m of a row (0 for experts of rank `me`). From the
-// slot-share counts of the rank's ops (Ops::slot_share_counts), so the host and the device
-// plan decide alike.
-std::vector<double> shipped_row_shares(const RoutingDecision& routing, const std::vector<int>& owner, int me);
 
 MOK_NN_END
