@@ -840,6 +840,13 @@ void CudaOps::slot_share_counts(const Tensor& expert, const Tensor& owner, int k
                           static_cast<int>(owner.numel()), counts.ptr<int32_t>(), stream_);
 }
 
+void CudaOps::shadow_decisions(const Tensor& counts, const Tensor& owner, int self, int k, const mok::ShadowRule& rule,
+                               Tensor& rows, Tensor& dest) {
+  const auto timed = profile("shadow_decisions");
+  cuda::shadow_decisions(counts.ptr<int32_t>(), owner.ptr<int32_t>(), static_cast<int>(owner.numel()), k, self, rule,
+                         rows.ptr<double>(), dest.ptr<int32_t>(), stream_);
+}
+
 mok::ShipRows CudaOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest,
                                  const Tensor& local_index, int k, int ranks, bool every_row) {
   const auto timed = profile("ship_rows");

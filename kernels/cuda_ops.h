@@ -133,6 +133,8 @@ class CudaOps final : public mok::Ops {
   void rows_to_pairs(const mok::Tensor& per_row, const mok::Tensor& order, mok::Tensor& per_pair) override;
   void scatter_positions(const mok::Tensor& index, int32_t base, mok::Tensor& out) override;
   void slot_share_counts(const mok::Tensor& expert, const mok::Tensor& owner, int k, mok::Tensor& counts) override;
+  void shadow_decisions(const mok::Tensor& counts, const mok::Tensor& owner, int self, int k,
+                        const mok::ShadowRule& rule, mok::Tensor& rows, mok::Tensor& dest) override;
   mok::ShipRows ship_rows(const mok::Tensor& expert, const mok::Tensor& gate, const mok::Tensor& dest,
                           const mok::Tensor& local_index, int k, int ranks, bool every_row) override;
   void replace_negative(mok::Tensor& entry, int32_t pad) override;

@@ -109,6 +109,17 @@ ShipWorkspace ship_workspace(void* base, int64_t n, int R) {
           scan_bytes, 2 * part + align256(scan_bytes)};
 }
 
+__global__ void shadow_decisions_kernel(const int32_t* counts, const int32_t* owner, int E, int k, int self,
+                                        const ShadowRule rule, double* rows, int32_t* dest) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= E) return;
+  double u = 0.0;
+  if (owner[e] != self)
+    for (int m = 1; m <= k; ++m) u = __dadd_rn(u, __ddiv_rn(static_cast<double>(counts[int64_t(e) * k + m - 1]), m));
+  rows[e] = u;
+  dest[e] = owner[e] != self && shadow_wins(rule, u) ? -1 : owner[e];
+}
+
 __global__ void scatter_positions_kernel(const int32_t* index, int64_t m, int32_t base, int32_t* out) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < m && index[i] >= 0) out[index[i]] = base + static_cast<int32_t>(i);
@@ -121,6 +132,13 @@ void slot_share_counts(const int32_t* expert, const int32_t* owner, int64_t n, i
   MOK_CUDA_CHECK(cudaMemsetAsync(counts, 0, size_t(E) * k * sizeof(int32_t), stream));
   if (n <= 0) return;
   slot_share_counts_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(expert, owner, n, k, counts);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void shadow_decisions(const int32_t* counts, const int32_t* owner, int E, int k, int self, const ShadowRule& rule,
+                      double* rows, int32_t* dest, cudaStream_t stream) {
+  if (E <= 0) return;
+  shadow_decisions_kernel<<<blocks_for(E, kThreads), kThreads, 0, stream>>>(counts, owner, E, k, self, rule, rows, dest);
   MOK_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,12 +9,20 @@
 
 #include <cstdint>
 
+#include "core/parallel/shadow_rule.h"
+
 namespace mok::cuda {
 
 // counts (E·k), zeroed here: counts[e·k + m − 1] += 1 for each slot of a token on expert e
 // whose token has m slots on experts of e's owner.
 void slot_share_counts(const int32_t* expert, const int32_t* owner, int64_t n, int k, int E, int32_t* counts,
                        cudaStream_t stream);
+
+// The rank's choices from the slot-share counts (E·k): rows (E) f64 = Σ_m counts[e·k+m−1]/m,
+// m ascending (0 for the rank's own experts); dest (E) = −1 where `rule` shadows e, else
+// owner[e]. One thread an expert, the host's arithmetic in the host's order.
+void shadow_decisions(const int32_t* counts, const int32_t* owner, int E, int k, int self, const ShadowRule& rule,
+                      double* rows, int32_t* dest, cudaStream_t stream);
 
 // Rows to ship per destination rank q < R: tokens with a slot whose expert e has dest[e] = q,
 // placed destination-major, tokens ascending. Two passes over one workspace:

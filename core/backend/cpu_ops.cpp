@@ -440,6 +440,21 @@ void CpuOps::slot_share_counts(const Tensor& expert, const Tensor& owner, int k,
   }
 }
 
+void CpuOps::shadow_decisions(const Tensor& counts, const Tensor& owner, int self, int k, const ShadowRule& rule,
+                              Tensor& rows, Tensor& dest) {
+  const int32_t* c = counts.data_as<int32_t>();
+  const int32_t* own = owner.data_as<int32_t>();
+  double* r = rows.data_as<double>();
+  int32_t* to = dest.data_as<int32_t>();
+  for (int64_t e = 0; e < owner.numel(); ++e) {
+    double u = 0.0;
+    if (own[e] != self)
+      for (int m = 1; m <= k; ++m) u += static_cast<double>(c[e * k + m - 1]) / m;
+    r[e] = u;
+    to[e] = own[e] != self && shadow_wins(rule, u) ? -1 : own[e];
+  }
+}
+
 ShipRows CpuOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index,
                            int k, int ranks, bool every_row) {
   const int32_t* ex = expert.data_as<int32_t>();

@@ -60,6 +60,8 @@ class CpuOps final : public Ops {
   void rows_to_pairs(const Tensor& per_row, const Tensor& order, Tensor& per_pair) override;
   void scatter_positions(const Tensor& index, int32_t base, Tensor& out) override;
   void slot_share_counts(const Tensor& expert, const Tensor& owner, int k, Tensor& counts) override;
+  void shadow_decisions(const Tensor& counts, const Tensor& owner, int self, int k, const ShadowRule& rule,
+                        Tensor& rows, Tensor& dest) override;
   ShipRows ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index, int k,
                      int ranks, bool every_row) override;
   void replace_negative(Tensor& entry, int32_t pad) override;

@@ -26,6 +26,7 @@
 #include "core/backend/row_quantize.h"
 #include "core/backend/row_segments.h"
 #include "core/backend/step_graph.h"
+#include "core/parallel/shadow_rule.h"
 #include "core/tensor/tensor.h"
 
 MOK_NN_BEGIN
@@ -281,6 +282,11 @@ class Ops {
   // counts (E·k) i32: counts[e·k + m − 1] = tokens with a slot on e and m slots in all on
   // experts of e's rank (a row shipped once for m experts costs each of them 1/m).
   virtual void slot_share_counts(const Tensor& expert, const Tensor& owner, int k, Tensor& counts) = 0;
+  // The rank's choices from those counts (E·k i32): rows (E) f64 = Σ_m counts[e·k + m − 1] / m
+  // (m ascending; 0 for experts of rank `self`), and dest (E) i32 = −1 where `rule` shadows the
+  // expert (never for `self`'s own), else owner[e] — what ship_rows takes.
+  virtual void shadow_decisions(const Tensor& counts, const Tensor& owner, int self, int k, const ShadowRule& rule,
+                                Tensor& rows, Tensor& dest) = 0;
   // The rows to ship (ShipRows): slot (t, s) with expert e is shipped to dest[e] (E, i32; −1:
   // not shipped), its entry is local_index[e] (E, i32). gate (n·k) the routing gates. Waits
   // for the row counts (they size the outputs and the peers' receive buffers) — unless

@@ -55,19 +55,29 @@ double MokCostModel::crossover_rows(bool training) const {
   return estimate(0.0, training).shadow_seconds / (passes * 2.0 * d_ * Br / bw);
 }
 
+static_assert(static_cast<int>(ShadowMode::automatic) == 0 && static_cast<int>(ShadowMode::never) == 1 &&
+                  static_cast<int>(ShadowMode::always) == 2,
+              "ShadowRule::mode numbers the modes so");
+
+ShadowRule MokCostModel::rule(bool training) const {
+  ShadowRule r;
+  r.mode = static_cast<int>(params_.mode);
+  r.shadow_seconds = estimate(0.0, training).shadow_seconds;
+  r.ship_passes = (training ? 2 : 1) * 2.0;  // as estimate's passes · 2.0
+  r.d = static_cast<double>(d_);
+  r.row_bytes = params_.row_value_bytes > 0.0 ? params_.row_value_bytes : static_cast<double>(sizeof(real));
+  r.bytes_per_second = params_.link_gbps * 1e9;
+  return r;
+}
+
 std::vector<uint8_t> MokCostModel::decide(const std::vector<double>& rows,
                                           const std::vector<int>& owner, int self,
                                           bool training) const {
   if (rows.size() != owner.size()) throw std::invalid_argument("MokCostModel::decide: size mismatch");
+  const ShadowRule r = rule(training);
   std::vector<uint8_t> shadow(rows.size(), 0);
-  for (size_t e = 0; e < rows.size(); ++e) {
-    if (owner[e] == self || rows[e] <= 0.0) continue;
-    switch (params_.mode) {
-      case ShadowMode::never: break;
-      case ShadowMode::always: shadow[e] = 1; break;
-      case ShadowMode::automatic: shadow[e] = estimate(rows[e], training).shadow ? 1 : 0; break;
-    }
-  }
+  for (size_t e = 0; e < rows.size(); ++e)
+    if (owner[e] != self && shadow_wins(r, rows[e])) shadow[e] = 1;
   return shadow;
 }
 

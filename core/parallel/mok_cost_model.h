@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel/shadow_rule.h"
 #include "core/real.h"
 
 MOK_NN_BEGIN
@@ -69,6 +70,8 @@ class MokCostModel {
   // above. Experts owned by `self` and experts with no rows are never shadowed.
   std::vector<uint8_t> decide(const std::vector<double>& rows, const std::vector<int>& owner,
                               int self, bool training) const;
+  // The decision as data (ShadowRule), for a device to make it as decide() does.
+  ShadowRule rule(bool training) const;
   // Rows above which shadowing wins (training or not), for reports and tests.
   double crossover_rows(bool training) const;
 

@@ -21,12 +21,19 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
   const std::vector<int>& mine = placement_.experts_on(me);
   const int L = static_cast<int>(mine.size());
 
-  // 0. the decisions, from the slot shares (read in the same wait as the pair offsets).
+  // 0. the decisions, from the slot shares, made on the device; 1. the rows to ship, one per
+  // (destination, token), entries in slot order. ship_rows waits for its row counts, and that
+  // one wait brings the decisions and the pair offsets too.
   std::vector<int> owner(static_cast<size_t>(E));
-  for (int e = 0; e < E; ++e) owner[e] = placement_.owner(e);
-  const std::vector<uint8_t> my_decision = decide(r, owner, x.dtype(), d, f, keep);
+  std::vector<int32_t> local(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e) {
+    owner[e] = placement_.owner(e);
+    local[e] = placement_.local_index(e);
+  }
+  const PendingDecisions decisions = start_decisions(r, owner, x.dtype(), d, f, keep);
+  ship_ = ops.ship_rows(r.expert, r.gate, decisions.dest, upload_i32(local), k, R);
+  const std::vector<uint8_t> my_decision = finish_decisions(decisions, owner);
   const std::vector<int64_t>& off = r.pairs.segments.host();  // (E + 1) expert-major rows of this rank's pairs
-  std::vector<int32_t> dest(static_cast<size_t>(E)), local(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) {
     const int64_t pairs = off[e + 1] - off[e];
     log_.pairs += pairs;
@@ -37,13 +44,7 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
     } else {
       log_.shipped_pairs += pairs;
     }
-    dest[e] = my_decision[e] ? -1 : owner[e];
-    local[e] = placement_.local_index(e);
   }
-
-  // 1. the rows to ship, one per (destination, token), entries in slot order (a wait for
-  // the row counts).
-  ship_ = ops.ship_rows(r.expert, r.gate, upload_i32(dest), upload_i32(local), k, R);
   send_rows_ = ship_.rows;
   int64_t sent_total = 0;
   for (int q = 0; q < R; ++q) {

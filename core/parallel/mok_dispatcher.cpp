@@ -182,42 +182,93 @@ SwiGluMlp& MokDispatcher::shadow_copy(int expert, int64_t d, int64_t f) {
   return *slot;
 }
 
-std::vector<uint8_t> MokDispatcher::decide(const RoutingDecision& r, const std::vector<int>& owner, DType row_dtype,
-                                           int64_t d, int64_t f, bool keep) {
-  const int E = static_cast<int>(owner.size()), me = comm_.rank();
+MokCostModel MokDispatcher::cost_model(DType row_dtype, int64_t d, int64_t f) const {
   MokCostParams cost = options_.cost;
   cost.row_value_bytes = static_cast<double>(dtype_size(row_dtype));  // bf16 rows cost half
   cost.weight_value_bytes = static_cast<double>(dtype_size(ExecContext::current().compute_dtype()));  // and bf16 weights
-  const MokCostModel model(cost, d, f);
-  // An expert's pairs bound the rows it would ship (a row counts 1/m for m experts of one
-  // rank), and a choice to shadow never turns into one to ship as rows grow: when no expert
-  // would be shadowed even at its bound, none is, and the slot shares (a wait for the
-  // device) are not needed. Small batches (decoding) take this way. The batch's tokens bound
-  // every expert's pairs (one slot per expert and token) without a read.
-  my_shadowed_.clear();
-  const auto none = [](const std::vector<uint8_t>& v) {
-    return std::none_of(v.begin(), v.end(), [](uint8_t s) { return s != 0; });
-  };
+  return MokCostModel(cost, d, f);
+}
+
+namespace {
+
+// Whether any expert could be shadowed at all: the batch's tokens bound every expert's pairs
+// (one slot per expert and token), and a choice to shadow never turns into one to ship as
+// rows grow — so when none is shadowed at that bound, none is (decoding takes this way).
+bool any_shadow_possible(const MokCostModel& model, const RoutingDecision& r, const std::vector<int>& owner, int me,
+                         bool keep) {
   const double tokens = static_cast<double>(r.expert.numel() / std::max(r.k, 1));
-  std::vector<double> bound(static_cast<size_t>(E), 0.0);
-  for (int e = 0; e < E; ++e)
+  std::vector<double> bound(owner.size(), 0.0);
+  for (size_t e = 0; e < owner.size(); ++e)
     if (owner[e] != me) bound[e] = tokens;
-  std::vector<uint8_t> decision = model.decide(bound, owner, me, keep);
-  if (none(decision)) return decision;
+  const std::vector<uint8_t> d = model.decide(bound, owner, me, keep);
+  return std::any_of(d.begin(), d.end(), [](uint8_t s) { return s != 0; });
+}
+
+}  // namespace
+
+void MokDispatcher::record_decisions(const std::vector<uint8_t>& decision, const std::vector<double>& rows) {
+  for (size_t e = 0; e < decision.size(); ++e)
+    if (decision[e]) {
+      my_shadowed_.push_back(static_cast<int>(e));
+      log_.shadowed.push_back(static_cast<int>(e));
+      log_.shadowed_rows.push_back(rows[e]);
+    }
+}
+
+std::vector<uint8_t> MokDispatcher::decide(const RoutingDecision& r, const std::vector<int>& owner, DType row_dtype,
+                                           int64_t d, int64_t f, bool keep) {
+  const int E = static_cast<int>(owner.size()), me = comm_.rank();
+  const MokCostModel model = cost_model(row_dtype, d, f);
+  // An expert's pairs bound the rows it would ship (a row counts 1/m for m experts of one
+  // rank): when no expert would be shadowed even at its bound, none is, and the slot shares
+  // (a wait for the device) are not needed.
+  my_shadowed_.clear();
+  std::vector<uint8_t> decision(static_cast<size_t>(E), 0);
+  if (!any_shadow_possible(model, r, owner, me, keep)) return decision;
   // Launched before the pair offsets are read, so that one wait for the device brings both.
   const Tensor counts = start_slot_share_counts(r, owner);
+  std::vector<double> bound(static_cast<size_t>(E), 0.0);
   for (int e = 0; e < E; ++e)
     if (owner[e] != me) bound[e] = static_cast<double>(r.pairs.segments.size(e));
   decision = model.decide(bound, owner, me, keep);
-  if (none(decision)) return decision;
+  if (std::none_of(decision.begin(), decision.end(), [](uint8_t s) { return s != 0; })) return decision;
   const std::vector<double> rows = row_shares(counts, r.k, owner, me);
   decision = model.decide(rows, owner, me, keep);
-  for (int e = 0; e < E; ++e)
-    if (decision[e]) {
-      my_shadowed_.push_back(e);
-      log_.shadowed.push_back(e);
-      log_.shadowed_rows.push_back(rows[e]);
-    }
+  record_decisions(decision, rows);
+  return decision;
+}
+
+MokDispatcher::PendingDecisions MokDispatcher::start_decisions(const RoutingDecision& r, const std::vector<int>& owner,
+                                                               DType row_dtype, int64_t d, int64_t f, bool keep) {
+  const ExecContext& cx = ExecContext::current();
+  const int E = static_cast<int>(owner.size()), me = comm_.rank();
+  const MokCostModel model = cost_model(row_dtype, d, f);
+  my_shadowed_.clear();
+  PendingDecisions p;
+  Tensor owner_dev = upload_i32(std::vector<int32_t>(owner.begin(), owner.end()));
+  if (!any_shadow_possible(model, r, owner, me, keep)) {
+    p.dest = std::move(owner_dev);  // every expert to its owner
+    return p;
+  }
+  Tensor counts = cx.empty({static_cast<int64_t>(E) * r.k}, DType::i32);
+  cx.ops().slot_share_counts(r.expert, owner_dev, r.k, counts);
+  p.launched = true;
+  p.rows = cx.empty({E}, DType::f64);
+  p.dest = cx.empty({E}, DType::i32);
+  cx.ops().shadow_decisions(counts, owner_dev, me, r.k, model.rule(keep), p.rows, p.dest);
+  return p;
+}
+
+std::vector<uint8_t> MokDispatcher::finish_decisions(const PendingDecisions& p, const std::vector<int>& owner) {
+  const int E = static_cast<int>(owner.size()), me = comm_.rank();
+  std::vector<uint8_t> decision(static_cast<size_t>(E), 0);
+  if (!p.launched) return decision;
+  std::vector<double> rows(static_cast<size_t>(E));
+  std::vector<int32_t> dest(static_cast<size_t>(E));
+  p.rows.copy_to_host(rows.data(), p.rows.bytes());
+  p.dest.copy_to_host(dest.data(), p.dest.bytes());
+  for (int e = 0; e < E; ++e) decision[e] = owner[e] != me && dest[e] < 0 ? 1 : 0;
+  record_decisions(decision, rows);
   return decision;
 }
 

@@ -142,6 +142,20 @@ class MokDispatcher final : public ExpertDispatcher {
   // owners, added there in source-rank order.
   std::vector<uint8_t> decide(const RoutingDecision& routing, const std::vector<int>& owner, DType row_dtype,
                               int64_t d, int64_t f, bool keep);
+  // The device plan's decide, in two halves around ship_rows, whose wait for its row counts
+  // brings the decisions too (Ops::shadow_decisions): start launches the slot shares and the
+  // choices (dest: −1 shadowed, else the owner; the owners alone when no expert could be
+  // shadowed); finish reads them and fills my_shadowed_ and the log as decide does.
+  struct PendingDecisions {
+    bool launched = false;
+    Tensor rows;  // (E) f64 rows this rank would ship to each expert
+    Tensor dest;  // (E) i32, what ship_rows takes
+  };
+  PendingDecisions start_decisions(const RoutingDecision& routing, const std::vector<int>& owner, DType row_dtype,
+                                   int64_t d, int64_t f, bool keep);
+  std::vector<uint8_t> finish_decisions(const PendingDecisions& pending, const std::vector<int>& owner);
+  MokCostModel cost_model(DType row_dtype, int64_t d, int64_t f) const;
+  void record_decisions(const std::vector<uint8_t>& decision, const std::vector<double>& rows);
   // pairs_offsets: (E + 1) the router's expert-major offsets of this rank's kept pairs.
   int64_t exchange_heads(const std::vector<int64_t>& pairs_offsets, const std::vector<uint8_t>& my_decision);
   void fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f);
