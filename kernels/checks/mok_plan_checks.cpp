@@ -1,10 +1,11 @@
 // The MoK plan's ops on the GPU (kernels/mok_plan.h through CudaOps) against host loops that
 // say what they compute (CpuOps does the same), on fresh random routings with dropped slots:
-// slot-share counts, the rows to ship (counts, tokens, head pairs, entries, gates, pairs),
-// the fixed layout's rows (every_row) and its receiver's pad ops (replace_negative,
-// unroute_group), scatter_positions, rows_to_pairs with skipped (−1) positions and the received
-// entries' sort with counts from the host (sort_pairs_counted). All integer or copied
-// values: the GPU must match exactly.
+// slot-share counts, the choices made from them (shadow_decisions, one expert exactly at the
+// threshold), the rows to ship (counts, tokens, head pairs, entries, gates, pairs), the fixed
+// layout's rows (every_row) and its receiver's pad ops (replace_negative, unroute_group),
+// scatter_positions, rows_to_pairs with skipped (−1) positions and the received entries' sort
+// with counts from the host (sort_pairs_counted). All integer or copied values, or the host's
+// double arithmetic in the host's order: the GPU must match exactly.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -98,6 +99,34 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, int64_t n, int k, int
                                 {static_cast<int64_t>(counts_ref.size())});  // poisoned
   ops.slot_share_counts(d_ex, d_owner, k, d_counts);
   out.push_back({"mok_plan.slot_share_counts" + tag, differing_fraction(download<int32_t>(d_counts), counts_ref), 0.0});
+
+  // shadow_decisions from those counts for rank 0, with the threshold at the median remote
+  // expert's row share (both choices occur, and that expert ties: ship), against the host's
+  // sums and mok::shadow_wins.
+  {
+    const int self = 0;
+    std::vector<double> rows_ref(static_cast<size_t>(E), 0.0);
+    for (int e = 0; e < E; ++e)
+      if (owner[e] != self)
+        for (int m = 1; m <= k; ++m) rows_ref[e] += static_cast<double>(counts_ref[size_t(e) * k + m - 1]) / m;
+    std::vector<double> sorted;  // the remote experts' row shares
+    for (int e = 0; e < E; ++e)
+      if (owner[e] != self) sorted.push_back(rows_ref[e]);
+    std::sort(sorted.begin(), sorted.end());
+    mok::ShadowRule rule;
+    rule.ship_passes = 4.0;
+    rule.d = 768.0;
+    rule.row_bytes = 2.0;
+    rule.bytes_per_second = 450e9;
+    rule.shadow_seconds = rule.ship_passes * sorted[sorted.size() / 2] * rule.d * rule.row_bytes / rule.bytes_per_second;
+    std::vector<int32_t> dest_ref(static_cast<size_t>(E));
+    for (int e = 0; e < E; ++e) dest_ref[e] = owner[e] != self && mok::shadow_wins(rule, rows_ref[e]) ? -1 : owner[e];
+    mok::Tensor d_rows = upload(ops, std::vector<double>(E, -1.0), mok::DType::f64, {E});
+    mok::Tensor d_dest = upload(ops, std::vector<int32_t>(E, -9), mok::DType::i32, {E});
+    ops.shadow_decisions(d_counts, d_owner, self, k, rule, d_rows, d_dest);
+    out.push_back({"mok_plan.shadow_decisions.rows" + tag, differing_fraction(download<double>(d_rows), rows_ref), 0.0});
+    out.push_back({"mok_plan.shadow_decisions.dest" + tag, differing_fraction(download<int32_t>(d_dest), dest_ref), 0.0});
+  }
 
   const mok::ShipRows ship = ops.ship_rows(d_ex, d_gate, upload(ops, dest, mok::DType::i32, {E}),
                                            upload(ops, local, mok::DType::i32, {E}), k, R, /*every_row=*/false);

@@ -3,10 +3,12 @@
 // ship, forced modes are obeyed, own experts are never shadowed, and the decision is the
 // same on every call; a choice to shadow never turns into one to ship as rows grow (what
 // MokDispatcher relies on to skip the row shares when no expert could be shadowed). Weights
-// sent in bf16 cost half, and their gradients still return as floats.
+// sent in bf16 cost half, and their gradients still return as floats. The rule as data
+// (ShadowRule, what a GPU decides with) agrees with estimate() on every row count.
 #include <QtTest>
 
 #include <cmath>
+#include <vector>
 
 #include "core/parallel/mok_cost_model.h"
 
@@ -22,6 +24,7 @@ class TestMokCostModel : public QObject {
   void parsesModes();
   void shadowingIsMonotoneInRows();
   void bf16WeightsGoInHalfTheBytes();
+  void ruleAsDataAgreesWithEstimate();
 };
 
 void TestMokCostModel::crossoverIsOneAndAHalfHidden() {
@@ -128,6 +131,31 @@ void TestMokCostModel::bf16WeightsGoInHalfTheBytes() {
   const double B = static_cast<double>(sizeof(real));
   QVERIFY(std::fabs(m.crossover_rows(false) - 1.5 * f) <= 1e-9 * f);
   QVERIFY(std::fabs(m.crossover_rows(true) - 3.0 * f * (2.0 + B) / 8.0) <= 1e-9 * f);
+}
+
+void TestMokCostModel::ruleAsDataAgreesWithEstimate() {
+  int shadows = 0, ships = 0;
+  for (ShadowMode mode : {ShadowMode::automatic, ShadowMode::never, ShadowMode::always})
+    for (bool training : {true, false})
+      for (int64_t f : {int64_t{16}, int64_t{256}, int64_t{1024}}) {
+        MokCostParams p{450.0, 3.0, 2e5, mode, 2.0};
+        p.weight_value_bytes = 2.0;
+        const MokCostModel m(p, 768, f);
+        const ShadowRule rule = m.rule(training);
+        // Fractional row shares (sums of 1/m) around and across the crossover, and its edge.
+        const double crossover = m.crossover_rows(training);
+        std::vector<double> rows = {0.0, 1.0 / 3.0, crossover, std::nextafter(crossover, 0.0),
+                                    std::nextafter(crossover, 1e9)};
+        for (double u = 0.125; u < 1e5; u *= 1.013) rows.push_back(u);
+        for (double u : rows) {
+          const bool expected = u > 0.0 && (mode == ShadowMode::always ||
+                                            (mode == ShadowMode::automatic && m.estimate(u, training).shadow));
+          QVERIFY2(shadow_wins(rule, u) == expected,
+                   qPrintable(QString("mode %1, f %2, %3 rows").arg(shadow_mode_name(mode)).arg(f).arg(u, 0, 'g', 17)));
+          (expected ? shadows : ships)++;
+        }
+      }
+  QVERIFY(shadows > 0 && ships > 0);
 }
 
 QTEST_GUILESS_MAIN(TestMokCostModel)
