@@ -87,35 +87,6 @@ void match_saved_inputs(SwiGluMlp& shadow, const ExpertBank& bank) {
 
 }  // namespace
 
-namespace {
-
-// Ops::slot_share_counts of `r` launched on the rank's stream: (E·k) i32, not read yet.
-Tensor start_slot_share_counts(const RoutingDecision& r, const std::vector<int>& owner) {
-  const ExecContext& cx = ExecContext::current();
-  const Tensor owner_dev = upload_i32(std::vector<int32_t>(owner.begin(), owner.end()));
-  Tensor counts = cx.empty({static_cast<int64_t>(owner.size()) * r.k}, DType::i32);
-  cx.ops().slot_share_counts(r.expert, owner_dev, r.k, counts);
-  return counts;
-}
-
-// Rows this rank would ship per remote expert: a token shipped to a rank once for its m
-// experts there costs each of them 1/m of a row (0 for experts of rank `me`). From the
-// slot-share counts of the rank's ops, so the host and the device plan decide alike (read
-// here: a wait for the device unless it is done).
-std::vector<double> row_shares(const Tensor& counts, int k, const std::vector<int>& owner, int me) {
-  const int E = static_cast<int>(owner.size());
-  std::vector<int32_t> c(static_cast<size_t>(E) * k);
-  counts.copy_to_host(c.data(), counts.bytes());
-  std::vector<double> rows(static_cast<size_t>(E), 0.0);
-  for (int e = 0; e < E; ++e) {
-    if (owner[e] == me) continue;
-    for (int m = 1; m <= k; ++m) rows[e] += static_cast<double>(c[static_cast<size_t>(e) * k + m - 1]) / m;
-  }
-  return rows;
-}
-
-}  // namespace
-
 MokDispatcher::MokDispatcher(Communicator& comm, ExpertPlacement placement, MokOptions options)
     : own_plane_(std::make_unique<HostDataPlane>(comm)), plane_(*own_plane_), comm_(comm),
       placement_(std::move(placement)), options_(options),
@@ -217,25 +188,7 @@ void MokDispatcher::record_decisions(const std::vector<uint8_t>& decision, const
 
 std::vector<uint8_t> MokDispatcher::decide(const RoutingDecision& r, const std::vector<int>& owner, DType row_dtype,
                                            int64_t d, int64_t f, bool keep) {
-  const int E = static_cast<int>(owner.size()), me = comm_.rank();
-  const MokCostModel model = cost_model(row_dtype, d, f);
-  // An expert's pairs bound the rows it would ship (a row counts 1/m for m experts of one
-  // rank): when no expert would be shadowed even at its bound, none is, and the slot shares
-  // (a wait for the device) are not needed.
-  my_shadowed_.clear();
-  std::vector<uint8_t> decision(static_cast<size_t>(E), 0);
-  if (!any_shadow_possible(model, r, owner, me, keep)) return decision;
-  // Launched before the pair offsets are read, so that one wait for the device brings both.
-  const Tensor counts = start_slot_share_counts(r, owner);
-  std::vector<double> bound(static_cast<size_t>(E), 0.0);
-  for (int e = 0; e < E; ++e)
-    if (owner[e] != me) bound[e] = static_cast<double>(r.pairs.segments.size(e));
-  decision = model.decide(bound, owner, me, keep);
-  if (std::none_of(decision.begin(), decision.end(), [](uint8_t s) { return s != 0; })) return decision;
-  const std::vector<double> rows = row_shares(counts, r.k, owner, me);
-  decision = model.decide(rows, owner, me, keep);
-  record_decisions(decision, rows);
-  return decision;
+  return finish_decisions(start_decisions(r, owner, row_dtype, d, f, keep), owner);
 }
 
 MokDispatcher::PendingDecisions MokDispatcher::start_decisions(const RoutingDecision& r, const std::vector<int>& owner,

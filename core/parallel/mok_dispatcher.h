@@ -49,10 +49,10 @@
 // Where the plan is made (MokOptions::plan). On the host (every chunk count; CPU ranks by
 // default): from a host copy of the routing, travelling over the control Communicator. On the
 // device (one chunk, a stacked bank; GPU ranks by default): by the rank's ops
-// (Ops::slot_share_counts, ship_rows, sort_pairs of the received entries, scatter_positions),
-// entries and gates travelling through the DataPlane, so that only counts cross to the host
-// (the slot shares for the decisions when some expert could be shadowed, rows per
-// destination, rows per local expert). Both
+// (Ops::slot_share_counts, shadow_decisions, ship_rows, sort_pairs_counted of the received
+// entries, scatter_positions), entries and gates travelling through the DataPlane, so that
+// only counts cross to the host: rows per destination, in one wait that brings the choices
+// too (rows per local expert come with the heads). Both
 // places give the same rows in the same order, so the results are bitwise the same (tested).
 // Rows, weights and their gradients always move through the DataPlane of the rank's device,
 // and every row operation is one of the rank's ops. With one chunk, the local experts run as
@@ -134,18 +134,18 @@ class MokDispatcher final : public ExpertDispatcher {
  private:
   void check_setup() const;
   // Steps shared by both plan places. decide: this rank's ship/shadow choice per expert from
-  // the rows it would ship to each remote expert (row shares from Ops::slot_share_counts,
-  // read only when some expert could be shadowed; fills my_shadowed_ and the log's
-  // decisions). exchange_heads: step 2 (shadow_all_, recv_rows_, classic_in_pairs_,
-  // recv_entries_; returns the rows all ranks send). fetch_shadow_weights: step 3.
-  // return_shadow_gradients: backward's weight gradients of the shadow copies to their
-  // owners, added there in source-rank order.
+  // the rows it would ship to each remote expert (Ops::slot_share_counts, then
+  // Ops::shadow_decisions; neither when no expert could be shadowed even at one pair per
+  // token); fills my_shadowed_ and the log's decisions. exchange_heads: step 2 (shadow_all_,
+  // recv_rows_, classic_in_pairs_, recv_entries_; returns the rows all ranks send).
+  // fetch_shadow_weights: step 3. return_shadow_gradients: backward's weight gradients of
+  // the shadow copies to their owners, added there in source-rank order.
   std::vector<uint8_t> decide(const RoutingDecision& routing, const std::vector<int>& owner, DType row_dtype,
                               int64_t d, int64_t f, bool keep);
-  // The device plan's decide, in two halves around ship_rows, whose wait for its row counts
-  // brings the decisions too (Ops::shadow_decisions): start launches the slot shares and the
-  // choices (dest: −1 shadowed, else the owner; the owners alone when no expert could be
-  // shadowed); finish reads them and fills my_shadowed_ and the log as decide does.
+  // decide in two halves, which the device plan runs around ship_rows, so that its wait for
+  // the row counts brings the choices too: start launches the slot shares and the choices
+  // (dest: −1 shadowed, else the owner; the owners alone when no expert could be shadowed);
+  // finish reads them and fills my_shadowed_ and the log.
   struct PendingDecisions {
     bool launched = false;
     Tensor rows;  // (E) f64 rows this rank would ship to each expert
