@@ -1,8 +1,8 @@
 #pragma once
 // RangeList: many device ranges handled by one launch (zero_ranges, copy_ranges, add_ranges).
 // A launch's ranges are prefix sums of words (16 bytes; 4 for copy_ranges' i32 segments):
-// word i of the launch lies in range r with start[r] ≤ i < start[r + 1]. Threads of a block take neighbouring words, so they find
-// the same range (one broadcast read of the table).
+// word i of the launch lies in range r with start[r] ≤ i < start[r + 1]. Threads of a block
+// take neighbouring words, so they find the same range (one broadcast read of the table).
 
 #include <cuda_runtime.h>
 
