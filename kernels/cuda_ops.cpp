@@ -710,15 +710,8 @@ mok::PairOrder CudaOps::sort_pairs(Tensor& expert, int experts, int64_t capacity
 
 mok::PairOrder CudaOps::sort_pairs_counted(Tensor& expert, int experts, const std::vector<int64_t>& counts) {
   const auto timed = profile("sort_pairs_counted");
-  if (static_cast<int>(counts.size()) != experts)
-    throw std::invalid_argument("sort_pairs_counted: " + std::to_string(counts.size()) + " counts for " +
-                                std::to_string(experts) + " experts");
+  std::vector<int64_t> off = counted_offsets(counts, experts, expert.numel());
   SortedPairs sorted = launch_sort_pairs(expert, experts, 0);
-  std::vector<int64_t> off(static_cast<size_t>(experts) + 1, 0);
-  for (int e = 0; e < experts; ++e) off[e + 1] = off[e] + counts[static_cast<size_t>(e)];
-  if (off[experts] > expert.numel())
-    throw std::logic_error("sort_pairs_counted: " + std::to_string(off[experts]) + " rows counted for " +
-                           std::to_string(expert.numel()) + " pairs");
   mok::PairOrder out;
   out.row_of_pair = std::move(sorted.row_of_pair);
   out.load = sorted.counts.view(0, {experts});

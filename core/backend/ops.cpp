@@ -6,10 +6,20 @@
 
 MOK_NN_BEGIN
 
-PairOrder Ops::sort_pairs_counted(Tensor& expert, int experts, const std::vector<int64_t>& counts) {
+std::vector<int64_t> Ops::counted_offsets(const std::vector<int64_t>& counts, int experts, int64_t pairs) {
   if (static_cast<int>(counts.size()) != experts)
     throw std::invalid_argument("sort_pairs_counted: " + std::to_string(counts.size()) + " counts for " +
                                 std::to_string(experts) + " experts");
+  std::vector<int64_t> off(static_cast<size_t>(experts) + 1, 0);
+  for (size_t e = 0; e < counts.size(); ++e) off[e + 1] = off[e] + counts[e];
+  if (off.back() > pairs)
+    throw std::logic_error("sort_pairs_counted: " + std::to_string(off.back()) + " rows counted for " +
+                           std::to_string(pairs) + " pairs");
+  return off;
+}
+
+PairOrder Ops::sort_pairs_counted(Tensor& expert, int experts, const std::vector<int64_t>& counts) {
+  const std::vector<int64_t> off = counted_offsets(counts, experts, expert.numel());
   PairOrder out = sort_pairs(expert, experts, 0);
   for (int e = 0; e < experts; ++e)
     if (out.segments.size(e) != counts[static_cast<size_t>(e)])

@@ -337,6 +337,12 @@ class Ops {
   // Rewrites every compute copy from its master value (after loading weights); a copy without
   // master (init.h) is the value itself and stays.
   virtual void refresh_compute_copies(const std::vector<Parameter*>& params) = 0;
+
+ protected:
+  // The offsets (E + 1) of rows sorted by expert, from the kept rows per expert `counts` (E)
+  // of sort_pairs_counted; invalid_argument if there are not E counts, logic_error if they
+  // add up to more than `pairs`.
+  static std::vector<int64_t> counted_offsets(const std::vector<int64_t>& counts, int experts, int64_t pairs);
 };
 
 MOK_NN_END
