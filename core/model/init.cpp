@@ -45,6 +45,29 @@ bool ForwardOnlyParameters::masters() { return with_masters; }
 BorrowedParameters::BorrowedParameters() : previous_masters_(with_masters) { with_masters = false; }
 BorrowedParameters::~BorrowedParameters() { with_masters = previous_masters_; }
 
+namespace {
+// Draws N(0, std²) values (std > 0) into a parameter's copies on the current context's
+// device: into the master, or a transient `real` buffer when there is none, then converted to
+// the compute copy, as upload_parameter_values places host values. Ops::gaussian_fill runs the
+// host's counter arithmetic in double (sqrt(std²) is std exactly in binary arithmetic); the
+// device's log and cos may round a rare element one ulp of float away from the host's draw,
+// and every rank on a GPU draws with the same kernel. A 7B model's 7·10⁹ draws take about half
+// a minute on a host's 16 threads, well under a second on the device.
+void draw_on_device(const std::string& name, double std, uint64_t seed, Tensor& value, Tensor& compute) {
+  const ExecContext& cx = ExecContext::current();
+  Tensor staging = value.empty() ? cx.empty(compute.shape(), kRealDType) : Tensor();
+  Tensor& drawn = value.empty() ? staging : value;
+  cx.ops().gaussian_fill(drawn, std * std, seed, parameter_stream(name));
+  if (!compute.empty()) cx.ops().convert(drawn, compute);
+}
+
+// Whether make_parameter draws on the device: a GPU context of `real` = f32 (the values
+// gaussian_fill writes), std > 0 (fills are a few norms' gains, placed from the host).
+bool draws_on_device(const ExecContext& cx, double std) {
+  return !cx.is_cpu() && kRealDType == DType::f32 && std > 0;
+}
+}  // namespace
+
 void upload_parameter_values(const real* host, Tensor& value, Tensor& compute) {
   const ExecContext& cx = ExecContext::current();
   if (!value.empty()) {
@@ -73,12 +96,16 @@ Parameter make_parameter(const std::string& name, std::vector<int64_t> shape, do
     draw_parameter_values(name, std, seed, fill, p.value.data(), p.value.numel());
     return p;
   }
-  Tensor host = Tensor::uninitialized(shape);
-  draw_parameter_values(name, std, seed, fill, host.data(), host.numel());
   const bool copy = cx.compute_dtype() != kRealDType;
   if (!copy || with_masters) p.value = cx.empty(shape, kRealDType, value_tag);
   if (with_gradients) p.grad = cx.zeros(shape, kRealDType, grad_tag);
   if (copy) p.compute_copy = cx.empty(shape, cx.compute_dtype(), value_tag);
+  if (draws_on_device(cx, std)) {
+    draw_on_device(name, std, seed, p.value, p.compute_copy);
+    return p;
+  }
+  Tensor host = Tensor::uninitialized(shape);
+  draw_parameter_values(name, std, seed, fill, host.data(), host.numel());
   upload_parameter_values(host.data(), p.value, p.compute_copy);
   return p;
 }
@@ -86,6 +113,10 @@ Parameter make_parameter(const std::string& name, std::vector<int64_t> shape, do
 void draw_parameter_into(const std::string& name, double std, uint64_t seed, Tensor& value, Tensor& compute) {
   if (!value.empty() && value.is_cpu()) {
     draw_parameter_values(name, std, seed, real(0), value.data(), value.numel());
+    return;
+  }
+  if (draws_on_device(ExecContext::current(), std)) {
+    draw_on_device(name, std, seed, value, compute);
     return;
   }
   Tensor host = Tensor::uninitialized(value.empty() ? compute.shape() : value.shape());

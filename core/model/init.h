@@ -1,8 +1,10 @@
 #pragma once
 // Deterministic parameter creation: values come from the counter RNG with one stream per
 // parameter name, so adding or reordering parameters never shifts the others' values. They
-// are drawn on the host and placed on the device of the current ExecContext (with a compute
-// copy when its compute dtype is not `real`), so every device starts from the same values.
+// are placed on the device of the current ExecContext (with a compute copy when its compute
+// dtype is not `real`): drawn there on a GPU (the same arithmetic; a rare element may round
+// one ulp of float away from the host's), else on the host, so every rank of a run starts
+// from the same values.
 
 #include <cstdint>
 #include <string>

@@ -1,5 +1,6 @@
 // The whole training step on the GPU against the CPU core: the same model (same seed, so the
-// same initial weights), the same batches, 20 steps of forward, backward, clipping and AdamW.
+// same initial weights, to an ulp in rare elements: check_initial_weights), the same batches,
+// 20 steps of forward, backward, clipping and AdamW.
 //   fp32 on the GPU matches the CPU's losses within 1e-4 relative at every step;
 //   bf16 on the GPU tracks fp32 within 3e-2 relative (bf16 keeps 8 bits of mantissa; the
 //     losses of 20 steps stay this close when the step is right and drift far when not);
@@ -167,6 +168,41 @@ mok::ModelOptions small_options(int experts, bool shared, double capacity) {
   return o;
 }
 
+// Every parameter of a model (host copy, the master's values) built on `cx`.
+std::vector<float> initial_weights(const mok::ModelOptions& options, mok::ExecContext& cx) {
+  mok::ScopedExecContext scope(cx);
+  mok::LanguageModel model(options);
+  std::vector<float> all;
+  for (mok::Parameter* p : model.parameters()) {
+    const size_t at = all.size();
+    all.resize(at + static_cast<size_t>(p->value.numel()));
+    p->value.copy_to_host(all.data() + at, p->value.bytes());
+  }
+  return all;
+}
+
+// The initial weights a GPU draws (Ops::gaussian_fill, core/model/init.cpp) against the
+// host's draw of the same model: at most one ulp of float apart, the rare elements where
+// the device's log or cos rounds otherwise.
+void check_initial_weights(std::vector<OpCheck>& out) {
+  run_guarded(out, "model.initial_weights", [&] {
+    const mok::ModelOptions options = small_options(4, true, 0.0);
+    const std::vector<float> want = initial_weights(options, mok::cpu_context());
+    auto fp32 = mok::make_exec_context(mok::Device::cuda(0), mok::DType::f32);
+    const std::vector<float> got = initial_weights(options, *fp32);
+    double worst_ulps = got.size() == want.size() ? 0.0 : INFINITY, differ = 0.0;
+    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+      if (got[i] == want[i]) continue;
+      differ += 1.0;
+      const double ulp = std::nextafter(std::fabs(want[i]), INFINITY) - std::fabs(want[i]);
+      worst_ulps = std::max(worst_ulps, std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / ulp : INFINITY);
+    }
+    out.push_back({"model.initial_weights.ulps_vs_cpu", worst_ulps, 1.0});
+    std::printf("  initial weights drawn on the GPU: %.0f of %zu differ from the CPU's, at most %.0f ulp\n", differ,
+                want.size(), worst_ulps);
+  });
+}
+
 }  // namespace
 
 void check_kitten_training(std::vector<OpCheck>& out);
@@ -177,6 +213,7 @@ void check_model_training(CheckInputs&, std::vector<OpCheck>& out) {
       {"moe", small_options(4, true, 0.0), 4, 96},
       {"moe.capacity", small_options(8, false, 1.0), 4, 64},
   };
+  check_initial_weights(out);
   constexpr int kSteps = 20;
   for (const Case& c : cases) {
     run_guarded(out, "model." + c.name, [&] {
