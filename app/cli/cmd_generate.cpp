@@ -130,6 +130,7 @@ void print_batched_json(const ParallelGenerateResult& r, const std::string& prom
   j.key("peak_block_bytes").value(r.peak_block_bytes);
   j.key("peak_reserved_bytes").value(r.peak_reserved_bytes);
   j.key("parameter_bytes").value(r.parameter_bytes);
+  j.key("kv_cache_bytes").value(r.kv_cache_bytes);
   j.key("checkpoint").value(r.checkpoint);
   j.key("untrained").value(!r.untrained_config.empty());
   if (!r.untrained_config.empty()) j.key("config").value(r.untrained_config);

@@ -231,13 +231,14 @@ std::vector<LayerKvCache> LanguageModel::make_kv_cache(int max_len) const {
     throw std::invalid_argument("KV cache of " + std::to_string(max_len) + " positions exceeds max_seq_len " +
                                 std::to_string(impl_->options.max_seq_len));
   std::vector<LayerKvCache> cache(impl_->blocks.size());
-  // On the current device, in its compute dtype (zero-filled on the CPU).
+  // On the current device, in its compute dtype (zero-filled on the CPU); the tracker's
+  // kv_cache bytes.
   const ExecContext& cx = ExecContext::current();
+  const MemTag tag{MemCategory::kv_cache, -1, ""};
+  const std::vector<int64_t> shape = {max_len, impl_->options.model.d_model};
   for (auto& c : cache) {
-    c.k = cx.device().is_cpu() ? Tensor({max_len, impl_->options.model.d_model})
-                               : cx.activation({max_len, impl_->options.model.d_model});
-    c.v = cx.device().is_cpu() ? Tensor({max_len, impl_->options.model.d_model})
-                               : cx.activation({max_len, impl_->options.model.d_model});
+    c.k = cx.device().is_cpu() ? Tensor(shape, tag) : cx.activation(shape, tag);
+    c.v = cx.device().is_cpu() ? Tensor(shape, tag) : cx.activation(shape, tag);
   }
   return cache;
 }

@@ -37,9 +37,9 @@ struct GenerationShape {
 };
 
 struct GenerationEstimate {
-  // parts: parameters, kv_cache, workspace, communication (per rank). The memory
-  // tracker counts the KV cache as workspace; it is named apart here because it grows with
-  // sequences × context rather than with the prefill.
+  // parts: parameters, kv_cache, workspace, communication (per rank); the first two as the
+  // memory tracker's categories of these names count them (`mok generate --json`'s
+  // parameter_bytes and kv_cache_bytes).
   MemoryEstimate memory;
   int batch = 1;               // B used: the shape's, rounded up to a multiple of ranks
   int sequences_per_rank = 1;  // B / R

@@ -16,6 +16,7 @@ const char* mem_category_name(MemCategory c) {
     case MemCategory::saved_activations: return "saved_activations";
     case MemCategory::workspace: return "workspace";
     case MemCategory::communication: return "communication";
+    case MemCategory::kv_cache: return "kv_cache";
     case MemCategory::count: break;
   }
   return "unknown";

@@ -23,6 +23,7 @@ enum class MemCategory : int {
   saved_activations,  // tensors kept from forward for backward
   workspace,          // temporaries of one op
   communication,      // send/receive buffers between ranks
+  kv_cache,           // decoding's keys and values per layer and sequence (generation)
   count
 };
 const char* mem_category_name(MemCategory c);

@@ -40,6 +40,7 @@ MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step
   }
   for (int c = 0; c < static_cast<int>(MemCategory::count); ++c) {
     const auto cat = static_cast<MemCategory>(c);
+    if (cat == MemCategory::kv_cache) continue;  // a training step holds none
     v.push_back({std::string("mem/") + mem_category_name(cat) + "_bytes", static_cast<double>(tracker.live_bytes(cat))});
   }
   v.push_back({"mem/peak_bytes", static_cast<double>(peaks.total)});

@@ -77,6 +77,7 @@ struct RankOutput {
   int64_t peak_block_bytes = 0;  // its allocator's live blocks (on the CPU the process's), likewise
   int64_t peak_reserved_bytes = 0;  // what its allocator held, cache included, likewise
   int64_t parameter_bytes = 0;       // its parameter tensors' peak (the tracker's category)
+  int64_t kv_cache_bytes = 0;        // its KV caches' peak (likewise)
   // remote, dispatch, combine, weights, control bytes, modeled seconds, shadowed, saved
   std::vector<double> figures;
   std::string decode_layout;  // fixed | counted | none; "" on one rank or without experts
@@ -265,6 +266,7 @@ RankOutput run_rank(const Shared& sh, const ParallelGenerateOptions& o, Communic
   out.peak_block_bytes = device.exec().allocator().peak_live_block_bytes();
   out.peak_reserved_bytes = device.exec().allocator().peak_reserved_bytes();
   out.parameter_bytes = tracker.peak_bytes(MemCategory::parameters);
+  out.kv_cache_bytes = tracker.peak_bytes(MemCategory::kv_cache);
 
   CommStats d = comm ? comm->stats().since(before) : CommStats{};
   int64_t shadowed = 0, saved = 0;
@@ -308,9 +310,10 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
     comm->broadcast(times, sizeof times, 0, CommPurpose::control);  // rank 0's clock
   }
   // Peaks and resident copies: the largest rank's.
-  constexpr int kPeaks = 6;
+  constexpr int kPeaks = 7;
   int64_t peaks[kPeaks] = {mine.peak_bytes,          mine.peak_device_bytes, mine.peak_block_bytes,
-                           mine.peak_reserved_bytes, mine.resident_bytes,    mine.parameter_bytes};
+                           mine.peak_reserved_bytes, mine.resident_bytes,    mine.parameter_bytes,
+                           mine.kv_cache_bytes};
   if (comm && ranks > 1) {
     std::vector<int64_t> all(kPeaks * static_cast<size_t>(ranks));
     comm->all_gather(peaks, sizeof peaks, all.data(), CommPurpose::control);
@@ -323,6 +326,7 @@ ParallelGenerateResult assemble(const Shared& sh, const ParallelGenerateOptions&
   r.peak_reserved_bytes = peaks[3];
   r.resident_bytes = peaks[4];
   r.parameter_bytes = peaks[5];
+  r.kv_cache_bytes = peaks[6];
   r.resident_layers = mine.resident_layers;  // the same on every rank (agreed)
   r.replayed_steps = mine.replayed_steps;
   const int total = sh.prompt_len + o.max_new_tokens;

@@ -113,6 +113,9 @@ struct ParallelGenerateResult {
   // The largest rank's parameter tensors (the tracker's "parameters"): on a bf16 GPU the
   // compute copies alone, 2 bytes a weight (core/model/init.h); else the masters, 4.
   int64_t parameter_bytes = 0;
+  // The largest rank's KV caches (the tracker's "kv_cache"): keys and values, (context, d)
+  // each, per layer and sequence, in the compute dtype.
+  int64_t kv_cache_bytes = 0;
   std::string checkpoint;        // the checkpoint folder used ("" when untrained)
   std::string untrained_config;  // the config whose initial weights were used ("" from a checkpoint)
 };

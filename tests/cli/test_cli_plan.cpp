@@ -385,6 +385,9 @@ class TestCliPlan : public QObject {
         QVERIFY(!plan.json["bytes"].toObject().contains("communication") ||
                 plan.json["bytes"].toObject()["communication"].toDouble() == 0.0);
       }
+      // The KV caches the tracker counts are the plan's, byte for byte (one rank's B/R).
+      QVERIFY(gen.json["kv_cache_bytes"].toDouble() > 0);
+      QCOMPARE(gen.json["kv_cache_bytes"].toDouble(), plan.json["bytes"].toObject()["kv_cache"].toDouble());
       const double measured = gen.json["peak_bytes"].toDouble(), planned = plan.json["total_bytes"].toDouble();
       qInfo("generate B=%d R=%d prompt %d, %d new: planned %.2f MiB, measured %.2f MiB (%+.1f %%)", c.batch, c.ranks,
             c.prompt, c.tokens, planned / 1048576.0, measured / 1048576.0, 100.0 * (planned - measured) / measured);
