@@ -51,8 +51,8 @@ namespace {
 // the compute copy, as upload_parameter_values places host values. Ops::gaussian_fill runs the
 // host's counter arithmetic in double (sqrt(std²) is std exactly in binary arithmetic); the
 // device's log and cos may round a rare element one ulp of float away from the host's draw,
-// and every rank on a GPU draws with the same kernel. A 7B model's 7·10⁹ draws take about half
-// a minute on a host's 16 threads, well under a second on the device.
+// and every rank on a GPU draws with the same kernel. (A 7B model's 7·10⁹ draws took about
+// half a minute on a host's 16 threads: docs/benchmarks.md.)
 void draw_on_device(const std::string& name, double std, uint64_t seed, Tensor& value, Tensor& compute) {
   const ExecContext& cx = ExecContext::current();
   Tensor staging = value.empty() ? cx.empty(compute.shape(), kRealDType) : Tensor();
