@@ -104,23 +104,21 @@ int export_hf(const Args& a) {
                  a.hf.c_str());
     return 2;
   }
-  const std::filesystem::path weights = std::filesystem::path(a.hf) / "model.safetensors";
-  const auto weights_time = std::filesystem::exists(weights, ec) ? std::filesystem::last_write_time(weights, ec)
-                                                                  : std::filesystem::file_time_type::min();
   HfExportResult r;
   try {
     r = export_hugging_face(a.config, a.hf, a.hf_options);
   } catch (const HfExportRefused& e) {
     std::fprintf(stderr, "mok export: %s\nnothing was written (docs/interop.md says what Mixtral can hold)\n", e.what());
     return 2;
+  } catch (const HfExportWriteError& e) {
+    std::fprintf(stderr, "mok export: %s\nthe folder's earlier files were left as they were\n", e.what());
+    return 1;
   } catch (const std::filesystem::filesystem_error& e) {
     std::fprintf(stderr, "mok export: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {
-    // Unreadable checkpoints (exit 2) fail before the weights are written; later failures are I/O (exit 1).
-    const bool writing = std::filesystem::exists(weights, ec) && std::filesystem::last_write_time(weights, ec) != weights_time;
-    std::fprintf(stderr, "mok export: %s\n", e.what());
-    return writing ? 1 : 2;
+    std::fprintf(stderr, "mok export: %s\n", e.what());  // an unreadable checkpoint
+    return 2;
   }
   std::printf("wrote %s/ as %s (%lld parameters, %s): ", r.folder.c_str(), r.architecture.c_str(),
               static_cast<long long>(r.parameters), a.hf_options.dtype.c_str());

@@ -1,6 +1,10 @@
 #include "core/interop/hf_export.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +24,7 @@
 #include "core/train/text_generator.h"
 #include "core/util/half_float.h"
 #include "core/util/json_writer.h"
+#include "core/util/replace_file.h"
 
 namespace mok {
 
@@ -28,11 +33,48 @@ namespace fs = std::filesystem;
 namespace {
 
 void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) throw std::runtime_error(path.string() + ": cannot write");
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error(path.string() + ": cannot write");
+  }
+  // On the disk before the rename makes it the target (write_safetensors syncs its own).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool synced = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!synced) throw std::runtime_error(path.string() + ": cannot write: " + std::strerror(errno));
 }
+
+// The export's files, each written first to a hidden temporary beside its target
+// (replace_file_temporary's name), then renamed over the targets one after another once every
+// one is written: a failure or a kill while writing (the weights take the time) leaves an
+// earlier export in the folder whole. Temporaries not committed are removed.
+class StagedFiles {
+ public:
+  explicit StagedFiles(fs::path dir) : dir_(std::move(dir)) {}
+  ~StagedFiles() {
+    std::error_code ec;
+    for (const auto& f : files_) fs::remove(f.first, ec);
+  }
+  StagedFiles(const StagedFiles&) = delete;
+  StagedFiles& operator=(const StagedFiles&) = delete;
+
+  // The temporary to write `name` (a file of the folder) to.
+  std::string temporary(const std::string& name) {
+    const fs::path target = dir_ / name;
+    files_.emplace_back(replace_file_temporary(target.string()), target);
+    return files_.back().first.string();
+  }
+  void commit() {
+    for (const auto& [tmp, target] : files_) fs::rename(tmp, target);
+    files_.clear();
+  }
+
+ private:
+  fs::path dir_;
+  std::vector<std::pair<fs::path, fs::path>> files_;  // temporary, target
+};
 
 // The tensors as safetensors views: F32 borrowed, BF16 converted into owned buffers.
 std::vector<SafeTensorView> safe_views(const HfTensorMap& tensors, bool bf16) {
@@ -124,31 +166,38 @@ HfExportResult export_hugging_face(const std::string& checkpoint, const std::str
     greedy.new_tokens.assign(g.tokens.begin() + g.prompt_tokens, g.tokens.end());
   }
 
-  fs::create_directories(folder);
   const fs::path dir(folder);
-  write_safetensors((dir / "model.safetensors").string(), safe_views(tensors, o.dtype == "bfloat16"),
-                    {{"format", "pt"}});
-  r.files.push_back("model.safetensors");
-  write_text(dir / "config.json", mixtral_config_json(cfg, vocab, o.dtype));
-  r.files.push_back("config.json");
-  if (r.tokenizer_json) {
-    write_text(dir / "tokenizer.json", tokenizer_json);
-    write_text(dir / "tokenizer_config.json", tokenizer_config_json(context));
-    r.files.push_back("tokenizer.json");
-    r.files.push_back("tokenizer_config.json");
-  } else {
+  try {
+    fs::create_directories(dir);
+    StagedFiles staged(dir);
+    write_safetensors(staged.temporary("model.safetensors"), safe_views(tensors, o.dtype == "bfloat16"),
+                      {{"format", "pt"}});
+    r.files.push_back("model.safetensors");
+    write_text(staged.temporary("config.json"), mixtral_config_json(cfg, vocab, o.dtype));
+    r.files.push_back("config.json");
+    if (r.tokenizer_json) {
+      write_text(staged.temporary("tokenizer.json"), tokenizer_json);
+      write_text(staged.temporary("tokenizer_config.json"), tokenizer_config_json(context));
+      r.files.push_back("tokenizer.json");
+      r.files.push_back("tokenizer_config.json");
+    }
+    write_text(staged.temporary("mok_tokenizer.txt"), tokenizer->to_text());
+    r.files.push_back("mok_tokenizer.txt");
+    write_text(staged.temporary("mok_config.yaml"), experiment_config_to_yaml(cfg));
+    r.files.push_back("mok_config.yaml");
+    write_reference_file(staged.temporary("mok_reference.json"), sequences, greedy, sample, tokenizer->encode(sample));
+    r.files.push_back("mok_reference.json");
+    write_text(staged.temporary("README.md"), hf_export_readme(cfg, r, vocab, tokenizer->name(), o.dtype));
+    r.files.push_back("README.md");
+    staged.commit();
+  } catch (const std::exception& e) {
+    throw HfExportWriteError(e.what());
+  }
+  if (!r.tokenizer_json) {
     std::error_code ec;  // a stale one from an earlier export would describe another tokenizer
     fs::remove(dir / "tokenizer.json", ec);
     fs::remove(dir / "tokenizer_config.json", ec);
   }
-  write_text(dir / "mok_tokenizer.txt", tokenizer->to_text());
-  r.files.push_back("mok_tokenizer.txt");
-  write_text(dir / "mok_config.yaml", experiment_config_to_yaml(cfg));
-  r.files.push_back("mok_config.yaml");
-  write_reference_file((dir / "mok_reference.json").string(), sequences, greedy, sample, tokenizer->encode(sample));
-  r.files.push_back("mok_reference.json");
-  write_text(dir / "README.md", hf_export_readme(cfg, r, vocab, tokenizer->name(), o.dtype));
-  r.files.push_back("README.md");
   return r;
 }
 

@@ -27,6 +27,13 @@ class HfExportRefused : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Writing the folder failed (no room, no permission): files an earlier export left there are
+// as they were (each file goes to a temporary first; the renames come after the last write).
+class HfExportWriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct HfExportOptions {
   std::string dtype = "float32";  // float32 | bfloat16: the weights in model.safetensors
   // Reference file: the prompt of the greedy continuation and its length, and the length of
@@ -47,9 +54,10 @@ struct HfExportResult {
   int64_t parameters = 0;                         // values exported
 };
 
-// Writes `folder` (created; files of the same names replaced) from the checkpoint folder or
-// run folder `checkpoint`. Throws HfExportRefused for a model Mixtral cannot represent,
-// CheckpointError / SafeTensorsError / std::runtime_error for unreadable input or I/O.
+// Writes `folder` (created; files of the same names replaced, whole) from the checkpoint
+// folder or run folder `checkpoint`. Throws HfExportRefused for a model Mixtral cannot
+// represent, CheckpointError / SafeTensorsError / std::runtime_error for unreadable input, and
+// HfExportWriteError when the folder cannot be written.
 HfExportResult export_hugging_face(const std::string& checkpoint, const std::string& folder,
                                    const HfExportOptions& options = {});
 

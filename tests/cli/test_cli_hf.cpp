@@ -2,7 +2,8 @@
 // tiny BPE model exports with --json (files, architecture, the reference with mok's logits
 // and greedy tokens); the import samples the same greedy text as the original and
 // fine-tunes with `mok train --resume`; a model Mixtral cannot hold, an existing folder and
-// mixed targets exit 2 and write nothing.
+// mixed targets exit 2 and write nothing; a forced export that cannot write (a full disk)
+// exits 1 and leaves the earlier export whole.
 #include <QtTest>
 
 #include <QDir>
@@ -11,6 +12,7 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 
+#include "support/child_limits.h"
 #include "support/cli_process.h"
 #include "support/tiny_experiment.h"
 
@@ -91,6 +93,44 @@ class TestCliHf : public QObject {
     const Result again = run_mok({"export", ckpt_, "--hf", out}, tmp_.path());
     QCOMPARE(again.exit_code, 2);
     QVERIFY(again.err.contains("--force"));
+  }
+
+  // --force into a folder an export already holds, the disk full while the new weights are
+  // written (RLIMIT_FSIZE below their size): exit 1, and every file of the earlier export is
+  // as it was, no temporary left beside it. Then a forced export that can write replaces them.
+  void forcedExportThatCannotWriteKeepsTheEarlierOne() {
+    const QString out = tmp_.path() + "/hf-full-disk";
+    QCOMPARE(run_mok({"export", ckpt_, "--hf", out, "--dtype", "bfloat16"}, tmp_.path()).exit_code, 0);
+    const QStringList files = QDir(out).entryList(QDir::Files | QDir::Hidden, QDir::Name);
+    QVERIFY(files.contains("model.safetensors") && files.contains("config.json"));
+    auto contents = [&] {
+      QMap<QString, QByteArray> all;
+      for (const QString& f : QDir(out).entryList(QDir::Files | QDir::Hidden, QDir::Name)) {
+        QFile file(out + "/" + f);
+        if (file.open(QIODevice::ReadOnly)) all[f] = file.readAll();
+      }
+      return all;
+    };
+    const QMap<QString, QByteArray> before = contents();
+    const qint64 bf16_bytes = before["model.safetensors"].size();
+
+    QProcess p;
+    mok::test::ChildLimits limits;
+    limits.max_file_bytes = static_cast<rlim_t>(bf16_bytes);  // the float32 weights are about twice as large
+    mok::test::apply_child_limits(p, limits);
+    p.start(MOK_CLI_PATH, {"export", ckpt_, "--hf", out, "--force"});
+    QVERIFY(p.waitForFinished(120000));
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QVERIFY2(p.exitCode() == 1, qPrintable(err));
+    QVERIFY2(err.contains("left as they were"), qPrintable(err));
+    QCOMPARE(contents(), before);  // the same files, byte for byte: no temporary left either
+
+    const Result replaced = run_mok({"export", ckpt_, "--hf", out, "--force"}, tmp_.path());
+    QVERIFY2(replaced.exit_code == 0, qPrintable(replaced.err));
+    const QMap<QString, QByteArray> after = contents();
+    QCOMPARE(after.keys(), before.keys());
+    QVERIFY(after["model.safetensors"].size() > bf16_bytes);
   }
 
   void importSamplesTheSameAndFineTunes() {
