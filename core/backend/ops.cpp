@@ -19,7 +19,7 @@ std::vector<int64_t> Ops::counted_offsets(const std::vector<int64_t>& counts, in
 }
 
 PairOrder Ops::sort_pairs_counted(Tensor& expert, int experts, const std::vector<int64_t>& counts) {
-  const std::vector<int64_t> off = counted_offsets(counts, experts, expert.numel());
+  counted_offsets(counts, experts, expert.numel());  // for its checks of the counts
   PairOrder out = sort_pairs(expert, experts, 0);
   for (int e = 0; e < experts; ++e)
     if (out.segments.size(e) != counts[static_cast<size_t>(e)])
