@@ -49,10 +49,8 @@ MokCostEstimate MokCostModel::estimate(double rows, bool training) const {
 
 double MokCostModel::crossover_rows(bool training) const {
   // ship(u) = shadow  ⇔  u = shadow_seconds / (passes·2·d·Br / bw)
-  const double Br = params_.row_value_bytes > 0.0 ? params_.row_value_bytes : static_cast<double>(sizeof(real));
-  const double bw = params_.link_gbps * 1e9;
-  const int passes = training ? 2 : 1;
-  return estimate(0.0, training).shadow_seconds / (passes * 2.0 * d_ * Br / bw);
+  const ShadowRule r = rule(training);
+  return r.shadow_seconds / (r.ship_passes * r.d * r.row_bytes / r.bytes_per_second);
 }
 
 static_assert(static_cast<int>(ShadowMode::automatic) == 0 && static_cast<int>(ShadowMode::never) == 1 &&
