@@ -1,8 +1,5 @@
 #include "core/interop/hf_export.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -40,10 +37,7 @@ void write_text(const fs::path& path, const std::string& text) {
     if (!out) throw std::runtime_error(path.string() + ": cannot write");
   }
   // On the disk before the rename makes it the target (write_safetensors syncs its own).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  const bool synced = fd >= 0 && ::fsync(fd) == 0;
-  if (fd >= 0) ::close(fd);
-  if (!synced) throw std::runtime_error(path.string() + ": cannot write: " + std::strerror(errno));
+  if (!sync_file(path.string())) throw std::runtime_error(path.string() + ": cannot write: " + std::strerror(errno));
 }
 
 // The export's files, each written first to a hidden temporary beside its target

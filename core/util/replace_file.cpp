@@ -22,9 +22,6 @@ std::string replace_file_temporary(const std::string& path) {
   return (p.parent_path() / name).string();
 }
 
-namespace {
-
-// Flushes a written file's bytes to the disk before the rename makes them the target's.
 bool sync_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -32,8 +29,6 @@ bool sync_file(const std::string& path) {
   ::close(fd);
   return ok;
 }
-
-}  // namespace
 
 void replace_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
   if (fs::path(path).filename().empty()) throw ReplaceFileError(path, "not a file name");

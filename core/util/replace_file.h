@@ -27,4 +27,8 @@ void replace_file(const std::string& path, std::string_view contents);
 // The temporary's name for `path` in this process (tests look for leftovers).
 std::string replace_file_temporary(const std::string& path);
 
+// Flushes a written file's bytes to the disk (fsync), as replace_file does before its rename;
+// false (errno set) if it cannot. For writers that rename their temporaries themselves.
+bool sync_file(const std::string& path);
+
 }  // namespace mok
