@@ -52,6 +52,24 @@ double relative_error(const std::vector<A>& a, const std::vector<double>& b) {
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// How far `got` is from `want` in ulps of float: the largest distance over the elements
+// (infinity where a got is not finite or the sizes differ) and how many differ at all.
+struct UlpDistance {
+  double worst_ulps = 0.0, differ = 0.0;
+};
+inline UlpDistance ulp_distance(const std::vector<float>& got, const std::vector<float>& want) {
+  UlpDistance d;
+  if (got.size() != want.size()) d.worst_ulps = INFINITY;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    if (!std::isfinite(got[i])) d.worst_ulps = INFINITY;
+    if (got[i] == want[i]) continue;
+    d.differ += 1.0;
+    const double ulp = std::nextafter(std::fabs(want[i]), INFINITY) - std::fabs(want[i]);
+    d.worst_ulps = std::max(d.worst_ulps, std::fabs(static_cast<double>(got[i]) - want[i]) / ulp);
+  }
+  return d;
+}
+
 // Elements whose bytes differ (0: bitwise identical; the larger size when the sizes differ).
 template <typename A>
 double differing_elements(const std::vector<A>& a, const std::vector<A>& b) {

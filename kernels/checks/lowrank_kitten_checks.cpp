@@ -175,17 +175,10 @@ void check_gaussian_fill(std::vector<OpCheck>& out) {
   cx->ops().gaussian_fill(q, 1.0 / 48, 12345, 678);
   std::vector<float> got(want.size());
   q.copy_to_host(got.data(), q.bytes());
-  double worst_ulps = 0.0, differ = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) worst_ulps = INFINITY;
-    if (got[i] == want[i]) continue;
-    differ += 1.0;
-    const double ulp = std::nextafter(std::fabs(want[i]), INFINITY) - std::fabs(want[i]);
-    worst_ulps = std::max(worst_ulps, std::fabs(static_cast<double>(got[i]) - want[i]) / ulp);
-  }
-  out.push_back({"kittens.gaussian_fill.ulps_vs_cpu", worst_ulps, 1.0});
-  std::printf("  kittens.gaussian_fill: %.0f of %zu values differ from the CPU's, at most %.0f ulp\n", differ,
-              got.size(), worst_ulps);
+  const UlpDistance d = ulp_distance(got, want);
+  out.push_back({"kittens.gaussian_fill.ulps_vs_cpu", d.worst_ulps, 1.0});
+  std::printf("  kittens.gaussian_fill: %.0f of %zu values differ from the CPU's, at most %.0f ulp\n", d.differ,
+              got.size(), d.worst_ulps);
 }
 
 void check_orthonormalize(CheckInputs& in, std::vector<OpCheck>& out, int64_t rows, int64_t cols, int rank) {

@@ -190,16 +190,10 @@ void check_initial_weights(std::vector<OpCheck>& out) {
     const std::vector<float> want = initial_weights(options, mok::cpu_context());
     auto fp32 = mok::make_exec_context(mok::Device::cuda(0), mok::DType::f32);
     const std::vector<float> got = initial_weights(options, *fp32);
-    double worst_ulps = got.size() == want.size() ? 0.0 : INFINITY, differ = 0.0;
-    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-      if (got[i] == want[i]) continue;
-      differ += 1.0;
-      const double ulp = std::nextafter(std::fabs(want[i]), INFINITY) - std::fabs(want[i]);
-      worst_ulps = std::max(worst_ulps, std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / ulp : INFINITY);
-    }
-    out.push_back({"model.initial_weights.ulps_vs_cpu", worst_ulps, 1.0});
-    std::printf("  initial weights drawn on the GPU: %.0f of %zu differ from the CPU's, at most %.0f ulp\n", differ,
-                want.size(), worst_ulps);
+    const UlpDistance d = ulp_distance(got, want);
+    out.push_back({"model.initial_weights.ulps_vs_cpu", d.worst_ulps, 1.0});
+    std::printf("  initial weights drawn on the GPU: %.0f of %zu differ from the CPU's, at most %.0f ulp\n", d.differ,
+                want.size(), d.worst_ulps);
   });
 }
 
