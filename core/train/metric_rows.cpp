@@ -1,12 +1,10 @@
 #include "core/train/metric_rows.h"
 
-#include "core/tensor/memory_tracker.h"
 
 namespace mok {
 
 MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step, const TrainStepResult& r,
-                           const RankContext& rc, const MemoryTracker& tracker, int64_t reserved_bytes,
-                           const MemoryPeaks& peaks,
+                           const RankContext& rc, const RankMemory& mem,
                            const std::vector<std::pair<std::string, double>>& kitten_metrics) {
   MetricRow row;
   row.step = step;
@@ -38,13 +36,16 @@ MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step
     v.push_back({"perf/compute_ms", (f.step_s - f.comm_s) / R * 1e3});
     if (rc.comm->link().enabled()) v.push_back({"comm/modeled_ms", f.modeled_s / R * 1e3});
   }
+  // R > 1: the peaks are the largest over ranks, the live and saved bytes mem/rank's
+  // (core/train/rank_memory.h).
+  const MemoryPeaks& peaks = mem.peaks;
   for (int c = 0; c < static_cast<int>(MemCategory::count); ++c) {
     const auto cat = static_cast<MemCategory>(c);
     if (cat == MemCategory::kv_cache) continue;  // a training step holds none
-    v.push_back({std::string("mem/") + mem_category_name(cat) + "_bytes", static_cast<double>(tracker.live_bytes(cat))});
+    v.push_back({std::string("mem/") + mem_category_name(cat) + "_bytes", static_cast<double>(mem.live[c])});
   }
   v.push_back({"mem/peak_bytes", static_cast<double>(peaks.total)});
-  v.push_back({"mem/reserved_bytes", static_cast<double>(reserved_bytes)});
+  v.push_back({"mem/reserved_bytes", static_cast<double>(mem.reserved)});
   v.push_back({"mem/peak_reserved_bytes", static_cast<double>(peaks.reserved)});
   v.push_back({"mem/peak_block_bytes", static_cast<double>(peaks.blocks)});
   v.push_back({"mem/peak_saved_activation_bytes", static_cast<double>(peaks.saved)});
@@ -52,6 +53,7 @@ MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step
     const std::string layer = key.first >= 0 ? "layer" + std::to_string(key.first) : std::string("model");
     v.push_back({"mem/saved/" + layer + "/" + key.second, static_cast<double>(bytes)});
   }
+  if (rc.parallel()) v.push_back({"mem/rank", static_cast<double>(mem.rank)});
   if (!r.expert_load.empty()) {
     v.push_back({"moe/dropped_tokens", static_cast<double>(r.dropped)});
     for (size_t l = 0; l < r.expert_load.size(); ++l) {

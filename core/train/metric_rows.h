@@ -6,7 +6,9 @@
 //   perf/…    wall-time figures (not deterministic)
 //   comm/…    traffic between ranks (R > 1)
 //   mem/…     live bytes by category, peaks since the previous row, the allocator's reserved
-//             bytes (live blocks + cached ones) now and at their peak, saved bytes per layer
+//             bytes (live blocks + cached ones) now and at their peak, saved bytes per layer;
+//             R > 1: each peak the largest over ranks; live and saved bytes those of the
+//             rank with the highest peak (mem/rank)
 //   moe/…     dropped pairs, routed pairs per layer and expert
 //   kittens/… the kitten policy's own figures (named by the model)
 //   val/…     validation, on evaluation steps
@@ -19,23 +21,18 @@
 
 #include "core/events/metric_event.h"
 #include "core/train/evaluation.h"
-#include "core/train/memory_peaks.h"
 #include "core/train/rank_context.h"
+#include "core/train/rank_memory.h"
 #include "core/train/train_step.h"
-
-MOK_NN_BEGIN
-class MemoryTracker;
-MOK_NN_END
 
 namespace mok {
 
 // The row of the step that brought the run to `step` completed steps and `tokens` tokens:
-// the step's figures, this rank's live memory (`tracker`), what its allocator holds now
-// (`reserved_bytes`), the peaks since the last row, and the kitten policy's metrics.
+// the step's figures, the memory figures (`mem`: one rank's, or binding_rank_memory's over
+// R ranks), and the kitten policy's metrics.
 // `tokens_per_step`: global batch · seq_len.
 MetricRow train_metric_row(int64_t step, int64_t tokens, int64_t tokens_per_step, const TrainStepResult& r,
-                           const RankContext& rc, const MemoryTracker& tracker, int64_t reserved_bytes,
-                           const MemoryPeaks& peaks,
+                           const RankContext& rc, const RankMemory& mem,
                            const std::vector<std::pair<std::string, double>>& kitten_metrics);
 
 // Appends val/loss, val/bpb and val/ppl.

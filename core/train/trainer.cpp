@@ -27,6 +27,7 @@
 #include "core/train/checkpoint.h"
 #include "core/train/evaluation.h"
 #include "core/train/memory_peaks.h"
+#include "core/train/rank_memory.h"
 #include "core/train/metric_rows.h"
 #include "core/train/rank_context.h"
 #include "core/train/rank_launch.h"
@@ -564,9 +565,9 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
     const bool eval = last || (tc.eval_every > 0 && step % tc.eval_every == 0);
     const bool log = eval || tc.log_every <= 1 || step % tc.log_every == 0;
     if (log) {
-      MetricRow row =
-          train_metric_row(step, tokens_seen, tokens_per_step, r, rc, tracker, allocator.reserved_bytes(), peaks,
-                           m.model->kitten_metrics());
+      RankMemory mem = RankMemory::take(rc.rank, tracker, allocator.reserved_bytes(), peaks);
+      if (rc.parallel()) mem = binding_rank_memory(*rc.comm, mem);  // every rank logs together
+      MetricRow row = train_metric_row(step, tokens_seen, tokens_per_step, r, rc, mem, m.model->kitten_metrics());
       if (eval) {
         try {
           add_validation_metrics(row, validate());
@@ -601,6 +602,16 @@ TrainResult Trainer::run_rank(Session& s, RankContext& rc, MemoryTracker& tracke
       status = RunStatus::stopped;
       result.message = "stopped at step " + std::to_string(step) + " of " + std::to_string(tc.steps);
     }
+  }
+  if (rc.parallel()) {  // every rank ends here together: the run's peaks, the largest over ranks
+    int64_t peaks[] = {result.peak_bytes, result.peak_reserved_bytes, result.peak_block_bytes,
+                       result.peak_device_bytes, result.peak_saved_activation_bytes};
+    max_over_ranks(*rc.comm, peaks);
+    result.peak_bytes = peaks[0];
+    result.peak_reserved_bytes = peaks[1];
+    result.peak_block_bytes = peaks[2];
+    result.peak_device_bytes = peaks[3];
+    result.peak_saved_activation_bytes = peaks[4];
   }
   result.status = status;
   result.steps = step;

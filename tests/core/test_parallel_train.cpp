@@ -11,7 +11,8 @@
 //   - the per-purpose counters add up to comm/remote_bytes; shadow weights are fetched with
 //     MoK (whole experts) and never with classic dispatch; both send control bytes;
 //   - a run stopped at step 20 and resumed from its (gathered) checkpoint continues with
-//     bitwise the metrics of an uninterrupted one.
+//     bitwise the metrics of an uninterrupted one;
+//   - the memory rows are the binding rank's (the one holding more experts).
 #include <QtTest>
 
 #include <cmath>
@@ -447,6 +448,35 @@ class TestParallelTrain : public QObject {
       const double a = full.value(step, "train/loss"), b = four.value(step, "train/loss");
       QVERIFY2(std::abs(a - b) <= kTol * a, qPrintable(QString("step %1: %2 vs %3").arg(step).arg(a, 0, 'g', 12).arg(b, 0, 'g', 12)));
     }
+  }
+
+  // Memory rows over ranks are those of the rank that binds: with 7 of the 8 experts on one
+  // rank, that rank's parameters, whichever rank holds them; each peak the largest over ranks.
+  void memoryRowsFollowTheBindingRank() {
+    auto run_placed = [&](const std::string& placement, Recorder& rec) {
+      mok::ExperimentConfig c = tiny(2, "mem");
+      c.train.steps = 2;
+      c.parallel.expert_placement = placement;
+      return run(c, rec, no_checkpoints());
+    };
+    Recorder on_one, on_zero, even;
+    const mok::TrainResult r1 = run_placed("0,1,1,1,1,1,1,1", on_one);
+    QCOMPARE(r1.status, RunStatus::finished);
+    QCOMPARE(run_placed("0,0,0,0,0,0,0,1", on_zero).status, RunStatus::finished);
+    QCOMPARE(run_placed("contiguous", even).status, RunStatus::finished);
+    for (int64_t step : {1, 2}) {
+      QCOMPARE(on_one.value(step, "mem/rank"), 1.0);
+      QCOMPARE(on_zero.value(step, "mem/rank"), 0.0);
+      // 7 experts against 4 in each MoE layer (both of the 2): three experts' weights more in
+      // each (W_gate, W_up, W_down: 3·d·f floats).
+      const mok::ExperimentConfig c = tiny(2, "mem");
+      const double expert_bytes = c.model.layers * 3.0 * c.model.d_model * c.model.expert_hidden * sizeof(float);
+      QCOMPARE(on_one.value(step, "mem/parameters_bytes"), on_zero.value(step, "mem/parameters_bytes"));
+      QCOMPARE(on_one.value(step, "mem/parameters_bytes") - even.value(step, "mem/parameters_bytes"), 3 * expert_bytes);
+      QCOMPARE(on_one.value(step, "mem/gradients_bytes") - even.value(step, "mem/gradients_bytes"), 3 * expert_bytes);
+    }
+    // The run's peak is the rows' largest: the same ranks' maximum.
+    QCOMPARE(static_cast<double>(r1.peak_bytes), std::max(on_one.value(1, "mem/peak_bytes"), on_one.value(2, "mem/peak_bytes")));
   }
 
   void badLayoutsAreRefused() {

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/parallel/local_communicator.h"
-#include "core/tensor/memory_tracker.h"
 #include "core/train/metric_rows.h"
 #include "core/train/step_figures.h"
 
@@ -58,7 +57,7 @@ class TestStepFigures : public QObject {
       TrainStepResult result;
       result.step_s = 4.0;
       result.ranks = f;
-      rows[size_t(r)] = train_metric_row(1, 512, 512, result, rc, MemoryTracker(), 0, MemoryPeaks(), {});
+      rows[size_t(r)] = train_metric_row(1, 512, 512, result, rc, RankMemory{}, {});
     });
     for (int r = 0; r < R; ++r) {
       QCOMPARE(since[size_t(r)], 0.25 * (r + 1));
@@ -76,7 +75,7 @@ class TestStepFigures : public QObject {
     TrainStepResult result;
     result.step_s = 1.0;
     result.ranks.overlapped_s = 1.0;
-    const MetricRow row = train_metric_row(1, 512, 512, result, rc, MemoryTracker(), 0, MemoryPeaks(), {});
+    const MetricRow row = train_metric_row(1, 512, 512, result, rc, RankMemory{}, {});
     QVERIFY(std::isnan(value(row, "perf/comm_overlapped_ms")));
     QVERIFY(std::isnan(value(row, "perf/comm_ms")));
     QCOMPARE(value(row, "perf/step_ms"), 1000.0);

@@ -212,6 +212,32 @@ class TestLiveDashboard : public QObject {
     QCOMPARE(dash.memory_plot()->y_label(), QStringLiteral("memory (cpu), peak in step, MiB"));
   }
 
+  // Over ranks the stacked categories are the rank whose peak was the largest (mem/rank): the
+  // title names it, the stack shows that rank's bytes, and a new run starts without it.
+  void memory_plot_names_the_rank_it_shows() {
+    LiveDashboard dash;
+    dash.resize(1000, 700);
+    dash.show();
+    QCOMPARE(dash.memory_plot()->title(), QStringLiteral("Memory by category"));
+    MetricRow r = two_rank_row(1);
+    r.values.push_back({"mem/parameters_bytes", 6.0 * kMiB});
+    r.values.push_back({"mem/peak_bytes", 9.0 * kMiB});
+    r.values.push_back({"mem/rank", 1.0});
+    dash.add_rows({r});
+    dash.memory_plot()->flush();
+    QCOMPARE(dash.memory_plot()->title(), QStringLiteral("Memory by category, rank 1 (the largest peak)"));
+    // What the plot draws: the text element above its axes.
+    auto* drawn = qobject_cast<QCPTextElement*>(dash.memory_plot()->plot()->plotLayout()->element(0, 0));
+    QVERIFY(drawn);
+    QCOMPARE(drawn->text(), dash.memory_plot()->title());
+    QCOMPARE(dash.memory_plot()->last_category_mib(0), 6.0);  // parameters: rank 1's bytes
+    QCOMPARE(dash.memory_plot()->last_peak_mib(), 9.0);
+    dash.clear();
+    QCOMPARE(dash.memory_plot()->title(), QStringLiteral("Memory by category"));
+    dash.add_rows({row(1)});  // one rank: no mem/rank
+    QCOMPARE(dash.memory_plot()->title(), QStringLiteral("Memory by category"));
+  }
+
   void memory_plot_draws_the_plan_beside_the_measurement() {
     LiveDashboard dash;
     dash.resize(1000, 700);

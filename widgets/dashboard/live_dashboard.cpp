@@ -96,7 +96,7 @@ LiveDashboard::LiveDashboard(QWidget* parent) : QWidget(parent) {
   validation_->set_empty_note(tr("no evaluation yet:\none comes every train.eval_every\nsteps and after the last"));
   show_comm_device(QString());
   memory_ = new StackedMemoryPlot;
-  memory_->set_title(tr("Memory by category"));
+  show_memory_rank(-1);
   memory_->set_categories(kMemCategories);
   layers_ = new LayerBarPlot;
   layers_->set_title(tr("Saved activations and rank per layer"));
@@ -147,6 +147,12 @@ void LiveDashboard::show_comm_device(const QString& device) {
                             : tr("nothing recorded:\na run on one rank sends\nno bytes between ranks"));
 }
 
+void LiveDashboard::show_memory_rank(int rank) {
+  // Over ranks the categories are one rank's: the one whose peak was the largest.
+  memory_->set_title(rank < 0 ? tr("Memory by category")
+                              : tr("Memory by category, rank %1 (the largest peak)").arg(rank));
+}
+
 QList<CoalescedPlot*> LiveDashboard::plots() const {
   return {loss_, validation_, throughput_, memory_, layers_, comm_, heat_, optimizer_};
 }
@@ -169,6 +175,7 @@ void LiveDashboard::clear() {
   for (StreamingPlot* p : {loss_, validation_, throughput_, optimizer_, comm_}) p->clear_data();
   memory_->clear_data();
   memory_->set_planned_mib(NAN);
+  show_memory_rank(-1);
   heat_->clear_data();
   loads_.clear();
   saved_bytes_by_layer_.clear();
@@ -194,6 +201,7 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
     double saved_peak = NAN, total_peak = NAN;
     std::map<int, std::map<int, double>> load;  // layer → expert → share
     std::map<int, double> saved;
+    int mem_rank = -1;  // R > 1: whose live bytes the row gives (mem/rank)
     for (const MetricValue& v : row.values) {
       const MetricPoint p{row.step, row.tokens, row.wall_s, v.value};
       const QString name = QString::fromStdString(v.name);
@@ -210,6 +218,7 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
       else if (parse_layer(v.name, "mem/saved/layer", &layer)) saved[layer] += v.value;
       else if (name == "mem/peak_saved_activation_bytes") saved_peak = v.value;
       else if (name == "mem/peak_bytes") total_peak = v.value;
+      else if (name == "mem/rank") mem_rank = static_cast<int>(v.value);
       else if (name.startsWith("mem/") && name.endsWith("_bytes") && !name.startsWith("mem/peak")) {
         const int c = kMemCategories.indexOf(name.mid(4, name.size() - 10));  // "mem/" + category + "_bytes"
         if (c >= 0) mem[size_t(c)] = v.value, have_mem = true;
@@ -219,6 +228,7 @@ void LiveDashboard::add_rows(const std::vector<MetricRow>& rows) {
     if (have_mem) {
       if (std::isfinite(saved_peak)) mem[size_t(kSavedActivations)] = std::max(mem[size_t(kSavedActivations)], saved_peak);
       memory_->append(MetricPoint{row.step, row.tokens, row.wall_s, 0}, mem, total_peak);
+      show_memory_rank(mem_rank);
     }
     if (!saved.empty()) saved_bytes_by_layer_ = saved, layer_bars_dirty = true;
     for (auto& [layer, experts] : load) {

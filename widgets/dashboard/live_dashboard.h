@@ -1,7 +1,8 @@
 #pragma once
 // LiveDashboard: every live figure of one run, fed MetricRows on the GUI thread:
 //   loss (train, val) · validation bpb and perplexity (an axis each) · tokens/s · memory by
-//   category at its peak within the step (stacked) · saved-activation MiB and kitten rank
+//   category at its peak within the step (stacked; over ranks the rank that peaked highest,
+//   named in the title) · saved-activation MiB and kitten rank
 //   per layer · bytes between ranks by purpose (MiB per step) with the time spent in
 //   communication (ms per step, the right axis), titled "Between GPUs" on a GPU run ·
 //   expert-load heat map (one layer at a time) · learning rate and gradient norm (an axis each).
@@ -66,6 +67,7 @@ class LiveDashboard : public QWidget {
  private:
   void on_heat_layer_changed();
   void show_comm_device(const QString& device);
+  void show_memory_rank(int rank);  // −1: one rank
   void update_layer_bars();
 
   PlotGroup* group_ = nullptr;
