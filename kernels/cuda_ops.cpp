@@ -773,7 +773,9 @@ void CudaOps::router_backward(const Tensor& probs, const Tensor& lse, const Tens
 
 void CudaOps::gather_rows(const Tensor& src, const Tensor& order, int k, Tensor& out) {
   const auto timed = profile("gather_rows");
-  by_type(src.dtype(), "gather_rows", [&]<typename T>() {
+  same_dtype(src, out, "gather_rows");
+  // i32 rows (index tables) move as their bits, through the f32 kernel: it only copies.
+  by_type(src.dtype() == DType::i32 ? DType::f32 : src.dtype(), "gather_rows", [&]<typename T>() {
     cuda::gather_rows<T>(static_cast<const T*>(src.raw()), order.ptr<int32_t>(), k, order.numel(), src.dim(1),
                          static_cast<T*>(out.raw()), stream_);
   });
@@ -841,8 +843,10 @@ void CudaOps::shadow_decisions(const Tensor& counts, const Tensor& owner, int se
 }
 
 mok::ShipRows CudaOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest,
-                                 const Tensor& local_index, int k, int ranks, bool every_row) {
+                                 const Tensor& local_index, int k, int ranks, bool every_row,
+                                 const mok::ShipChunks* chunks) {
   const auto timed = profile("ship_rows");
+  check_ship_chunks(chunks, ranks, every_row, "ship_rows");
   const int64_t n = expert.numel() / k;
   mok::ShipRows out;
   const auto make_rows = [&](int64_t total) {
@@ -864,11 +868,25 @@ mok::ShipRows CudaOps::ship_rows(const Tensor& expert, const Tensor& gate, const
   // Counts first (they size the outputs and cross to the host), then the rows.
   const size_t ws_bytes = ship_rows_workspace_bytes(n, ranks);
   Tensor ws = scratch(ws_bytes);
-  Tensor rows = Tensor::empty({static_cast<int64_t>(ranks)}, DType::i64, *allocator_);
+  // rows (R), then with chunks the chunk counts (2·C·R): one read brings both.
+  const int64_t cells = chunks ? 2 * static_cast<int64_t>(chunks->chunks) * ranks : 0;
+  Tensor rows = Tensor::empty({ranks + cells}, DType::i64, *allocator_);
   cuda::ship_rows_count(expert.ptr<int32_t>(), dest.ptr<int32_t>(), n, k, ranks, ws.raw(), ws_bytes,
                         rows.ptr<int64_t>(), stream_);
-  out.rows.assign(static_cast<size_t>(ranks), 0);
-  rows.copy_to_host(out.rows.data(), rows.bytes());
+  Tensor locals;
+  if (chunks) {
+    locals = Tensor::empty({ranks}, DType::i32, *allocator_);
+    locals.copy_from_host(chunks->locals.data(), locals.bytes());
+    cuda::ship_chunk_counts(expert.ptr<int32_t>(), dest.ptr<int32_t>(), local_index.ptr<int32_t>(),
+                            locals.ptr<int32_t>(), n, k, ranks, chunks->chunks, rows.ptr<int64_t>() + ranks, stream_);
+  }
+  std::vector<int64_t> read(static_cast<size_t>(ranks + cells), 0);
+  rows.copy_to_host(read.data(), rows.bytes());
+  out.rows.assign(read.begin(), read.begin() + ranks);
+  if (chunks) {
+    out.chunk_lo.assign(read.begin() + ranks, read.begin() + ranks + cells / 2);
+    out.chunk_hi.assign(read.begin() + ranks + cells / 2, read.end());
+  }
   int64_t total = 0;
   for (int64_t r : out.rows) total += r;
   make_rows(total);
@@ -877,6 +895,26 @@ mok::ShipRows CudaOps::ship_rows(const Tensor& expert, const Tensor& gate, const
                          k, ranks, ws.raw(), out.token.ptr<int32_t>(), out.head_pair.ptr<int32_t>(),
                          out.entry.ptr<int32_t>(), out.gate.ptr<float>(), out.pair.ptr<int32_t>(), stream_);
   return out;
+}
+
+void CudaOps::row_chunk_keys(const Tensor& entry, const std::vector<int64_t>& rows_per_rank,
+                             const mok::ShipChunks& chunks, Tensor& key_lo, Tensor& key_hi) {
+  const auto timed = profile("row_chunk_keys");
+  const int R = static_cast<int>(rows_per_rank.size());
+  check_ship_chunks(&chunks, R, false, "row_chunk_keys");
+  std::vector<int64_t> offsets(static_cast<size_t>(R) + 1, 0);
+  for (int q = 0; q < R; ++q) offsets[q + 1] = offsets[q] + rows_per_rank[q];
+  const int64_t rows = entry.rank() > 0 ? entry.dim(0) : 0;
+  if (offsets[R] != rows)
+    throw std::invalid_argument("row_chunk_keys: " + std::to_string(offsets[R]) + " rows per rank for " +
+                                std::to_string(rows) + " rows of entries");
+  if (rows == 0) return;
+  Tensor off = Tensor::empty({R + 1}, DType::i64, *allocator_);
+  off.copy_from_host(offsets.data(), off.bytes());
+  Tensor locals = Tensor::empty({R}, DType::i32, *allocator_);
+  locals.copy_from_host(chunks.locals.data(), locals.bytes());
+  cuda::row_chunk_keys(entry.ptr<int32_t>(), rows, static_cast<int>(entry.numel() / rows), off.ptr<int64_t>(),
+                       locals.ptr<int32_t>(), R, chunks.chunks, key_lo.ptr<int32_t>(), key_hi.ptr<int32_t>(), stream_);
 }
 
 void CudaOps::replace_negative(Tensor& entry, int32_t pad) {

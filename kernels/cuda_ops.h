@@ -136,7 +136,10 @@ class CudaOps final : public mok::Ops {
   void shadow_decisions(const mok::Tensor& counts, const mok::Tensor& owner, int self, int k,
                         const mok::ShadowRule& rule, mok::Tensor& rows, mok::Tensor& dest) override;
   mok::ShipRows ship_rows(const mok::Tensor& expert, const mok::Tensor& gate, const mok::Tensor& dest,
-                          const mok::Tensor& local_index, int k, int ranks, bool every_row) override;
+                          const mok::Tensor& local_index, int k, int ranks, bool every_row,
+                          const mok::ShipChunks* chunks) override;
+  void row_chunk_keys(const mok::Tensor& entry, const std::vector<int64_t>& rows_per_rank,
+                      const mok::ShipChunks& chunks, mok::Tensor& key_lo, mok::Tensor& key_hi) override;
   void replace_negative(mok::Tensor& entry, int32_t pad) override;
   void unroute_group(const mok::Tensor& entry, int32_t group, mok::Tensor& row_of_pair) override;
   void row_dot(const mok::Tensor& a, const mok::Tensor& b, mok::Tensor& out) override;

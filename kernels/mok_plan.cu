@@ -8,6 +8,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_types.h"
+#include "core/parallel/expert_chunk.h"
 
 namespace mok::cuda {
 namespace {
@@ -78,6 +79,64 @@ __global__ void ship_fill_kernel(const int32_t* expert, const float* gate, const
     entry_gate[row * k + j] = 0.0f;
     pair[row * k + j] = -1;
   }
+}
+
+// The chunks of the lowest and highest of (q, t)'s entries on q, or false when it has none.
+__device__ inline bool row_chunks(const int32_t* ex, int k, const int32_t* dest, const int32_t* local_index, int q,
+                                  int L, int C, int* lo, int* hi) {
+  int a = INT32_MAX, b = -1;
+  for (int s = 0; s < k; ++s) {
+    if (ex[s] < 0 || dest[ex[s]] != q) continue;
+    a = min(a, local_index[ex[s]]);
+    b = max(b, local_index[ex[s]]);
+  }
+  if (b < 0) return false;
+  *lo = expert_chunk(a, L, C);
+  *hi = expert_chunk(b, L, C);
+  return true;
+}
+
+// counts (2·C·R) i64: rows by (lowest entry's chunk, q) at c·R + q, then by the highest's.
+// A block's histogram in shared memory, added to the global one once per cell (integers:
+// exact in any order).
+__global__ void ship_chunk_counts_kernel(const int32_t* expert, const int32_t* dest, const int32_t* local_index,
+                                         const int32_t* locals, int64_t n, int k, int R, int C,
+                                         unsigned long long* counts) {
+  extern __shared__ unsigned int hist[];
+  const int cells = 2 * C * R;
+  for (int i = threadIdx.x; i < cells; i += blockDim.x) hist[i] = 0;
+  __syncthreads();
+  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (t < n) {
+    for (int q = 0; q < R; ++q) {
+      int lo, hi;
+      if (!row_chunks(expert + t * k, k, dest, local_index, q, locals[q], C, &lo, &hi)) continue;
+      atomicAdd(hist + lo * R + q, 1u);
+      atomicAdd(hist + C * R + hi * R + q, 1u);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < cells; i += blockDim.x)
+    if (hist[i]) atomicAdd(counts + i, static_cast<unsigned long long>(hist[i]));
+}
+
+// One thread a row: its rank from the offsets (R + 1), then its keys.
+__global__ void row_chunk_keys_kernel(const int32_t* entry, int64_t rows, int k, const int64_t* offsets,
+                                      const int32_t* locals, int R, int C, int32_t* key_lo, int32_t* key_hi) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= rows) return;
+  int q = 0;
+  while (q + 1 < R && offsets[q + 1] <= i) ++q;
+  int a = INT32_MAX, b = -1;
+  for (int j = 0; j < k; ++j) {
+    const int32_t l = entry[i * k + j];
+    if (l < 0) continue;
+    a = min(a, l);
+    b = max(b, l);
+  }
+  if (b < 0) a = b = 0;  // no entries: not a row the plan makes (the host reference refuses it)
+  key_lo[i] = expert_chunk(a, locals[q], C) * R + q;
+  key_hi[i] = expert_chunk(b, locals[q], C) * R + q;
 }
 
 __global__ void replace_negative_kernel(int32_t* v, int64_t m, int32_t pad) {
@@ -158,6 +217,28 @@ void ship_rows_count(const int32_t* expert, const int32_t* dest, int64_t n, int 
   MOK_CUDA_CHECK_LAUNCH();
   MOK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(w.scan, w.scan_bytes, w.flag, w.place, static_cast<int>(n * R), stream));
   ship_counts_kernel<<<1, 32 * ((R + 31) / 32), 0, stream>>>(w.flag, w.place, n, R, rows);
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void ship_chunk_counts(const int32_t* expert, const int32_t* dest, const int32_t* local_index, const int32_t* locals,
+                       int64_t n, int k, int R, int C, int64_t* counts, cudaStream_t stream) {
+  const int cells = 2 * C * R;
+  if (C < 1 || cells > kMaxShipChunkCells)
+    throw std::invalid_argument("ship_chunk_counts: " + std::to_string(C) + " chunks of " + std::to_string(R) +
+                                " ranks (at most " + std::to_string(kMaxShipChunkCells / 2) + " cells)");
+  MOK_CUDA_CHECK(cudaMemsetAsync(counts, 0, size_t(cells) * sizeof(int64_t), stream));
+  if (n <= 0) return;
+  static_assert(sizeof(unsigned long long) == sizeof(int64_t), "counts added as unsigned long long");
+  ship_chunk_counts_kernel<<<blocks_for(n, kThreads), kThreads, size_t(cells) * sizeof(unsigned int), stream>>>(
+      expert, dest, local_index, locals, n, k, R, C, reinterpret_cast<unsigned long long*>(counts));
+  MOK_CUDA_CHECK_LAUNCH();
+}
+
+void row_chunk_keys(const int32_t* entry, int64_t rows, int k, const int64_t* offsets, const int32_t* locals, int R,
+                    int C, int32_t* key_lo, int32_t* key_hi, cudaStream_t stream) {
+  if (rows <= 0) return;
+  row_chunk_keys_kernel<<<blocks_for(rows, kThreads), kThreads, 0, stream>>>(entry, rows, k, offsets, locals, R, C,
+                                                                             key_lo, key_hi);
   MOK_CUDA_CHECK_LAUNCH();
 }
 

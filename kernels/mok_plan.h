@@ -38,6 +38,16 @@ void ship_rows_fill(const int32_t* expert, const float* gate, const int32_t* des
                     int64_t n, int k, int R, const void* ws, int32_t* token, int32_t* head_pair, int32_t* entry,
                     float* entry_gate, int32_t* pair, cudaStream_t stream);
 
+// The rows' chunk counts (Ops::ship_rows with ShipChunks): counts (2·C·R) i64, rows to q by
+// the chunk of their lowest entry there at c·R + q, then by their highest's; locals (R) the
+// local experts of each rank. At most kMaxShipChunkCells cells (2·C·R).
+constexpr int kMaxShipChunkCells = 8192;
+void ship_chunk_counts(const int32_t* expert, const int32_t* dest, const int32_t* local_index, const int32_t* locals,
+                       int64_t n, int k, int R, int C, int64_t* counts, cudaStream_t stream);
+// Ops::row_chunk_keys: rows (rows, k) entries, offsets (R + 1) i64 the first row of each rank.
+void row_chunk_keys(const int32_t* entry, int64_t rows, int k, const int64_t* offsets, const int32_t* locals, int R,
+                    int C, int32_t* key_lo, int32_t* key_hi, cudaStream_t stream);
+
 // The fill with every (q, token) a row at q·n + t (no count, no workspace): a token without
 // entries on q gets an all-pad row with head_pair −1 (Ops::ship_rows with every_row).
 void ship_rows_fill_every(const int32_t* expert, const float* gate, const int32_t* dest, const int32_t* local_index,

@@ -14,6 +14,7 @@
 #include "core/backend/swiglu_kernel.h"
 #include "core/kittens/gaussian_sketch.h"
 #include "core/model/parameter.h"
+#include "core/parallel/expert_chunk.h"
 #include "core/routing/locality_policy.h"
 #include "core/util/thread_pool.h"
 
@@ -369,12 +370,15 @@ void CpuOps::router_backward(const Tensor& probs, const Tensor& lse, const Tenso
 }
 
 void CpuOps::gather_rows(const Tensor& src, const Tensor& order, int k, Tensor& out) {
-  const int64_t m = order.numel(), d = src.dim(1);
+  if (src.dtype() != out.dtype())
+    throw std::invalid_argument("gather_rows: " + src.describe() + " into " + out.describe());
+  const int64_t m = order.numel();
+  const size_t row = static_cast<size_t>(src.dim(1)) * dtype_size(src.dtype());  // bytes: any dtype
   const int32_t* ord = order.data_as<int32_t>();
-  const real* sp = src.data();
-  real* op = out.data();
+  const auto* sp = static_cast<const uint8_t*>(src.raw());
+  auto* op = static_cast<uint8_t*>(out.raw());
   parallel_for(m, 64, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) std::memcpy(op + i * d, sp + (ord[i] / k) * d, d * sizeof(real));
+    for (int64_t i = i0; i < i1; ++i) std::memcpy(op + i * row, sp + (ord[i] / k) * row, row);
   });
 }
 
@@ -456,7 +460,8 @@ void CpuOps::shadow_decisions(const Tensor& counts, const Tensor& owner, int sel
 }
 
 ShipRows CpuOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index,
-                           int k, int ranks, bool every_row) {
+                           int k, int ranks, bool every_row, const ShipChunks* chunks) {
+  check_ship_chunks(chunks, ranks, every_row, "ship_rows");
   const int32_t* ex = expert.data_as<int32_t>();
   const int32_t* to = dest.data_as<int32_t>();
   const int32_t* local = local_index.data_as<int32_t>();
@@ -506,7 +511,47 @@ ShipRows CpuOps::ship_rows(const Tensor& expert, const Tensor& gate, const Tenso
       }
       ++row;
     }
+  if (chunks) {
+    Tensor lo = Tensor::empty({total}, DType::i32, mem), hi = Tensor::empty({total}, DType::i32, mem);
+    row_chunk_keys(out.entry, out.rows, *chunks, lo, hi);
+    const size_t cells = static_cast<size_t>(chunks->chunks) * static_cast<size_t>(ranks);
+    out.chunk_lo.assign(cells, 0);
+    out.chunk_hi.assign(cells, 0);
+    for (int64_t i = 0; i < total; ++i) {
+      out.chunk_lo[static_cast<size_t>(lo.data_as<int32_t>()[i])]++;
+      out.chunk_hi[static_cast<size_t>(hi.data_as<int32_t>()[i])]++;
+    }
+  }
   return out;
+}
+
+void CpuOps::row_chunk_keys(const Tensor& entry, const std::vector<int64_t>& rows_per_rank, const ShipChunks& chunks,
+                            Tensor& key_lo, Tensor& key_hi) {
+  const int R = static_cast<int>(rows_per_rank.size());
+  check_ship_chunks(&chunks, R, false, "row_chunk_keys");
+  const int64_t rows = entry.rank() > 0 ? entry.dim(0) : 0, k = rows > 0 ? entry.numel() / rows : 0;
+  const int32_t* en = entry.data_as<int32_t>();
+  int64_t row = 0;
+  for (int q = 0; q < R; ++q) {
+    for (int64_t i = 0; i < rows_per_rank[static_cast<size_t>(q)]; ++i, ++row) {
+      if (row >= rows) throw std::invalid_argument("row_chunk_keys: more rows per rank than entries");
+      int lo = INT32_MAX, hi = -1;
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t l = en[row * k + j];
+        if (l < 0) continue;
+        lo = std::min(lo, static_cast<int>(l));
+        hi = std::max(hi, static_cast<int>(l));
+      }
+      const int L = chunks.locals[static_cast<size_t>(q)];
+      if (hi < 0) throw std::invalid_argument("row_chunk_keys: a row without entries");
+      if (hi >= L)
+        throw std::invalid_argument("row_chunk_keys: local expert " + std::to_string(hi) + " of a rank with " +
+                                    std::to_string(L));
+      key_lo.data_as<int32_t>()[row] = expert_chunk(lo, L, chunks.chunks) * R + q;
+      key_hi.data_as<int32_t>()[row] = expert_chunk(hi, L, chunks.chunks) * R + q;
+    }
+  }
+  if (row != rows) throw std::invalid_argument("row_chunk_keys: fewer rows per rank than entries");
 }
 
 void CpuOps::replace_negative(Tensor& entry, int32_t pad) {

@@ -63,7 +63,9 @@ class CpuOps final : public Ops {
   void shadow_decisions(const Tensor& counts, const Tensor& owner, int self, int k, const ShadowRule& rule,
                         Tensor& rows, Tensor& dest) override;
   ShipRows ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index, int k,
-                     int ranks, bool every_row) override;
+                     int ranks, bool every_row, const ShipChunks* chunks) override;
+  void row_chunk_keys(const Tensor& entry, const std::vector<int64_t>& rows_per_rank, const ShipChunks& chunks,
+                      Tensor& key_lo, Tensor& key_hi) override;
   void replace_negative(Tensor& entry, int32_t pad) override;
   void unroute_group(const Tensor& entry, int32_t group, Tensor& row_of_pair) override;
   void row_dot(const Tensor& a, const Tensor& b, Tensor& out) override;

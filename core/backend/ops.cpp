@@ -18,6 +18,17 @@ std::vector<int64_t> Ops::counted_offsets(const std::vector<int64_t>& counts, in
   return off;
 }
 
+void Ops::check_ship_chunks(const ShipChunks* chunks, int ranks, bool every_row, const char* op) {
+  if (!chunks) return;
+  if (every_row) throw std::invalid_argument(std::string(op) + ": chunks of the fixed layout (every_row)");
+  if (chunks->chunks < 1) throw std::invalid_argument(std::string(op) + ": " + std::to_string(chunks->chunks) + " chunks");
+  if (static_cast<int>(chunks->locals.size()) != ranks)
+    throw std::invalid_argument(std::string(op) + ": local expert counts of " + std::to_string(chunks->locals.size()) +
+                                " ranks for " + std::to_string(ranks));
+  for (int32_t L : chunks->locals)
+    if (L < 1) throw std::invalid_argument(std::string(op) + ": a rank with " + std::to_string(L) + " local experts");
+}
+
 PairOrder Ops::sort_pairs_counted(Tensor& expert, int experts, const std::vector<int64_t>& counts) {
   counted_offsets(counts, experts, expert.numel());  // for its checks of the counts
   PairOrder out = sort_pairs(expert, experts, 0);

@@ -62,6 +62,17 @@ struct ShipRows {
   Tensor entry;               // (Σ rows, k) i32: the entry's expert index on the destination, −1 pad
   Tensor gate;                // (Σ rows, k) f32/`real`: the entry's gate, 0 pad
   Tensor pair;                // (Σ rows, k) i32: the entry's pair t·k+s, −1 pad
+  // With ShipChunks: (C·R) rows to rank q whose lowest (highest) entry there lies in chunk c,
+  // at c·R + q (chunk-major, as the chunked buffers are); empty without.
+  std::vector<int64_t> chunk_lo, chunk_hi;
+};
+
+// Rows cut into chunks by their entries' experts (the GPU plan's overlap of transfer and
+// compute, core/parallel/mok_dispatcher.h): rank q's local experts are cut into `chunks`
+// consecutive groups (expert_chunk, core/parallel/expert_chunk.h, with L = locals[q]).
+struct ShipChunks {
+  int chunks = 1;               // C
+  std::vector<int32_t> locals;  // (R) local experts on each rank
 };
 
 // The router's loss sums, before their coefficients (core/routing/topk_router.h):
@@ -250,7 +261,8 @@ class Ops {
   virtual void router_backward(const Tensor& probs, const Tensor& lse, const Tensor& choice, const Tensor& dgate,
                                const Tensor& load, double pairs, const std::vector<uint8_t>* local, double aux_w,
                                double z_w, double loc_w, Tensor& dlogits) = 0;
-  // out (m, d): out[i] = src[order[i] / k]   (the token of sorted pair i)
+  // out (m, d): out[i] = src[order[i] / k]   (the token of sorted pair i). src and out of one
+  // dtype: the compute types, or i32 (index tables permuted with their rows).
   virtual void gather_rows(const Tensor& src, const Tensor& order, int k, Tensor& out) = 0;
   // The same, and scaled (m, d) = s[i]·out[i] (s: m, f32/`real`; the routed experts' gated
   // gradient): here gather_rows then scale_rows; a backend may write both from one read.
@@ -293,8 +305,16 @@ class Ops {
   // every_row: then every (destination, token) has its row, one without entries there all
   // pads with head_pair −1, so rows[q] = n and nothing waits (the fixed layout of
   // core/parallel/fixed_row_exchange.h).
+  // With `chunks` (not with every_row) the same wait brings ShipRows::chunk_lo and chunk_hi.
   virtual ShipRows ship_rows(const Tensor& expert, const Tensor& gate, const Tensor& dest, const Tensor& local_index,
-                             int k, int ranks, bool every_row = false) = 0;
+                             int k, int ranks, bool every_row = false, const ShipChunks* chunks = nullptr) = 0;
+  // Chunk keys of rows held rank by rank (rows_per_rank[q] consecutive rows of rank q; R =
+  // its size): a row of rank q whose entries (entry (rows, k) i32: local expert indices on q,
+  // −1 pad, at least one not) lie in chunks c_lo … c_hi gets key_lo = c_lo·R + q and key_hi =
+  // c_hi·R + q (rows, i32 each): sorted stably by them, the rows lie as the chunk-major
+  // buffers of the lowest and of the highest chunk. No wait.
+  virtual void row_chunk_keys(const Tensor& entry, const std::vector<int64_t>& rows_per_rank,
+                              const ShipChunks& chunks, Tensor& key_lo, Tensor& key_hi) = 0;
   // entry (m) i32: every value < 0 becomes `pad`, in place.
   virtual void replace_negative(Tensor& entry, int32_t pad) = 0;
   // row_of_pair (m) i32 = −1 wherever entry (m) i32 == group; the rest untouched.
@@ -343,6 +363,9 @@ class Ops {
   // of sort_pairs_counted; invalid_argument if there are not E counts, logic_error if they
   // add up to more than `pairs`.
   static std::vector<int64_t> counted_offsets(const std::vector<int64_t>& counts, int experts, int64_t pairs);
+  // invalid_argument unless `chunks` (when given) has C ≥ 1, a local expert count ≥ 1 for each
+  // of the `ranks`, and comes without every_row. `op` names the caller.
+  static void check_ship_chunks(const ShipChunks* chunks, int ranks, bool every_row, const char* op);
 };
 
 MOK_NN_END

@@ -1,6 +1,8 @@
 #include "core/parallel/chunk_layout.h"
 
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 MOK_NN_BEGIN
 
@@ -38,6 +40,22 @@ ChunkLayout::ChunkLayout(const std::vector<int64_t>& rows_per_peer, const std::v
   for (int q = 0; q < peers; ++q)
     for (int64_t m = 0; m < rows_per_peer[q]; ++m, ++i)
       pos[i] = next[static_cast<size_t>(key[i]) * peers + q]++;
+}
+
+ChunkLayout ChunkLayout::from_counts(std::vector<int64_t> counts, int chunks, int peers) {
+  if (chunks < 1 || peers < 1 || counts.size() != static_cast<size_t>(chunks) * peers)
+    throw std::invalid_argument("ChunkLayout: " + std::to_string(counts.size()) + " counts for " +
+                                std::to_string(chunks) + " chunks of " + std::to_string(peers) + " peers");
+  ChunkLayout l;
+  l.chunks = chunks;
+  l.peers = peers;
+  l.count = std::move(counts);
+  l.start.assign(static_cast<size_t>(chunks) + 1, 0);
+  for (int c = 0; c < chunks; ++c) {
+    l.start[c + 1] = l.start[c];
+    for (int q = 0; q < peers; ++q) l.start[c + 1] += l.count[static_cast<size_t>(c) * peers + q];
+  }
+  return l;
 }
 
 std::vector<int64_t> ChunkLayout::counts(int c, int64_t scale) const {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/parallel/expert_chunk.h"
 #include "core/real.h"
 
 MOK_NN_BEGIN
@@ -26,16 +27,13 @@ struct ChunkLayout {
 
   ChunkLayout() = default;
   ChunkLayout(const std::vector<int64_t>& rows_per_peer, const std::vector<int>& key, int chunks);
+  // The blocks alone, from their counts (chunks · peers, at c·peers + q): where the rows were
+  // placed on the device (the GPU plan), so `pos` stays empty.
+  static ChunkLayout from_counts(std::vector<int64_t> counts, int chunks, int peers);
 
   int64_t offset(int c) const { return start[static_cast<size_t>(c)]; }
   // Counts of chunk c per peer, times `scale` (values per row), for all_to_all_v.
   std::vector<int64_t> counts(int c, int64_t scale) const;
 };
-
-// Chunk of local expert l (of L on its rank) when the experts are cut into C consecutive
-// groups: ⌊l·C/L⌋, so every chunk gets ⌊L/C⌋ or ⌈L/C⌉ experts (none when L < C).
-inline int expert_chunk(int l, int L, int C) {
-  return static_cast<int>(static_cast<int64_t>(l) * C / L);
-}
 
 MOK_NN_END

@@ -225,13 +225,18 @@ std::vector<uint8_t> MokDispatcher::finish_decisions(const PendingDecisions& p, 
   return decision;
 }
 
-int64_t MokDispatcher::exchange_heads(const std::vector<int64_t>& pairs_offsets, const std::vector<uint8_t>& my_decision) {
+int64_t MokDispatcher::exchange_heads(const std::vector<int64_t>& pairs_offsets, const std::vector<uint8_t>& my_decision,
+                                      int chunks) {
   // One small all-to-all tells every peer (a) per expert, 2 · (pairs routed to it from here)
   // + shadow flag — owners learn who shadows their experts, the pair counts price the
   // classic baseline in the log — (b) how many rows come its way and (c) how many rows this
-  // rank sends in all, so that every rank picks the same chunk count.
+  // rank sends in all, so that every rank picks the same chunk count; with device chunks,
+  // (d) its rows by the chunk of their lowest entry, then by their highest's.
   const int R = comm_.size(), me = comm_.rank(), E = placement_.experts();
-  const int64_t W = E + 2;
+  const int C = chunks;
+  const int64_t W = E + 2 + (C > 1 ? 2 * C : 0);
+  if (C > 1 && (ship_.chunk_lo.size() != static_cast<size_t>(C) * R || ship_.chunk_hi.size() != ship_.chunk_lo.size()))
+    throw std::logic_error("MokDispatcher: heads in " + std::to_string(C) + " chunks without the rows' chunk counts");
   std::vector<int64_t> head_send(static_cast<size_t>(R * W)), head_recv(static_cast<size_t>(R * W));
   std::vector<int64_t> packed(static_cast<size_t>(E), 0);
   for (int e = 0; e < E; ++e) packed[e] = 2 * (pairs_offsets[e + 1] - pairs_offsets[e]) + my_decision[e];
@@ -241,6 +246,10 @@ int64_t MokDispatcher::exchange_heads(const std::vector<int64_t>& pairs_offsets,
     std::copy(packed.begin(), packed.end(), head_send.begin() + static_cast<ptrdiff_t>(q * W));
     head_send[static_cast<size_t>(q * W + E)] = send_rows_[q];
     head_send[static_cast<size_t>(q * W + E + 1)] = my_rows;
+    for (int c = 0; c < (C > 1 ? C : 0); ++c) {
+      head_send[static_cast<size_t>(q * W + E + 2 + c)] = ship_.chunk_lo[static_cast<size_t>(c) * R + q];
+      head_send[static_cast<size_t>(q * W + E + 2 + C + c)] = ship_.chunk_hi[static_cast<size_t>(c) * R + q];
+    }
   }
   const std::vector<int64_t> head_len(R, W);
   comm_.all_to_all_v(head_send.data(), head_len, head_recv.data(), head_len, CommPurpose::control);
@@ -260,6 +269,13 @@ int64_t MokDispatcher::exchange_heads(const std::vector<int64_t>& pairs_offsets,
     recv_rows_[s] = head_recv[static_cast<size_t>(s * W + E)];
     global_rows += head_recv[static_cast<size_t>(s * W + E + 1)];
   }
+  recv_chunk_lo_.assign(C > 1 ? static_cast<size_t>(C) * R : 0, 0);
+  recv_chunk_hi_.assign(recv_chunk_lo_.size(), 0);
+  for (int s = 0; s < R; ++s)
+    for (int c = 0; c < (C > 1 ? C : 0); ++c) {
+      recv_chunk_lo_[static_cast<size_t>(c) * R + s] = head_recv[static_cast<size_t>(s * W + E + 2 + c)];
+      recv_chunk_hi_[static_cast<size_t>(c) * R + s] = head_recv[static_cast<size_t>(s * W + E + 2 + C + c)];
+    }
   return global_rows;
 }
 

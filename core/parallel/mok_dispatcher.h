@@ -51,14 +51,15 @@
 // device (one chunk, a stacked bank; GPU ranks by default): by the rank's ops
 // (Ops::slot_share_counts, shadow_decisions, ship_rows, sort_pairs_counted of the received
 // entries, scatter_positions), entries and gates travelling through the DataPlane, so that
-// only counts cross to the host: rows per destination, in one wait that brings the choices
-// too (rows per local expert come with the heads). Both
-// places give the same rows in the same order, so the results are bitwise the same (tested).
+// only counts cross to the host: rows per destination (and per chunk), in one wait that brings
+// the choices too (rows per local expert come with the heads). Both places give every expert
+// the same rows in the same order, so the results are bitwise the same (tested).
 // Rows, weights and their gradients always move through the DataPlane of the rank's device,
 // and every row operation is one of the rank's ops. With one chunk, the local experts run as
 // one grouped product over all their rows (the stacked bank); with several, expert by expert
-// as each chunk arrives. On a GPU the chunks would share one stream, so a GPU rank uses one
-// chunk (no overlap yet).
+// as each chunk arrives. The device plan chunks its own way: the rows' layouts are made by the
+// rank's ops, and the transfers of one chunk run on the plane's transfer stream beside the
+// previous chunk's products (core/parallel/mok_device_plan.cpp).
 
 #include <cstdint>
 #include <map>
@@ -97,8 +98,10 @@ struct MokOptions {
   // count, so every rank agrees). A decode step of a few rows would otherwise pay one
   // exchange's latency per chunk for nothing.
   int64_t min_chunk_rows = 64;
-  // automatic: on the device for a device DataPlane (then with one chunk), else on the host.
-  // device forces one chunk on any rank (CPU ranks too: the tests compare both places).
+  // automatic: on the device for a device DataPlane, else on the host. device: on the device
+  // on any rank (CPU ranks too: the tests compare both places). The device plan takes
+  // overlap_chunks for kept forwards, without the min_chunk_rows rule (the row counts come
+  // after the counts by chunk).
   MokPlanPlace plan = MokPlanPlace::automatic;
   // N > 0: a forward not kept for backward with at most N rows uses the fixed layout
   // (core/parallel/fixed_row_exchange.h): one row per token to every rank, nothing counted
@@ -157,7 +160,10 @@ class MokDispatcher final : public ExpertDispatcher {
   MokCostModel cost_model(DType row_dtype, int64_t d, int64_t f) const;
   void record_decisions(const std::vector<uint8_t>& decision, const std::vector<double>& rows);
   // pairs_offsets: (E + 1) the router's expert-major offsets of this rank's kept pairs.
-  int64_t exchange_heads(const std::vector<int64_t>& pairs_offsets, const std::vector<uint8_t>& my_decision);
+  // chunks > 1 (the device plan in chunks): each peer also learns the rows of every (chunk,
+  // peer) block it receives (recv_chunk_lo_, recv_chunk_hi_), from ship_'s counts.
+  int64_t exchange_heads(const std::vector<int64_t>& pairs_offsets, const std::vector<uint8_t>& my_decision,
+                         int chunks = 1);
   void fetch_shadow_weights(ExpertBank& bank, int64_t d, int64_t f);
   // Values to and from each peer when shadow copies move: weights from owners to the ranks
   // that shadow their experts (to_shadows), their gradients back (the mirror image).
@@ -177,6 +183,13 @@ class MokDispatcher final : public ExpertDispatcher {
   // The plan made by the rank's ops (MokPlanPlace::device).
   Tensor forward_device(const Tensor& x, const RoutingDecision& routing, ExpertBank& bank, bool keep, int64_t f);
   Tensor backward_device(const Tensor& dy, ExpertBank& bank, Tensor& dgate);
+  // The device plan's chunk count: MokOptions::overlap_chunks (at most the most experts a rank
+  // holds) for a kept forward, else 1. From the options and the placement alone, so every rank
+  // agrees before anything is counted.
+  int device_chunks(bool keep) const;
+  // (C + 1) first stacked group of each chunk's local experts, the stack's groups at the end.
+  std::vector<int> device_chunk_groups(const ExpertBank& bank, int chunks) const;
+  void release_device_plan();  // what the device plan kept for backward
   SwiGluMlp& shadow_copy(int expert, int64_t d, int64_t f);
   void finish_log(const CommStats& before, bool complete);
   // Chunk c's slice of an all-to-all whose rows lie in `send` (layout ls) and `recv` (lr).
@@ -249,6 +262,18 @@ class MokDispatcher final : public ExpertDispatcher {
   Tensor shadow_order_;         // (shadowed pairs) i32: the pairs of my_shadowed_, expert-major
   Tensor row_of_group_;         // (n·k) i32: results row of each group's first slot, −1 elsewhere
   int64_t shadow_rows_ = 0;
+  // Its chunks (core/parallel/mok_device_plan.cpp), in the layouts send_fwd_ … recv_cmb_
+  // above (one chunk: the rows as ship_rows made them, and these the plan's own tensors):
+  std::vector<int64_t> recv_chunk_lo_, recv_chunk_hi_;  // (C·R) rows received per (chunk, source)
+  Tensor token_fwd_;       // (sent rows) i32: the token of each row as the rows go out
+  Tensor head_pair_cmb_;   // (sent rows) i32: head pairs as the results come back
+  Tensor pair_cmb_;        // (sent rows, k) i32: entry pairs as the results come back
+  Tensor batch_source_;    // (batch rows) i32: where each expert-major row lies in the received rows, ÷ batch_div_
+  int batch_div_ = 1;
+  Tensor rows_of_cmb_;     // (received rows, k) i32: batch row of each entry, as the results go back
+  Tensor gates_cmb_;       // (received rows, k): the entries' gates, likewise
+  Tensor recv_cmb_order_;  // (received rows) i32: received row at each place of the results' layout (C > 1)
+  std::vector<int> chunk_groups_;  // (C + 1) device_chunk_groups
 
   ExpertDestinations fixed_tables_;  // the fixed layout's ship_rows tables (made once)
 };

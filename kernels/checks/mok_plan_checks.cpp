@@ -3,8 +3,9 @@
 // slot-share counts, the choices made from them (shadow_decisions, one expert exactly at the
 // threshold), the rows to ship (counts, tokens, head pairs, entries, gates, pairs), the fixed
 // layout's rows (every_row) and its receiver's pad ops (replace_negative, unroute_group),
-// scatter_positions, rows_to_pairs with skipped (−1) positions and the received entries' sort
-// with counts from the host (sort_pairs_counted). All integer or copied values, or the host's
+// scatter_positions, rows_to_pairs with skipped (−1) positions, the received entries' sort
+// with counts from the host (sort_pairs_counted), and the chunked layouts' keys and counts
+// (row_chunk_keys, ship_rows with ShipChunks) with an i32 gather_rows. All integer or copied values, or the host's
 // double arithmetic in the host's order: the GPU must match exactly.
 #include <algorithm>
 #include <cstring>
@@ -129,13 +130,64 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, int64_t n, int k, int
   }
 
   const mok::ShipRows ship = ops.ship_rows(d_ex, d_gate, upload(ops, dest, mok::DType::i32, {E}),
-                                           upload(ops, local, mok::DType::i32, {E}), k, R, /*every_row=*/false);
+                                           upload(ops, local, mok::DType::i32, {E}), k, R, /*every_row=*/false,
+                                           nullptr);
   out.push_back({"mok_plan.ship_rows.rows" + tag, differing_fraction(ship.rows, rows_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.token" + tag, differing_fraction(download<int32_t>(ship.token), token_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.head_pair" + tag, differing_fraction(download<int32_t>(ship.head_pair), head_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.entry" + tag, differing_fraction(download<int32_t>(ship.entry), entry_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.gate" + tag, differing_fraction(download<float>(ship.gate), gate_ref), 0.0});
   out.push_back({"mok_plan.ship_rows.pair" + tag, differing_fraction(download<int32_t>(ship.pair), pair_ref), 0.0});
+
+  // Chunks (the overlap's layouts): each rank's experts cut into C = 3 groups; every row's
+  // keys (c·R + q of its lowest and highest entry's chunk) from the entries, and the rows per
+  // key counted by ship_rows in its one read. Then the keys' rows permuted by gather_rows on
+  // i32 tables (the chunked layouts' index tables), against a host gather.
+  {
+    mok::ShipChunks chunks;
+    chunks.chunks = 3;
+    chunks.locals.assign(static_cast<size_t>(R), 0);
+    for (int e = 0; e < E; ++e) chunks.locals[owner[e]]++;
+    const int C = chunks.chunks;
+    std::vector<int32_t> lo_ref, hi_ref;
+    std::vector<int64_t> count_lo(static_cast<size_t>(C) * R, 0), count_hi(count_lo.size(), 0);
+    int64_t row = 0;
+    for (int q = 0; q < R; ++q)
+      for (int64_t i = 0; i < rows_ref[q]; ++i, ++row) {
+        int a = E, b = -1;
+        for (int j = 0; j < k; ++j) {
+          const int32_t l = entry_ref[row * k + j];
+          if (l >= 0) a = std::min(a, int(l)), b = std::max(b, int(l));
+        }
+        const int L = chunks.locals[q];
+        lo_ref.push_back(int32_t(int64_t(a) * C / L) * R + q);
+        hi_ref.push_back(int32_t(int64_t(b) * C / L) * R + q);
+        count_lo[lo_ref.back()]++;
+        count_hi[hi_ref.back()]++;
+      }
+    const mok::ShipRows chunked = ops.ship_rows(d_ex, d_gate, upload(ops, dest, mok::DType::i32, {E}),
+                                                upload(ops, local, mok::DType::i32, {E}), k, R, false, &chunks);
+    out.push_back({"mok_plan.ship_rows_chunked.rows" + tag, differing_fraction(chunked.rows, rows_ref), 0.0});
+    out.push_back({"mok_plan.ship_rows_chunked.chunk_lo" + tag, differing_fraction(chunked.chunk_lo, count_lo), 0.0});
+    out.push_back({"mok_plan.ship_rows_chunked.chunk_hi" + tag, differing_fraction(chunked.chunk_hi, count_hi), 0.0});
+    out.push_back({"mok_plan.ship_rows_chunked.entry" + tag, differing_fraction(download<int32_t>(chunked.entry), entry_ref),
+                   0.0});
+    const int64_t total = static_cast<int64_t>(lo_ref.size());
+    mok::Tensor key_lo = upload(ops, std::vector<int32_t>(lo_ref.size(), -5), mok::DType::i32, {total});
+    mok::Tensor key_hi = upload(ops, std::vector<int32_t>(hi_ref.size(), -5), mok::DType::i32, {total});
+    ops.row_chunk_keys(chunked.entry, chunked.rows, chunks, key_lo, key_hi);
+    out.push_back({"mok_plan.row_chunk_keys.lo" + tag, differing_fraction(download<int32_t>(key_lo), lo_ref), 0.0});
+    out.push_back({"mok_plan.row_chunk_keys.hi" + tag, differing_fraction(download<int32_t>(key_hi), hi_ref), 0.0});
+    if (total > 0) {
+      const std::vector<int32_t> order = in.uniform_int(static_cast<size_t>(2 * total), static_cast<int32_t>(total));
+      std::vector<int32_t> gathered;
+      for (int32_t o : order)
+        for (int j = 0; j < k; ++j) gathered.push_back(pair_ref[size_t(o) * k + j]);
+      mok::Tensor d_out = upload(ops, std::vector<int32_t>(gathered.size(), -6), mok::DType::i32, {2 * total, k});
+      ops.gather_rows(chunked.pair, upload(ops, order, mok::DType::i32, {2 * total}), 1, d_out);
+      out.push_back({"mok_plan.gather_rows_i32" + tag, differing_fraction(download<int32_t>(d_out), gathered), 0.0});
+    }
+  }
 
   // every_row (the fixed layout): every (q, token) at q·n + t, a row of pads (head_pair −1)
   // where the token has nothing on q; nothing read back to size them.
@@ -163,7 +215,8 @@ void check_one(CheckInputs& in, std::vector<OpCheck>& out, int64_t n, int k, int
         }
       }
     const mok::ShipRows every = ops.ship_rows(d_ex, d_gate, upload(ops, dest, mok::DType::i32, {E}),
-                                              upload(ops, local, mok::DType::i32, {E}), k, R, /*every_row=*/true);
+                                              upload(ops, local, mok::DType::i32, {E}), k, R, /*every_row=*/true,
+                                              nullptr);
     out.push_back({"mok_plan.ship_rows_every.rows" + tag,
                    differing_fraction(every.rows, std::vector<int64_t>(static_cast<size_t>(R), n)), 0.0});
     out.push_back({"mok_plan.ship_rows_every.token" + tag, differing_fraction(download<int32_t>(every.token), etoken), 0.0});

@@ -13,7 +13,9 @@
 //    same bits, the same bytes by purpose and the same step log as the host plan;
 //  - with that plan the rows travel beside the shadow copies' products (started groups) and
 //    nothing is read before it arrives nor written while it travels (a plane that delivers
-//    only at finish and poisons the buffers until then).
+//    only at finish and poisons the buffers until then), in one chunk and in chunks of each
+//    rank's experts (each chunk's transfers beside the previous chunk's products): the bits
+//    of one chunk, whose rows and order every expert keeps.
 #include <QtTest>
 
 #include <algorithm>
@@ -465,13 +467,21 @@ void TestMokDispatcher::devicePlanMatchesHostPlanBitwise() {
           for (int e = 0; e < kE; ++e)
             QVERIFY2(same_bits(device.result.expert_grad[e], ref->result.expert_grad[e]), qPrintable("grad " + what));
         }
+        // Chunks of every rank's experts: as many as asked, at most the most experts a rank
+        // holds (6 experts: 3 a rank at R = 2, 2 at R = 3, 1 or 2 at R = 4).
+        const int C = std::min(4, (kE + R - 1) / R);
         for (int me = 0; me < R; ++me) {
           for (CommPurpose p : {CommPurpose::dispatch, CommPurpose::combine, CommPurpose::weights,
-                                CommPurpose::gradients, CommPurpose::control})
+                                CommPurpose::gradients})
             QVERIFY2(device.stats[me].remote_sent(p) == host.stats[me].remote_sent(p),
                      qPrintable(what + " bytes of " + comm_purpose_name(p)));
+          // The heads carry each peer's rows by their lowest and their highest chunk: 2·C
+          // int64 more per peer.
+          QVERIFY2(device.stats[me].remote_sent(CommPurpose::control) ==
+                       host.stats[me].remote_sent(CommPurpose::control) + (R - 1) * 2 * C * 8,
+                   qPrintable(what + " control bytes"));
           const MokStepLog &a = device.logs[me], &b = host.logs[me];
-          QCOMPARE(a.chunks, 1);
+          QCOMPARE(a.chunks, C);
           QCOMPARE(a.pairs, b.pairs);
           QCOMPARE(a.own_pairs, b.own_pairs);
           QCOMPARE(a.shadow_pairs, b.shadow_pairs);
@@ -486,26 +496,33 @@ void TestMokDispatcher::devicePlanMatchesHostPlanBitwise() {
 }
 
 // The rows' group (forward) and dy's (backward) start before the shadow copies' products and
-// finish after them; a plane that delivers only at finish gives the blocking plan's bits.
+// finish after them, and in chunks each chunk's beside the previous chunk's products; a plane
+// that delivers only at finish gives the blocking plan's bits (R = 4: ranks of one expert,
+// an empty chunk).
 void TestMokDispatcher::startedGroupsDeliverOnlyAtFinish() {
-  for (int R : {2, 3})
+  for (int R : {2, 3, 4})
     for (ShadowMode mode : {ShadowMode::never, ShadowMode::always, ShadowMode::automatic}) {
       const int64_t f = 24;
-      const RankRun blocking = run_ranks(R, mode, f, false, 1, MokPlanPlace::device);
-      const RankRun deferred = run_ranks(R, mode, f, false, 1, MokPlanPlace::device, /*deferring=*/true);
-      const QString what = QString("R=%1 mode=%2").arg(R).arg(shadow_mode_name(mode));
-      QVERIFY2(same_bits(deferred.result.y, blocking.result.y), qPrintable("y " + what));
-      QVERIFY2(same_bits(deferred.result.dx, blocking.result.dx), qPrintable("dx " + what));
-      QVERIFY2(same_bits(deferred.result.dgate, blocking.result.dgate), qPrintable("dgate " + what));
-      for (int e = 0; e < kE; ++e)
-        QVERIFY2(same_bits(deferred.result.expert_grad[e], blocking.result.expert_grad[e]), qPrintable("grad " + what));
-      for (int me = 0; me < R; ++me) {
-        QVERIFY2(deferred.faults[me].empty(), qPrintable(what + ": " + QString::fromStdString(deferred.faults[me])));
-        QCOMPARE(deferred.started[me], 2);  // forward's rows, backward's dy
-        for (CommPurpose p : {CommPurpose::dispatch, CommPurpose::combine, CommPurpose::weights,
-                              CommPurpose::gradients, CommPurpose::control})
-          QVERIFY2(deferred.stats[me].remote_sent(p) == blocking.stats[me].remote_sent(p),
-                   qPrintable(what + " bytes of " + comm_purpose_name(p)));
+      for (int chunks : {1, 4}) {
+        const RankRun blocking = run_ranks(R, mode, f, false, 1, MokPlanPlace::device);
+        const RankRun deferred = run_ranks(R, mode, f, false, chunks, MokPlanPlace::device, /*deferring=*/true);
+        const int C = chunks == 1 ? 1 : std::min(chunks, (kE + R - 1) / R);
+        const QString what = QString("R=%1 mode=%2 C=%3").arg(R).arg(shadow_mode_name(mode)).arg(C);
+        QVERIFY2(same_bits(deferred.result.y, blocking.result.y), qPrintable("y " + what));
+        QVERIFY2(same_bits(deferred.result.dx, blocking.result.dx), qPrintable("dx " + what));
+        QVERIFY2(same_bits(deferred.result.dgate, blocking.result.dgate), qPrintable("dgate " + what));
+        for (int e = 0; e < kE; ++e)
+          QVERIFY2(same_bits(deferred.result.expert_grad[e], blocking.result.expert_grad[e]), qPrintable("grad " + what));
+        for (int me = 0; me < R; ++me) {
+          QVERIFY2(deferred.faults[me].empty(), qPrintable(what + ": " + QString::fromStdString(deferred.faults[me])));
+          // Forward: the entries with the first chunk, then one group in each chunk's turn
+          // (the next chunk out, the previous chunk's results back); backward the same.
+          QCOMPARE(deferred.started[me], C == 1 ? 2 : 2 * (C + 1));
+          for (CommPurpose p : {CommPurpose::dispatch, CommPurpose::combine, CommPurpose::weights,
+                                CommPurpose::gradients})
+            QVERIFY2(deferred.stats[me].remote_sent(p) == blocking.stats[me].remote_sent(p),
+                     qPrintable(what + " bytes of " + comm_purpose_name(p)));
+        }
       }
     }
 }
