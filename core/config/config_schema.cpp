@@ -351,8 +351,9 @@ std::vector<ConfigKeySpec> build_schema() {
           .above(0));
   add(key("routing.overlap_chunks", &E::routing, &RoutingConfig::overlap_chunks,
           "chunks in which token transfers overlap expert compute: mok on CPU ranks (a helper "
-          "thread), classic on NCCL GPU ranks (chunks of each rank's experts); 0 or 1 turns the "
-          "overlap off. Results are bitwise the same for any value")
+          "thread) and on GPU ranks when training (chunks of each rank's experts, on the data "
+          "plane's transfer stream), classic on NCCL GPU ranks; 0 or 1 turns the overlap off. "
+          "Results are bitwise the same for any value")
           .range(0, 256));
   add(key("routing.cost_calibrate", &E::routing, &RoutingConfig::cost_calibrate,
           "mok: measure the link bandwidth and the gradient-add rate once before the run and use "

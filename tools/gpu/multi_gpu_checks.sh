@@ -26,7 +26,7 @@
 # machine of one GPU both ranks share cuda:0 (parallel.gpus 0,0) — the same checks of the
 # two-rank path, where timings say nothing about two GPUs; part mpi needs nccl and is skipped.
 # Settings: PARTS=checks,training,mpi,generate,throughput,profile  GEN_BATCH=64 (or 64,512)  GEN_TOKENS=64  SHAPES=moe8,moe64  STEPS=20  WARMUP=5
-#           TPUT_VARIANTS=1gpu,1gpu32,classic,classic_whole,mok,mok_calibrated,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
+#           TPUT_VARIANTS=1gpu,1gpu32,classic,classic_whole,mok,mok_whole,mok_calibrated,mok_ship,mok_locality  PROFILE_VARIANTS=1gpu,classic,mok
 #           MOK_TIMEOUT=300 (s per run)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
@@ -192,6 +192,8 @@ variant_args() {  # sets extra=(…): the mok train settings of a variant
     classic) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}") ;;
     classic_whole) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.overlap_chunks=1) ;;
     mok) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok) ;;
+    mok_whole) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok
+                      --set routing.overlap_chunks=1) ;;
     mok_ship) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok
                      --set routing.shadow=never) ;;
     mok_locality) extra=(--set train.batch=32 --set parallel.ranks=2 "${TWO[@]}" --set routing.dispatcher=mok
@@ -372,7 +374,7 @@ def figures(name):
 print(f"'vs 1 GPU' divides by the run '{base}'")
 print(f"{'shape':6s} {'run':26s} {'tokens/s':>10s} {'step ms':>8s} {'comm ms':>8s} {'overlapped ms':>13s} {'GB between GPUs/step':>21s} {'peak GiB/GPU':>12s} {'vs 1 GPU':>8s} {'vs classic':>10s}")
 labels = {"1gpu": "1 GPU", "1gpu32": "1 GPU, both ranks' batch", "classic": "2 GPUs classic", "classic_whole": "2 GPUs classic, no chunks",
-          "mok": "2 GPUs MoK", "mok_calibrated": "2 GPUs MoK, rates measured",
+          "mok": "2 GPUs MoK", "mok_whole": "2 GPUs MoK, no chunks", "mok_calibrated": "2 GPUs MoK, rates measured",
           "mok_ship": "2 GPUs MoK, no shadows",
           "mok_locality": "2 GPUs MoK + locality"}
 for s in shapes:
