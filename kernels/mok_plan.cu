@@ -15,18 +15,34 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void slot_share_counts_kernel(const int32_t* expert, const int32_t* owner, int64_t n, int k,
+// counts (E·k): a block's histogram in shared memory when it fits (cells ≤ kSharedCells), added
+// to the global one once per nonzero cell; else straight to global memory. Integers: exact in
+// any order. (One global atomic per slot put ~128 Ki atomics on a few hundred cells per layer.)
+constexpr int kSharedCells = 8192;
+__global__ void slot_share_counts_kernel(const int32_t* expert, const int32_t* owner, int64_t n, int k, int cells,
                                          int32_t* counts) {
-  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (t >= n) return;
-  const int32_t* e = expert + t * k;
-  for (int s = 0; s < k; ++s) {
-    if (e[s] < 0) continue;
-    const int32_t q = owner[e[s]];
-    int m = 0;
-    for (int j = 0; j < k; ++j) m += e[j] >= 0 && owner[e[j]] == q;
-    atomicAdd(counts + int64_t(e[s]) * k + m - 1, 1);  // integers: exact in any order
+  extern __shared__ int32_t share_hist[];
+  int32_t* hist = share_hist;
+  const bool shared = cells <= kSharedCells;
+  if (shared) {
+    for (int i = threadIdx.x; i < cells; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
   }
+  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (t < n) {
+    const int32_t* e = expert + t * k;
+    for (int s = 0; s < k; ++s) {
+      if (e[s] < 0) continue;
+      const int32_t q = owner[e[s]];
+      int m = 0;
+      for (int j = 0; j < k; ++j) m += e[j] >= 0 && owner[e[j]] == q;
+      atomicAdd((shared ? hist : counts) + int64_t(e[s]) * k + m - 1, 1);
+    }
+  }
+  if (!shared) return;
+  __syncthreads();
+  for (int i = threadIdx.x; i < cells; i += blockDim.x)
+    if (hist[i]) atomicAdd(counts + i, hist[i]);
 }
 
 __device__ inline bool ships_to(const int32_t* ex, int k, const int32_t* dest, int q) {
@@ -102,7 +118,8 @@ __device__ inline bool row_chunks(const int32_t* ex, int k, const int32_t* dest,
 __global__ void ship_chunk_counts_kernel(const int32_t* expert, const int32_t* dest, const int32_t* local_index,
                                          const int32_t* locals, int64_t n, int k, int R, int C,
                                          unsigned long long* counts) {
-  extern __shared__ unsigned int hist[];
+  extern __shared__ unsigned int chunk_hist[];
+  unsigned int* hist = chunk_hist;
   const int cells = 2 * C * R;
   for (int i = threadIdx.x; i < cells; i += blockDim.x) hist[i] = 0;
   __syncthreads();
@@ -190,7 +207,9 @@ void slot_share_counts(const int32_t* expert, const int32_t* owner, int64_t n, i
                        cudaStream_t stream) {
   MOK_CUDA_CHECK(cudaMemsetAsync(counts, 0, size_t(E) * k * sizeof(int32_t), stream));
   if (n <= 0) return;
-  slot_share_counts_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(expert, owner, n, k, counts);
+  const int cells = E * k;
+  const size_t shared = cells <= kSharedCells ? size_t(cells) * sizeof(int32_t) : 0;
+  slot_share_counts_kernel<<<blocks_for(n, kThreads), kThreads, shared, stream>>>(expert, owner, n, k, cells, counts);
   MOK_CUDA_CHECK_LAUNCH();
 }
 
