@@ -259,7 +259,11 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
       Tensor xe_c = row_block(xe_view, b0, b1 - b0);
       ops.gather_rows(recv_x, batch_source_.view(b0, {b1 - b0}), batch_div_, xe_c);
     }
-    if (c + 1 == C) xe_view.reset();  // the pass may keep its input without a copy
+    if (c + 1 == C) {  // every row is in and gathered: what is left of the received rows goes
+      xe_view.reset();  // (the pass may keep its input without a copy)
+      recv_x.reset();
+      recv_x_c.clear();
+    }
     if (chunk_groups_[c] < chunk_groups_[c + 1])  // (a chunk past a rank's last expert is empty)
       experts.forward_experts(chunk_groups_[c], chunk_groups_[c + 1]);
     const int64_t rows_c = recv_cmb_.offset(c + 1) - recv_cmb_.offset(c);
@@ -269,16 +273,14 @@ Tensor MokDispatcher::forward_device(const Tensor& x, const RoutingDecision& r, 
     }
     if (in_flight.pending()) plane_.finish(in_flight);
   }
+  Tensor ye = experts.end_forward();  // (the results are in back_y: ye goes before the last exchange)
+  ye.reset();
   {
     std::vector<DataPlane::RowMove> last;
     combine(C - 1, last);
     plane_.all_to_all_rows_group(last);
   }
-  Tensor ye = experts.end_forward();
-  ye.reset();
-  recv_x.reset();
   send_x_c.clear();
-  recv_x_c.clear();
   back_c.clear();
   got_c.clear();
   back_y.reset();
@@ -427,6 +429,10 @@ Tensor MokDispatcher::backward_device(const Tensor& dy, ExpertBank& bank, Tensor
       Tensor dye_c = row_block(dye, b0, b1 - b0);
       ops.gather_rows(recv_dy, batch_source_.view(b0, {b1 - b0}), batch_div_, dye_c);
     }
+    if (c + 1 == C) {  // every dy row is in and gathered
+      recv_dy.reset();
+      recv_dy_c.clear();
+    }
     if (chunk_groups_[c] < chunk_groups_[c + 1]) experts.backward_experts(dye, chunk_groups_[c], chunk_groups_[c + 1]);
     const int64_t rows_c = recv_cmb_.offset(c + 1) - recv_cmb_.offset(c);
     if (rows_c) {
@@ -440,20 +446,18 @@ Tensor MokDispatcher::backward_device(const Tensor& dy, ExpertBank& bank, Tensor
     }
     if (in_flight.pending()) plane_.finish(in_flight);
   }
+  Tensor dxe = experts.end_backward();  // (the rows' dx are in back_dx)
+  dxe.reset();
+  dye.reset();
   {
     std::vector<DataPlane::RowMove> last;
     dx_back(C - 1, last);
     plane_.all_to_all_rows_group(last);
   }
-  Tensor dxe = experts.end_backward();
-  dxe.reset();
-  dye.reset();
-  recv_dy.reset();
   back_dx_c.clear();
   back_dgate_c.clear();
   got_dx_c.clear();
   send_dy_c.clear();
-  recv_dy_c.clear();
   back_dx.reset();
 
   return_shadow_gradients(bank, d);
