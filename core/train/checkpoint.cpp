@@ -20,6 +20,7 @@
 #include "core/train/safetensors.h"
 #include "core/util/json_reader.h"
 #include "core/util/json_writer.h"
+#include "core/util/replace_file.h"
 
 namespace mok {
 
@@ -51,9 +52,11 @@ void require_finite_weights(const SafeTensorsFile& file, const std::string& name
   }
 }
 
-void fsync_path(const fs::path& p, bool directory) {
-  const int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return;  // best effort (some filesystems refuse directory fds)
+// A folder's entries to disk, after a rename into it. Best effort: some file systems refuse
+// directory descriptors or fsync on them, and the files inside were synced already.
+void sync_directory(const fs::path& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
   ::fsync(fd);
   ::close(fd);
 }
@@ -66,7 +69,8 @@ void write_text_file(const fs::path& p, const std::string& text) {
     out.flush();
     if (!out) fail(p.string() + ": write failed");
   }
-  fsync_path(p, false);
+  // A file whose bytes cannot reach the disk must not be published as a checkpoint.
+  if (!sync_file(p.string())) fail(p.string() + ": cannot flush to disk: " + std::strerror(errno));
 }
 
 std::string read_text_file(const fs::path& p) {
@@ -228,7 +232,7 @@ StagedCheckpoint stage_checkpoint(const std::string& dir_text, const std::vector
       state.files[name] = file_digest(e.path().string());
     }
     write_text_file(tmp / CheckpointFiles::state, state_to_json(state));
-    fsync_path(tmp, true);
+    sync_directory(tmp);
   } catch (const std::exception& e) {
     fs::remove_all(tmp, ec);
     if (dynamic_cast<const CheckpointError*>(&e)) throw;
@@ -250,7 +254,7 @@ void publish_checkpoint(const StagedCheckpoint& staged) {
       fs::rename(dir, old);
     }
     fs::rename(tmp, dir);
-    fsync_path(dir.parent_path(), true);
+    sync_directory(dir.parent_path());
     if (!old.empty()) fs::remove_all(old, ec);
   } catch (const std::exception& e) {
     fs::remove_all(tmp, ec);
@@ -263,7 +267,7 @@ void publish_checkpoint(const StagedCheckpoint& staged) {
   write_text_file(latest_tmp, dir.filename().string() + "\n");
   fs::rename(latest_tmp, latest, ec);
   if (ec) fail(latest.string() + ": cannot update: " + ec.message());
-  fsync_path(dir.parent_path(), true);
+  sync_directory(dir.parent_path());
 }
 
 void discard_checkpoint(const StagedCheckpoint& staged) noexcept {
@@ -285,7 +289,7 @@ void remove_checkpoint(const std::string& dir_text) {
   fs::remove_all(doomed, ec);
   fs::rename(dir, doomed, ec);
   if (ec) fail(dir.string() + ": cannot remove: " + ec.message());
-  fsync_path(dir.parent_path(), true);
+  sync_directory(dir.parent_path());
   fs::remove_all(doomed, ec);
 }
 
