@@ -37,7 +37,11 @@ std::unique_ptr<ExpertDispatcher> make_expert_dispatcher(const ExperimentConfig&
     opt.cost = mok_cost_params(c);
     opt.layer = layer;
     opt.expert_hidden = c.model.expert_hidden;
-    opt.overlap_chunks = c.routing.overlap_chunks;
+    // As classic's, MoK's chunks are off where the peer plane may put both ranks on one GPU:
+    // there they measured 0.93x one chunk's tokens/s (docs/benchmarks.md, "2026-12-07
+    // (afternoon)"). The host plane keeps them (CPU ranks overlap on a helper thread).
+    const bool one_gpu_maybe = plane && std::string(plane->kind()) == "peer";
+    opt.overlap_chunks = one_gpu_maybe ? 1 : c.routing.overlap_chunks;
     return plane ? std::make_unique<MokDispatcher>(*plane, placement, opt)
                  : std::make_unique<MokDispatcher>(comm, placement, opt);
   }
