@@ -261,12 +261,13 @@ void publish_checkpoint(const StagedCheckpoint& staged) {
     fail(dir.string() + ": checkpoint not written: " + e.what());
   }
 
-  // latest → this folder (write a temp file, rename over).
+  // latest → this folder, replaced whole (its temporary removed if the write fails).
   const fs::path latest = dir.parent_path() / CheckpointFiles::latest;
-  const fs::path latest_tmp = temp_sibling(latest, "tmp");
-  write_text_file(latest_tmp, dir.filename().string() + "\n");
-  fs::rename(latest_tmp, latest, ec);
-  if (ec) fail(latest.string() + ": cannot update: " + ec.message());
+  try {
+    replace_file(latest.string(), dir.filename().string() + "\n");
+  } catch (const ReplaceFileError& e) {
+    fail(latest.string() + ": cannot update: " + e.reason);
+  }
   sync_directory(dir.parent_path());
 }
 
