@@ -240,7 +240,9 @@ Tensor CudaOps::upload_remote_mask(const std::vector<uint8_t>* local, int expert
 // of 64 reduction steps fill 1.45 waves of the 132 multiprocessors), and the mma.sync kernel
 // loses both. fp32 products (parity runs) take cuBLASLt. This choice is for offsets on the
 // host; offsets left on the device (dropless routing) go to the grouped kernel whatever the
-// group count (grouped_gemm below).
+// group count (grouped_gemm below). A range of a pass (RowSegments::range) goes by the whole
+// pass's count: the methods round differently, and a pass run range by range must give the
+// bits of the whole pass (the chunked dispatchers).
 constexpr int kGroupsForTheKernel = 32;
 
 GroupedGemm& CudaOps::grouped_for(GemmType ab_type, int groups, bool weight_grad) {
@@ -282,7 +284,7 @@ void CudaOps::grouped_gemm(bool trans_b, const mok::RowSegments& segments, const
       grouped_kernel_->rows_device(trans_b, groups, segments.device().ptr<int64_t>(), segments.rows(), n, k, 1.0f,
                                    a.raw(), k, b.raw(), k * n, static_cast<float>(beta), c.raw(), n, ab, ct, stream_))
     return;
-  grouped_for(ab, groups, false).rows(trans_b, groups, segments.host().data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
+  grouped_for(ab, segments.pass_groups(), false).rows(trans_b, groups, segments.host().data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
                                       static_cast<float>(beta), c.raw(), n, ab, ct, stream_);
 }
 
@@ -297,7 +299,7 @@ void CudaOps::grouped_weight_grad(const mok::RowSegments& segments, const Tensor
                                                a.raw(), k, dy.raw(), n, dw.ptr<float>(), k * n, 1.0f, ab,
                                                GemmType::f32, stream_))
     return;
-  grouped_for(ab, groups, true).weight_grad(groups, segments.host().data(), k, n, 1.0f, a.raw(), k, dy.raw(), n,
+  grouped_for(ab, segments.pass_groups(), true).weight_grad(groups, segments.host().data(), k, n, 1.0f, a.raw(), k, dy.raw(), n,
                                             dw.ptr<float>(), k * n, ab, stream_);
 }
 

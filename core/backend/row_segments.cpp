@@ -24,7 +24,8 @@ RowSegments::RowSegments(const RowSegments& other)
     : device_(other.device_.empty() ? Tensor() : other.device_.view(0, other.device_.shape())),
       rows_(other.rows_),
       host_(other.host_),
-      bounded_(other.bounded_) {}
+      bounded_(other.bounded_),
+      pass_groups_(other.pass_groups_) {}
 
 RowSegments& RowSegments::operator=(const RowSegments& other) {
   if (this != &other) *this = RowSegments(other);
@@ -40,6 +41,20 @@ RowSegments RowSegments::leading(int groups) const {
   out.bounded_ = true;
   if (!host_.empty()) out.host_.assign(host_.begin(), host_.begin() + groups + 1);
   if (!device_.empty()) out.device_ = device_.view(0, {static_cast<int64_t>(groups) + 1});
+  return out;
+}
+
+RowSegments RowSegments::range(int g0, int g1) const {
+  if (g0 < 0 || g1 < g0 || g1 > groups())
+    throw std::invalid_argument("RowSegments::range: [" + std::to_string(g0) + ", " + std::to_string(g1) + ") of " +
+                                std::to_string(groups()) + " segments");
+  if (g0 == 0 && g1 == groups()) return *this;
+  const std::vector<int64_t>& off = host();
+  std::vector<int64_t> local(off.begin() + g0, off.begin() + g1 + 1);
+  const int64_t r0 = local.front();
+  for (int64_t& o : local) o -= r0;
+  RowSegments out(std::move(local));
+  out.pass_groups_ = pass_groups();
   return out;
 }
 

@@ -36,9 +36,13 @@ class RowSegments {
 
   // The first `groups` segments of these, over the same rows (see above).
   RowSegments leading(int groups) const;
+  // Segments [g0, g1) over rows [off[g0], off[g1]) counted from 0 (host offsets; see above).
+  RowSegments range(int g0, int g1) const;
 
   bool empty() const { return groups() == 0; }
   int groups() const;
+  // The group count of the pass these segments belong to: groups() unless made by range().
+  int pass_groups() const { return pass_groups_ ? pass_groups_ : groups(); }
   int64_t rows() const { return rows_; }
   // Whether rows past the last offset belong to no segment (leading()).
   bool bounded() const { return bounded_; }
@@ -55,6 +59,7 @@ class RowSegments {
   int64_t rows_ = 0;
   mutable std::vector<int64_t> host_;
   bool bounded_ = false;
+  int pass_groups_ = 0;  // 0: these are the whole pass
 };
 
 MOK_NN_END

@@ -130,15 +130,6 @@ bool GroupedSwiGlu::take_range(int g0, int g1, const char* pass) {
   return g1 == groups();
 }
 
-RowSegments GroupedSwiGlu::range_segments(const RowSegments& whole, int g0, int g1) const {
-  if (g0 == 0 && g1 == groups()) return whole;
-  const std::vector<int64_t>& off = whole.host();
-  std::vector<int64_t> local(off.begin() + g0, off.begin() + g1 + 1);
-  const int64_t r0 = local.front();
-  for (int64_t& o : local) o -= r0;
-  return RowSegments(std::move(local));
-}
-
 Tensor GroupedSwiGlu::row_range(const Tensor& t, int64_t r0, int64_t r1) {
   if (r0 == 0 && r1 == t.dim(0)) return t.view(0, t.shape());
   std::vector<int64_t> shape = t.shape();
@@ -173,7 +164,7 @@ void GroupedSwiGlu::forward_experts(int g0, int g1) {
   const int64_t m = pass_.segments.rows();  // (begin_forward checked it against xs)
   const int64_t r0 = whole ? 0 : pass_.segments.begin(g0), r1 = whole ? m : pass_.segments.begin(g1);
   const bool compute = whole || r1 > r0;
-  const RowSegments seg = compute ? range_segments(pass_.segments, g0, g1) : RowSegments();
+  const RowSegments seg = compute ? pass_.segments.range(g0, g1) : RowSegments();
   if (pass_.a.empty())
     pass_.a = cx.activation({m, 2 * f_}, keep && !policy_ ? saved_tag(layer_, kind_ + ".act.input") : MemTag{});
   Tensor a = row_range(pass_.a, r0, r1);
@@ -313,7 +304,7 @@ void GroupedSwiGlu::weight_grad_range(const Tensor& dy, SavedRows& saved, Stack&
   }
   if (x) {
     Tensor dw = stack_range(w.grad, g0, g1);
-    ops.grouped_weight_grad(range_segments(whole, g0, g1), row_range(*x, r0, r1), dy, dw);
+    ops.grouped_weight_grad(whole.range(g0, g1), row_range(*x, r0, r1), dy, dw);
     return;
   }
   const int64_t rows_w = w.grad.dim(1), cols_w = w.grad.dim(2), cols = dy.dim(1);
@@ -334,7 +325,7 @@ void GroupedSwiGlu::backward_experts(const Tensor& dys, int g0, int g1) {
   if (dys.dim(0) != m) throw std::logic_error("GroupedSwiGlu: backward range of a dys that is not the pass's rows");
   const int64_t r0 = whole.begin(g0), r1 = whole.begin(g1), rows = r1 - r0;
   if (rows > 0) {
-    const RowSegments seg = range_segments(whole, g0, g1);
+    const RowSegments seg = whole.range(g0, g1);
     const Tensor dy = row_range(dys, r0, r1);
     const Tensor gate = pass_.gate.view(r0, {rows});
     Tensor dgate = pass_.dgate->view(r0, {rows});

@@ -112,8 +112,6 @@ class GroupedSwiGlu {
   void reset_saved();
   // Range [g0, g1) of a pass by ranges: checked in order; whether it is the last.
   bool take_range(int g0, int g1, const char* pass);
-  // The range's segments (rebased to its first row) and rows; the whole when it is [0, G).
-  RowSegments range_segments(const RowSegments& whole, int g0, int g1) const;
   // Rows [r0, r1) of t (rows, cols); t itself when they are all of it.
   static Tensor row_range(const Tensor& t, int64_t r0, int64_t r1);
   // Stack s's blocks [g0, g1) (G, rows, cols) as a (g1 − g0, rows, cols) view.

@@ -147,6 +147,7 @@ void check_elementwise(CheckInputs& in, std::vector<OpCheck>& out);   // element
 void check_gemm(CheckInputs& in, std::vector<OpCheck>& out);          // gemm_checks.cpp
 void check_moe_routing(CheckInputs& in, std::vector<OpCheck>& out);   // moe_routing_checks.cu
 void check_mok_plan(CheckInputs& in, std::vector<OpCheck>& out);      // mok_plan_checks.cpp
+void check_grouped_ranges(CheckInputs& in, std::vector<OpCheck>& out);  // grouped_range_checks.cpp
 void check_cached_attention(CheckInputs& in, std::vector<OpCheck>& out);  // cached_attention_checks.cpp
 void check_attention(CheckInputs& in, std::vector<OpCheck>& out);     // attention_checks.cu
 void check_cudnn_attention(CheckInputs& in, std::vector<OpCheck>& out);  // cudnn_attention_checks.cpp

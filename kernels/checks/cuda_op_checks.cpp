@@ -27,6 +27,7 @@ std::vector<OpCheck> run_cuda_op_checks(unsigned long long seed, const std::vect
   if (wanted("moe")) {
     check_moe_routing(in, out);
     check_mok_plan(in, out);
+    check_grouped_ranges(in, out);
   }
   if (wanted("attention")) {
     check_attention(in, out);

@@ -15,10 +15,13 @@
 //                    gradients home)
 //   fixed layout    an inference forward of classic and MoK with every row sent to every
 //                    rank and nothing counted: the counted forward's bits, the CPU within tolerance
+//   chunks          classic and MoK in 4 chunks against one chunk, bf16, 64 experts: bitwise
 // With one GPU only the peer plane is checked (its ranks share the GPU), and the group says so.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -323,6 +326,81 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
              relative_error(y_of[1], std::vector<double>(ref.y.begin() + me * kTokens * kD,
                                                          ref.y.begin() + (me + 1) * kTokens * kD)),
              kFp32Tolerance);
+    }
+    cx->ops().synchronize();
+  });
+
+  // Chunks against one chunk in bf16, with 32 experts a rank: the whole pass goes to CudaOps's
+  // own grouped kernel, a chunk's range of 8 would not by its own count. Classic and MoK
+  // (shadow never, shadow always): outputs, input and gate gradients and the experts' weight
+  // gradients bit for bit.
+  constexpr int kWideE = 64, kChunks = 4;
+  constexpr int64_t kWideTokens = 1024;
+  std::vector<Routing> wide_routing;
+  for (int r = 0; r < kRanks; ++r) wide_routing.push_back(random_routing(seed, 600 + 2 * r, kWideTokens, kK, kWideE));
+  for (const std::string& transport : transports) mok::run_local_ranks(kRanks, [&](mok::Communicator& comm) {
+    const int me = comm.rank();
+    const int gpu = me % devices;
+    const std::string tag = " (rank " + std::to_string(me) + " on cuda:" + std::to_string(gpu) + ")";
+    mok::MemoryTracker tracker;
+    mok::ScopedMemoryTracker track(tracker);
+    std::unique_ptr<mok::ExecContext> cx = mok::make_exec_context(mok::Device::cuda(gpu), mok::DType::bf16);
+    mok::ScopedExecContext scope(*cx);
+    std::unique_ptr<mok::DataPlane> plane = mok::make_data_plane(comm, *cx, transport);
+    const mok::ExpertPlacement place = mok::ExpertPlacement::contiguous(kWideE, kRanks);
+    std::vector<bool> local(kWideE, false);
+    for (int e : place.experts_on(me)) local[e] = true;
+    auto rows_in_bf16 = [&](uint64_t stream) {
+      const std::vector<float> v = normal_values(seed, stream, kWideTokens * kD);
+      mok::Tensor f = cx->upload(v.data(), {kWideTokens, kD}, mok::DType::f32);
+      mok::Tensor b = cx->activation({kWideTokens, kD});
+      cx->ops().convert(f, b);
+      return b;
+    };
+    auto to_floats = [&](const mok::Tensor& t) {
+      if (t.dtype() == mok::DType::f32) return to_host<float>(t);
+      mok::Tensor f = cx->empty(t.shape(), mok::DType::f32);
+      cx->ops().convert(t, f);
+      return to_host<float>(f);
+    };
+    for (const std::string which : {"classic", "mok shadow never", "mok shadow always"}) {
+      LayerResult of[2];  // one chunk, kChunks
+      int mok_chunks = 0;
+      for (int i = 0; i < 2; ++i) {
+        const int chunks = i == 0 ? 1 : kChunks;
+        mok::ExpertBank bank =
+            mok::make_stacked_expert_bank(expert_specs(kWideE), local, kD, kF, 0.3, 0.2, 0, "moe.expert");
+        std::unique_ptr<mok::ExpertDispatcher> dispatcher;
+        if (which == "classic") {
+          auto c = std::make_unique<mok::ClassicDispatcher>(*plane, place);
+          c->set_overlap_chunks(chunks);
+          dispatcher = std::move(c);
+        } else {
+          mok::MokOptions opt;
+          opt.expert_hidden = kF;
+          opt.overlap_chunks = chunks;
+          opt.cost.mode = which == "mok shadow never" ? mok::ShadowMode::never : mok::ShadowMode::always;
+          dispatcher = std::make_unique<mok::MokDispatcher>(*plane, place, opt);
+        }
+        mok::RoutingDecision d =
+            mok::routing_decision_from(wide_routing[me].expert, wide_routing[me].gate, kK, kWideE);
+        const mok::Tensor x = rows_in_bf16(700 + me), dy = rows_in_bf16(710 + me);
+        mok::Tensor dgate;
+        of[i].y = to_floats(dispatcher->forward(x, d, bank, true));
+        of[i].dx = to_floats(dispatcher->backward(dy, bank, dgate));
+        of[i].dgate = to_floats(dgate);
+        for (int e : place.experts_on(me)) of[i].expert_grads.push_back(expert_grads(*bank.experts[e]));
+        if (const auto* m = dynamic_cast<const mok::MokDispatcher*>(dispatcher.get())) mok_chunks = m->last_log().chunks;
+      }
+      const std::string what = which + " " + std::to_string(kChunks) + " chunks = 1, bf16, over " + transport;
+      report(what + " forward" + tag, bitwise_error(of[1].y, of[0].y), 0.0);
+      report(what + " dx" + tag, bitwise_error(of[1].dx, of[0].dx), 0.0);
+      report(what + " dgate" + tag, bitwise_error(of[1].dgate, of[0].dgate), 0.0);
+      double worst = 0.0;
+      for (size_t e = 0; e < of[0].expert_grads.size(); ++e)
+        worst = std::max(worst, bitwise_error(of[1].expert_grads[e], of[0].expert_grads[e]));
+      report(what + " expert weight gradients" + tag, worst, 0.0);
+      if (which != "classic") report(what + " ran in chunks" + tag, mok_chunks == kChunks ? 0.0 : 1.0, 0.0);
     }
     cx->ops().synchronize();
   });

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "core/backend/exec_context.h"
@@ -184,6 +185,27 @@ class TestGroupedExperts : public QObject {
     real sum = 0;
     for (real v : ranged.bank.experts[3]->up().weight().grad.span()) sum += std::abs(v);
     QVERIFY(sum > 0);
+  }
+
+  // A range of segments counts its rows from its first and keeps the whole pass's group
+  // count, by which a GPU picks its product method (so the range rounds as the pass does).
+  void segmentRangesKeepThePassGroupCount() {
+    const RowSegments whole(std::vector<int64_t>{0, 5, 5, 17, 20});
+    QCOMPARE(whole.pass_groups(), 4);
+    const RowSegments mid = whole.range(1, 3);
+    QCOMPARE(mid.groups(), 2);
+    QCOMPARE(mid.rows(), int64_t(12));
+    QCOMPARE(mid.host(), (std::vector<int64_t>{0, 0, 12}));
+    QCOMPARE(mid.pass_groups(), 4);
+    const RowSegments last = mid.range(1, 2);  // a range of a range: still the pass's count
+    QCOMPARE(last.host(), (std::vector<int64_t>{0, 12}));
+    QCOMPARE(last.pass_groups(), 4);
+    const RowSegments copy = last;
+    QCOMPARE(copy.pass_groups(), 4);
+    QCOMPARE(whole.range(0, 4).host(), whole.host());
+    QCOMPARE(whole.range(2, 2).rows(), int64_t(0));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, whole.range(3, 2));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, whole.range(0, 5));
   }
 
   void rangesGoInOrder() {
