@@ -1,6 +1,7 @@
 // A file written whole or not at all (core/util/replace_file.h): the contents land, an old file
 // is replaced whole, and a failed write (an exception of the writer, no such folder, a folder
-// in the way) leaves the old file as it was and nothing else in the folder.
+// in the way, a flush to disk that fails) leaves the old file as it was and nothing else in the
+// folder.
 #include <QtTest>
 
 #include <filesystem>
@@ -57,6 +58,29 @@ class TestReplaceFile : public QObject {
     QCOMPARE(read_all(target), std::string("kept: true\n"));
     QCOMPARE(entries(target.parent_path()), QStringList{"config.yaml"});
     QVERIFY(!fs::exists(mok::replace_file_temporary(target.string())));
+  }
+
+  // The flush to disk fails (here the temporary vanished before it, so the flush cannot open
+  // it): an error that says so, the old file kept, and nothing published in its place.
+  void aFailedFlushPublishesNothing() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const fs::path target = fs::path(dir.path().toStdString()) / "state.json";
+    mok::replace_file(target.string(), std::string_view("{\"step\": 4}\n"));
+    const std::string tmp = mok::replace_file_temporary(target.string());
+    auto write_then_lose = [&](std::ostream& out) {
+      out << "{\"step\": 8}\n";
+      out.flush();
+      fs::remove(tmp);  // the stream still writes to the unlinked file; the flush finds none
+    };
+    try {
+      mok::replace_file(target.string(), write_then_lose);
+      QFAIL("published a file that was never flushed");
+    } catch (const mok::ReplaceFileError& e) {
+      QVERIFY2(QString(e.what()).contains("state.json: cannot write: cannot flush to disk"), e.what());
+    }
+    QCOMPARE(read_all(target), std::string("{\"step\": 4}\n"));
+    QCOMPARE(entries(target.parent_path()), QStringList{"state.json"});
   }
 
   void unwritablePlacesSayWhy() {
