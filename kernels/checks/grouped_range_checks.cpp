@@ -3,7 +3,8 @@
 // bf16 on the GPU: outputs, input gradients, gate gradients and every expert's weight
 // gradients must be the same bits (grouped_swiglu.h promises it). 40 experts, more than
 // CudaOps sends to its own grouped kernel, in ranges of 8 and in uneven ones; 8 experts, fewer
-// than that, in ranges of 3, 2 and 3. Random segment sizes, some experts without rows.
+// than that, in ranges of 3, 2 and 3. Random segment sizes of about 2 000 rows, some experts
+// without rows.
 //
 // Beside the checks it prints how many weight-gradient elements differ when a range's product
 // is chosen by the range's own group count (RowSegments without the pass's count): the
@@ -152,8 +153,11 @@ void check_grouped_ranges(CheckInputs& in, std::vector<OpCheck>& out) {
   run_guarded(out, "grouped_ranges", [&] {
     std::unique_ptr<mok::ExecContext> cx = mok::make_exec_context(mok::Device::cuda(0), mok::DType::bf16);
     mok::ScopedExecContext scope(*cx);
-    check_case(in, out, 40, 200, {{{0, 8}, {8, 16}, {16, 24}, {24, 32}, {32, 40}}, {{0, 3}, {3, 17}, {17, 40}}});
-    check_case(in, out, 8, 300, {{{0, 3}, {3, 5}, {5, 8}}});
+    // Training-sized segments (about 2 000 rows an expert, as the 64 × 256 MoE gives): a long
+    // reduction over few output tiles, where cuBLASLt's choice of kernel departs from the
+    // grouped kernel's fixed order (a few hundred rows round the same either way).
+    check_case(in, out, 40, 2000, {{{0, 8}, {8, 16}, {16, 24}, {24, 32}, {32, 40}}, {{0, 3}, {3, 17}, {17, 40}}});
+    check_case(in, out, 8, 2000, {{{0, 3}, {3, 5}, {5, 8}}});
   });
 }
 
