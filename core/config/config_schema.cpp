@@ -353,8 +353,7 @@ std::vector<ConfigKeySpec> build_schema() {
           "chunks in which token transfers overlap expert compute: mok on CPU ranks (a helper "
           "thread) and on GPU ranks when training (chunks of each rank's experts, on the data "
           "plane's transfer stream, not on the peer plane), classic on NCCL GPU ranks; 0 or 1 "
-          "turns the overlap off. Results are bitwise repeatable for a given value; bitwise the "
-          "same for any value on CPU ranks, within rounding on GPU ranks")
+          "turns the overlap off. The results are bitwise the same for any value")
           .range(0, 256));
   add(key("routing.cost_calibrate", &E::routing, &RoutingConfig::cost_calibrate,
           "mok: measure the link bandwidth and the gradient-add rate once before the run and use "
