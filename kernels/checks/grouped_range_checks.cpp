@@ -101,23 +101,24 @@ double differ(const std::vector<float>& got, const std::vector<float>& want) {
   return some ? differing_elements(got, want) : INFINITY;
 }
 
-// The up projection's weight gradient of every expert, by ranges, each range's segments built
-// afresh (their own group count picks the product's method): how many elements differ from
-// the whole call's. Printed, not checked: it shows what the pass's count changes.
-void print_unkept_choice(int G, const std::vector<int64_t>& offsets, const std::vector<float>& xs,
-                         const std::vector<float>& dys, const Ranges& ranges) {
+// A weight gradient, xsᵀ·dys per expert ((G, d, d) fp32), computed range by range with each
+// range's segments made afresh, so that their own group count picks the product's method (the
+// rule before RowSegments::range kept the pass's): how many elements differ from the whole
+// call's. Printed, not checked: it shows what keeping the pass's count changes.
+void print_own_method_difference(int G, const std::vector<int64_t>& offsets, const std::vector<float>& xs,
+                                 const std::vector<float>& dys, const Ranges& ranges) {
   const mok::ExecContext& cx = mok::ExecContext::current();
   const int64_t m = offsets.back();
   const mok::Tensor x = upload_rows(cx, xs, {m, kD}), dy = upload_rows(cx, dys, {m, kD});
   mok::Tensor whole = cx.zeros({G, kD, kD}, mok::DType::f32), by_ranges = cx.zeros({G, kD, kD}, mok::DType::f32);
-  cx.ops().grouped_weight_grad(offsets, x, dy, whole);
+  const mok::RowSegments pass(offsets);
+  cx.ops().grouped_weight_grad(pass, x, dy, whole);
   for (auto [g0, g1] : ranges) {
-    std::vector<int64_t> local(offsets.begin() + g0, offsets.begin() + g1 + 1);
-    const int64_t r0 = local.front(), rows = local.back() - r0;
-    for (int64_t& o : local) o -= r0;
-    const mok::Tensor xr = x.view(r0 * kD, {rows, kD}), dyr = dy.view(r0 * kD, {rows, kD});
+    const mok::RowSegments own(pass.range(g0, g1).host());  // the range's offsets, not its pass's count
+    const int64_t r0 = offsets[g0];
+    const mok::Tensor xr = x.view(r0 * kD, {own.rows(), kD}), dyr = dy.view(r0 * kD, {own.rows(), kD});
     mok::Tensor dw = by_ranges.view(int64_t(g0) * kD * kD, {g1 - g0, kD, kD});
-    cx.ops().grouped_weight_grad(mok::RowSegments(std::move(local)), xr, dyr, dw);
+    cx.ops().grouped_weight_grad(own, xr, dyr, dw);
   }
   const std::vector<float> a = download<float>(by_ranges), b = download<float>(whole);
   std::printf("grouped ranges, %d experts: a weight gradient by ranges of their own method: %.0f of %zu elements "
@@ -144,7 +145,7 @@ void check_case(CheckInputs& in, std::vector<OpCheck>& out, int G, int avg_rows,
     out.push_back({tag + " dgate", differ(by.dgate, whole.dgate), 0.0});
     out.push_back({tag + " weight grads", differ(by.grads, whole.grads), 0.0});
   }
-  print_unkept_choice(G, offsets, xs, dys, splits.front());
+  print_own_method_difference(G, offsets, xs, dys, splits.front());
 }
 
 }  // namespace
