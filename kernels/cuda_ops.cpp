@@ -284,8 +284,9 @@ void CudaOps::grouped_gemm(bool trans_b, const mok::RowSegments& segments, const
       grouped_kernel_->rows_device(trans_b, groups, segments.device().ptr<int64_t>(), segments.rows(), n, k, 1.0f,
                                    a.raw(), k, b.raw(), k * n, static_cast<float>(beta), c.raw(), n, ab, ct, stream_))
     return;
-  grouped_for(ab, segments.pass_groups(), false).rows(trans_b, groups, segments.host().data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n,
-                                      static_cast<float>(beta), c.raw(), n, ab, ct, stream_);
+  grouped_for(ab, segments.pass_groups(), false)
+      .rows(trans_b, groups, segments.host().data(), n, k, 1.0f, a.raw(), k, b.raw(), k * n, static_cast<float>(beta),
+            c.raw(), n, ab, ct, stream_);
 }
 
 void CudaOps::grouped_weight_grad(const mok::RowSegments& segments, const Tensor& a, const Tensor& dy, Tensor& dw) {
@@ -299,8 +300,9 @@ void CudaOps::grouped_weight_grad(const mok::RowSegments& segments, const Tensor
                                                a.raw(), k, dy.raw(), n, dw.ptr<float>(), k * n, 1.0f, ab,
                                                GemmType::f32, stream_))
     return;
-  grouped_for(ab, segments.pass_groups(), true).weight_grad(groups, segments.host().data(), k, n, 1.0f, a.raw(), k, dy.raw(), n,
-                                            dw.ptr<float>(), k * n, ab, stream_);
+  grouped_for(ab, segments.pass_groups(), true)
+      .weight_grad(groups, segments.host().data(), k, n, 1.0f, a.raw(), k, dy.raw(), n, dw.ptr<float>(), k * n, ab,
+                   stream_);
 }
 
 // --- elementwise

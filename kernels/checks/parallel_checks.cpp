@@ -390,7 +390,8 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
         of[i].dx = to_floats(dispatcher->backward(dy, bank, dgate));
         of[i].dgate = to_floats(dgate);
         for (int e : place.experts_on(me)) of[i].expert_grads.push_back(expert_grads(*bank.experts[e]));
-        if (const auto* m = dynamic_cast<const mok::MokDispatcher*>(dispatcher.get())) mok_chunks = m->last_log().chunks;
+        if (const auto* m = dynamic_cast<const mok::MokDispatcher*>(dispatcher.get()))
+          mok_chunks = m->last_log().chunks;
       }
       const std::string what = which + " " + std::to_string(kChunks) + " chunks = 1, bf16, over " + transport;
       report(what + " forward" + tag, bitwise_error(of[1].y, of[0].y), 0.0);
