@@ -64,7 +64,8 @@ class GroupedSwiGlu {
   // classic dispatcher's chunks, each travelling while the range before it computes). Ranges
   // go in order, each starting where the last ended, up to G; each writes only its experts'
   // rows, with the ops of the whole pass on those rows (so a row's values, and each expert's
-  // weight gradient, are those of one pass). Host offsets only.
+  // weight gradient, are those of one pass; a range's segments keep the pass's group count,
+  // by which a GPU picks its product method: RowSegments::range). Host offsets only.
   //   begin_forward(xs, segments, keep)   xs (m, d) whole: later ranges' rows may not be there yet
   //   forward_experts(g0, g1)              experts [g0, g1)
   //   end_forward() → ys (m, d)            after the last range; keeps what backward needs
