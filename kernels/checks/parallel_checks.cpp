@@ -335,7 +335,7 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
   // (shadow never, shadow always): outputs, input and gate gradients and the experts' weight
   // gradients bit for bit.
   constexpr int kWideE = 64, kChunks = 4;
-  constexpr int64_t kWideTokens = 16384;  // about 500 rows an expert: a long reduction for its weight gradients
+  constexpr int64_t kWideTokens = 16384;  // about 1 000 rows an expert: a long reduction for its weight gradients
   std::vector<Routing> wide_routing;
   for (int r = 0; r < kRanks; ++r) wide_routing.push_back(random_routing(seed, 600 + 2 * r, kWideTokens, kK, kWideE));
   for (const std::string& transport : transports) mok::run_local_ranks(kRanks, [&](mok::Communicator& comm) {
