@@ -20,6 +20,7 @@
 #include "core/backend/exec_context.h"
 #include "core/model/expert_bank.h"
 #include "kernels/checks/check_util.h"
+#include "kernels/checks/tensor_download.h"
 
 namespace mok::cuda {
 
@@ -32,13 +33,6 @@ constexpr int64_t kD = 256, kF = 384;
 struct PassBits {
   std::vector<float> ys, dxs, dgate, grads;  // grads: every expert's up then down gradient
 };
-
-template <typename T>
-std::vector<T> download(const mok::Tensor& t) {
-  std::vector<T> v(static_cast<size_t>(t.bytes() / static_cast<int64_t>(sizeof(T))));
-  if (!v.empty()) t.copy_to_host(v.data(), t.bytes());
-  return v;
-}
 
 std::vector<float> download_rows(const mok::Tensor& t) {
   if (t.dtype() == mok::DType::f32) return download<float>(t);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/checks/check_util.h"
+#include "kernels/checks/tensor_download.h"
 #include "kernels/cuda_ops.h"
 
 namespace mok::cuda {
@@ -24,13 +25,6 @@ mok::Tensor upload(CudaOps& ops, const std::vector<T>& v, mok::DType dtype, std:
   mok::Tensor t = mok::Tensor::empty(std::move(shape), dtype, ops.allocator());
   if (!v.empty()) t.copy_from_host(v.data(), static_cast<int64_t>(v.size() * sizeof(T)));
   return t;
-}
-
-template <typename T>
-std::vector<T> download(const mok::Tensor& t) {
-  std::vector<T> v(static_cast<size_t>(t.bytes() / static_cast<int64_t>(sizeof(T))));
-  if (!v.empty()) t.copy_to_host(v.data(), t.bytes());
-  return v;
 }
 
 void check_one(CheckInputs& in, std::vector<OpCheck>& out, int64_t n, int k, int E, int R) {

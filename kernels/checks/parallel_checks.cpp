@@ -37,6 +37,7 @@
 #include "core/tensor/memory_tracker.h"
 #include "core/util/counter_rng.h"
 #include "kernels/checks/check_util.h"
+#include "kernels/checks/tensor_download.h"
 
 namespace mok::cuda {
 
@@ -47,13 +48,6 @@ constexpr int kRanks = 2;
 std::vector<float> normal_values(uint64_t seed, uint64_t stream, size_t n) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(counter_normal(seed, stream, i));
-  return v;
-}
-
-template <typename T>
-std::vector<T> to_host(const mok::Tensor& t) {
-  std::vector<T> v(static_cast<size_t>(t.numel()));
-  t.copy_to_host(v.data(), t.bytes());
   return v;
 }
 
@@ -94,8 +88,8 @@ struct LayerResult {
 };
 
 std::vector<float> expert_grads(const mok::SwiGluMlp& e) {
-  std::vector<float> g = to_host<float>(e.up().weight().grad);
-  const std::vector<float> d = to_host<float>(e.down().weight().grad);
+  std::vector<float> g = download<float>(e.up().weight().grad);
+  const std::vector<float> d = download<float>(e.down().weight().grad);
   g.insert(g.end(), d.begin(), d.end());
   return g;
 }
@@ -153,9 +147,9 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
     mok::Tensor y = local.forward(xt, d, bank, true);
     mok::Tensor dgate;
     mok::Tensor dx = local.backward(dyt, bank, dgate);
-    ref.y = to_host<float>(y);
-    ref.dx = to_host<float>(dx);
-    ref.dgate = to_host<float>(dgate);
+    ref.y = download<float>(y);
+    ref.dx = download<float>(dx);
+    ref.dgate = download<float>(dgate);
     for (int e = 0; e < kE; ++e) ref.expert_grads.push_back(expert_grads(*bank.experts[e]));
   }
 
@@ -218,7 +212,7 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
           cx->ops().convert(received[i], r32);
         const std::vector<float> expect = dtype == mok::DType::f32 ? want : from_bf16(to_bf16(want));
         report(plane_name + " all_to_all_rows" + (grouped ? "_group " : " ") + mok::dtype_name(dtype) + tag,
-               bitwise_error(to_host<float>(r32), expect), 0.0);
+               bitwise_error(download<float>(r32), expect), 0.0);
       }
     }
 
@@ -235,7 +229,7 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
       }
       mok::Tensor t = cx->upload(mine.data(), {kReduceN}, mok::DType::f32);
       plane->all_reduce_sum(t, mok::CommPurpose::gradients);
-      report(plane_name + " all_reduce_sum f32, fixed order" + tag, bitwise_error(to_host<float>(t), want), 0.0);
+      report(plane_name + " all_reduce_sum f32, fixed order" + tag, bitwise_error(download<float>(t), want), 0.0);
       // With two ranks each sends the other's chunk, then its own reduced chunk: n values.
       const int64_t moved = comm.stats().remote_sent(mok::CommPurpose::gradients);
       report(plane_name + " all_reduce_sum counts " + std::to_string(moved) + " bytes sent" + tag,
@@ -248,7 +242,7 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
       const std::vector<float> want = normal_values(seed, 251, 4099);
       mok::Tensor t = cx->upload(mine.data(), {4099}, mok::DType::f32);
       plane->broadcast(t, 1, mok::CommPurpose::weights);
-      report(plane_name + " broadcast" + tag, bitwise_error(to_host<float>(t), want), 0.0);
+      report(plane_name + " broadcast" + tag, bitwise_error(download<float>(t), want), 0.0);
     }
 
     // The dispatchers over the two ranks: experts 0–3 on rank 0, 4–7 on rank 1.
@@ -276,11 +270,11 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
         return std::vector<double>(v.begin() + me * kTokens * width, v.begin() + (me + 1) * kTokens * width);
       };
       const std::string what = which + " dispatch over " + plane_name;
-      report(what + " forward, 2 ranks vs CPU" + tag, relative_error(to_host<float>(y), slice(ref.y, kD)),
+      report(what + " forward, 2 ranks vs CPU" + tag, relative_error(download<float>(y), slice(ref.y, kD)),
              kFp32Tolerance);
-      report(what + " dx, 2 ranks vs CPU" + tag, relative_error(to_host<float>(dx), slice(ref.dx, kD)),
+      report(what + " dx, 2 ranks vs CPU" + tag, relative_error(download<float>(dx), slice(ref.dx, kD)),
              kFp32Tolerance);
-      report(what + " dgate, 2 ranks vs CPU" + tag, relative_error(to_host<float>(dgate), slice(ref.dgate, kK)),
+      report(what + " dgate, 2 ranks vs CPU" + tag, relative_error(download<float>(dgate), slice(ref.dgate, kK)),
              kFp32Tolerance);
       double worst = 0.0;
       for (int e : place.experts_on(me)) {
@@ -318,7 +312,7 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
         }
         mok::RoutingDecision d = mok::routing_decision_from(routing[me].expert, routing[me].gate, kK, kE);
         mok::Tensor x = cx->upload(xs[me].data(), {kTokens, kD}, mok::DType::f32);
-        y_of[fixed] = to_host<float>(dispatcher->forward(x, d, bank, false));
+        y_of[fixed] = download<float>(dispatcher->forward(x, d, bank, false));
       }
       const std::string what = which + " fixed layout over " + plane_name;
       report(what + " = counted, bitwise" + tag, bitwise_error(y_of[1], y_of[0]), 0.0);
@@ -358,10 +352,10 @@ void check_parallel(CheckInputs& in, std::vector<OpCheck>& out) {
       return b;
     };
     auto to_floats = [&](const mok::Tensor& t) {
-      if (t.dtype() == mok::DType::f32) return to_host<float>(t);
+      if (t.dtype() == mok::DType::f32) return download<float>(t);
       mok::Tensor f = cx->empty(t.shape(), mok::DType::f32);
       cx->ops().convert(t, f);
-      return to_host<float>(f);
+      return download<float>(f);
     };
     for (const std::string which : {"classic", "mok shadow never", "mok shadow always"}) {
       LayerResult of[2];  // one chunk, kChunks
